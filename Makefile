@@ -1,0 +1,61 @@
+# The two commands of the README: `make run` and `make test`.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8000
+PG_TEST_URL ?= postgres://postgres@127.0.0.1:5432/test
+RUN_STAMP := $(VENV)/.run-installed
+DEV_STAMP := $(VENV)/.dev-installed
+
+.PHONY: run test lint unit integration admin seed clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(RUN_STAMP): requirements.txt | $(BIN)/python
+	$(BIN)/pip install --quiet -r requirements.txt
+	touch $@
+
+$(DEV_STAMP): requirements.txt requirements-dev.txt | $(BIN)/python
+	$(BIN)/pip install --quiet -r requirements-dev.txt
+	touch $@ $(RUN_STAMP)
+
+.env:
+	$(BIN)/python -c "import secrets; print('SECRET_KEY=' + secrets.token_urlsafe(50))" > .env
+
+run: $(RUN_STAMP) .env
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
+	$(BIN)/python manage.py first_run --url http://$(HOST):$(PORT)/
+	$(BIN)/daphne -b $(HOST) -p $(PORT) ollm_site.asgi:application
+
+admin: $(RUN_STAMP) .env
+	$(BIN)/python manage.py createsuperuser
+
+seed: $(RUN_STAMP) .env
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py seed_demo
+
+lint: $(DEV_STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy .
+	DJANGO_SETTINGS_MODULE=ollm_site.settings_test $(BIN)/python manage.py makemigrations --check --dry-run
+
+unit: $(DEV_STAMP)
+	$(BIN)/pytest tests/unit --cov=contextmgr/core --cov-report=term-missing --cov-fail-under=100
+
+integration: $(DEV_STAMP)
+	$(BIN)/pytest tests/integration
+
+test: lint unit integration
+	@if $(BIN)/python scripts/service_up.py $(PG_TEST_URL); then \
+		echo "== PostgreSQL pass ($(PG_TEST_URL))"; \
+		DATABASE_URL=$(PG_TEST_URL) $(BIN)/pytest tests/integration; \
+	else \
+		echo "== PostgreSQL is not reachable at $(PG_TEST_URL): skipping the PostgreSQL pass (embedded pass only)"; \
+	fi
+
+clean:
+	rm -rf $(VENV) staticfiles .pytest_cache .mypy_cache .ruff_cache .coverage

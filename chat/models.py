@@ -1,0 +1,90 @@
+"""Chat sessions and their full message history.
+
+A message is never edited or deleted by compression: ``compressed_into`` only
+says which checkpoint stands for it in the active context.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+from contextmgr.core.tiers import ContextProfile, context_profile, context_profiles
+
+MAX_TITLE_LENGTH = 200
+MAX_MODEL_NAME_LENGTH = 200
+MAX_SYSTEM_PROMPT_CHARS = 100_000
+MAX_MESSAGE_CHARS = 1_000_000
+
+CONTEXT_SIZE_CHOICES = [
+    (p.size, f"{p.label} ({p.ollama_context_size:,} tokens, {p.tier.label})") for p in context_profiles()
+]
+
+
+class Session(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_sessions")
+    title = models.CharField(max_length=MAX_TITLE_LENGTH)
+    model = models.CharField(max_length=MAX_MODEL_NAME_LENGTH)
+    model_parameter_size_b = models.FloatField(
+        null=True, blank=True, help_text="Parameters in billions, used by the reliability score."
+    )
+    context_size = models.PositiveIntegerField(choices=CONTEXT_SIZE_CHOICES, help_text="The user's selection.")
+    max_tokens = models.PositiveIntegerField(help_text="The Ollama context size (num_ctx) of the selection.")
+    system_prompt = models.TextField(blank=True, max_length=MAX_SYSTEM_PROMPT_CHARS)
+    system_prompt_tokens = models.PositiveIntegerField(default=0)
+    settings = models.JSONField(default=dict, blank=True, help_text="This session's overrides of the context defaults.")
+    compression_count = models.PositiveIntegerField(default=0)
+    # Kept with the inputs it is computed from (see contextmgr.services) so the
+    # session list and the admin can sort and filter on it.
+    reliability_score = models.FloatField(default=1.0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_activity = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-last_activity"]
+
+    def __str__(self) -> str:
+        return self.title
+
+    @property
+    def profile(self) -> ContextProfile:
+        return context_profile(self.context_size)
+
+    @property
+    def tier(self) -> int:
+        return self.profile.tier.number
+
+
+class Message(models.Model):
+    class Role(models.TextChoices):
+        USER = "user", "user"
+        ASSISTANT = "assistant", "assistant"
+        SYSTEM = "system", "system"
+        TOOL = "tool", "tool"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
+    position = models.PositiveIntegerField(help_text="1-based order within the session.")
+    role = models.CharField(max_length=16, choices=Role.choices)
+    content = models.TextField(blank=True, max_length=MAX_MESSAGE_CHARS)
+    tokens = models.PositiveIntegerField(help_text="Counted once when stored.")
+    tokens_exact = models.BooleanField(default=False, help_text="Counted by the model's own tokenizer.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    compressed_into = models.ForeignKey(
+        "contextmgr.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="messages"
+    )
+    tool_call_id = models.CharField(
+        max_length=200, blank=True, help_text="Links a tool call and its results; they are compressed together."
+    )
+    tool_name = models.CharField(max_length=200, blank=True)
+    tool_args = models.JSONField(null=True, blank=True)
+    tool_result = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["session", "position"]
+        constraints = [models.UniqueConstraint(fields=["session", "position"], name="message_position_unique")]
+
+    def __str__(self) -> str:
+        return f"#{self.position} {self.role}"

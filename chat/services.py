@@ -1,0 +1,142 @@
+"""Writes to sessions and messages. Each function is one domain action."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings as django_settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from chat.models import (
+    MAX_MESSAGE_CHARS,
+    MAX_MODEL_NAME_LENGTH,
+    MAX_SYSTEM_PROMPT_CHARS,
+    MAX_TITLE_LENGTH,
+    Message,
+    Session,
+)
+from contextmgr.core.config import ConfigError, context_config_from_mapping
+from contextmgr.core.reliability import parameter_size_from_tag
+from contextmgr.core.tiers import UnknownContextSize, ollama_context_size
+from contextmgr.core.tokens import TiktokenCounter, TokenCount, TokenCounter, count_text_tokens
+from contextmgr.services.reliability import session_refresh_reliability
+
+DEFAULT_TITLE = "New conversation"
+
+
+def storable_text(text: str) -> str:
+    """PostgreSQL text cannot hold NUL bytes; they become U+FFFD so the rest is stored as written."""
+    return text.replace("\x00", "\ufffd")
+
+
+def _check_length(field: str, value: str, limit: int) -> None:
+    if len(value) > limit:
+        raise ValidationError({field: f"{field} is {len(value):,} characters long; the limit is {limit:,}."})
+
+
+def _system_prompt_tokens(system_prompt: str) -> int:
+    return count_text_tokens(system_prompt) if system_prompt else 0
+
+
+@transaction.atomic
+def session_create(
+    *,
+    owner: Any,
+    model: str,
+    context_size: int,
+    title: str = "",
+    system_prompt: str = "",
+    parameter_size_b: float | None = None,
+    settings: dict[str, Any] | None = None,
+) -> Session:
+    """Start a conversation. ``max_tokens`` is the Ollama size of the selection, never the selection itself."""
+    title = storable_text(title).strip() or DEFAULT_TITLE
+    model = storable_text(model).strip()
+    system_prompt = storable_text(system_prompt)
+    if not model:
+        raise ValidationError({"model": "Choose a model."})
+    _check_length("title", title, MAX_TITLE_LENGTH)
+    _check_length("model", model, MAX_MODEL_NAME_LENGTH)
+    _check_length("system_prompt", system_prompt, MAX_SYSTEM_PROMPT_CHARS)
+    try:
+        max_tokens = ollama_context_size(
+            context_size, model=model, overrides=django_settings.OLLM_MODEL_CONTEXT_OVERRIDES
+        )
+    except UnknownContextSize as exc:
+        raise ValidationError({"context_size": str(exc)}) from exc
+    try:
+        context_config_from_mapping(settings)
+    except ConfigError as exc:
+        raise ValidationError({"settings": str(exc)}) from exc
+    system_tokens = _system_prompt_tokens(system_prompt)
+    if system_tokens >= max_tokens:
+        raise ValidationError(
+            {"system_prompt": f"The system prompt is {system_tokens:,} tokens; the context holds {max_tokens:,}."}
+        )
+
+    session = Session.objects.create(
+        owner=owner,
+        title=title,
+        model=model,
+        model_parameter_size_b=parameter_size_b if parameter_size_b is not None else parameter_size_from_tag(model),
+        context_size=context_size,
+        max_tokens=max_tokens,
+        system_prompt=system_prompt,
+        system_prompt_tokens=system_tokens,
+        settings=settings or {},
+    )
+    session_refresh_reliability(session=session)
+    return session
+
+
+@transaction.atomic
+def message_create(
+    *,
+    session: Session,
+    role: str,
+    content: str,
+    token_count: TokenCount | None = None,
+    counter: TokenCounter | None = None,
+    tool_call_id: str = "",
+    tool_name: str = "",
+    tool_args: Any = None,
+    tool_result: Any = None,
+) -> Message:
+    """Store one message at the end of the session's history.
+
+    The session row is locked for the transaction so positions stay gapless
+    when two writers append at once. The message is counted here, once
+    (``token_count`` when the backend reported an exact count); budgets sum
+    the stored counts.
+    """
+    if role not in Message.Role.values:
+        raise ValidationError({"role": f"role must be one of {', '.join(Message.Role.values)}, not {role!r}."})
+    if not isinstance(content, str):
+        raise ValidationError({"content": "content must be text."})
+    content = storable_text(content)
+    if role == Message.Role.USER and not content.strip():
+        raise ValidationError({"content": "The message is empty."})
+    _check_length("content", content, MAX_MESSAGE_CHARS)
+
+    locked = Session.objects.select_for_update().get(pk=session.pk)
+    last = locked.messages.aggregate(last=Max("position"))["last"] or 0
+    count = token_count or (counter or TiktokenCounter()).count(content)
+    message = Message.objects.create(
+        session=locked,
+        position=last + 1,
+        role=role,
+        content=content,
+        tokens=count.tokens,
+        tokens_exact=count.exact,
+        tool_call_id=tool_call_id,
+        tool_name=tool_name,
+        tool_args=tool_args,
+        tool_result=tool_result,
+    )
+    now = timezone.now()
+    Session.objects.filter(pk=locked.pk).update(last_activity=now)
+    session.last_activity = now
+    return message

@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from chat.admin import ReadOnlyInline
+from contextmgr.models import (
+    Artifact,
+    Checkpoint,
+    CheckpointRevision,
+    ContextEvent,
+    Decision,
+    Goal,
+    GoalCheckpoint,
+    Snapshot,
+)
+
+
+class ReviewOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """History is written by the app's services; the admin is for review."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class RevisionInline(ReadOnlyInline):
+    model = CheckpointRevision
+    readonly_fields = ("created_at", "reason", "level", "tokens", "retention", "summary")
+    fields = readonly_fields
+    show_change_link = False
+
+
+@admin.register(Checkpoint)
+class CheckpointAdmin(ReviewOnlyAdmin):
+    list_display = [
+        "__str__",
+        "session",
+        "range_label",
+        "original_tokens",
+        "current_tokens",
+        "compression_count",
+        "merged_into",
+        "created_at",
+    ]
+    list_filter = ["level", "strategy"]
+    search_fields = ["summary", "session__title"]
+    list_select_related = ["session", "merged_into"]
+    inlines = [RevisionInline]
+
+
+class GoalCheckpointInline(ReadOnlyInline):
+    model = GoalCheckpoint
+    readonly_fields = ("description", "status", "updated_at")
+    fields = readonly_fields
+
+
+class DecisionInline(ReadOnlyInline):
+    model = Decision
+    readonly_fields = ("description", "locked", "updated_at")
+    fields = readonly_fields
+
+
+class ArtifactInline(ReadOnlyInline):
+    model = Artifact
+    readonly_fields = ("action", "path", "created_at")
+    fields = readonly_fields
+
+
+@admin.register(Goal)
+class GoalAdmin(ReviewOnlyAdmin):
+    list_display = ["description", "session", "priority", "status", "next_step", "updated_at"]
+    list_filter = ["status", "priority"]
+    search_fields = ["description", "session__title"]
+    inlines = [GoalCheckpointInline, DecisionInline, ArtifactInline]
+
+
+@admin.register(Decision)
+class DecisionAdmin(ReviewOnlyAdmin):
+    list_display = ["__str__", "session", "goal", "locked", "updated_at"]
+    list_filter = ["locked"]
+    search_fields = ["description", "session__title"]
+
+
+@admin.register(Artifact)
+class ArtifactAdmin(ReviewOnlyAdmin):
+    list_display = ["path", "action", "session", "created_at"]
+    list_filter = ["action"]
+    search_fields = ["path", "session__title"]
+
+
+@admin.register(Snapshot)
+class SnapshotAdmin(ReviewOnlyAdmin):
+    list_display = [
+        "__str__",
+        "session",
+        "kind",
+        "reason",
+        "token_count",
+        "message_count",
+        "checkpoint_count",
+        "model",
+        "tier",
+    ]
+    list_filter = ["kind", "tier"]
+    search_fields = ["session__title", "reason"]
+
+
+@admin.register(ContextEvent)
+class ContextEventAdmin(ReviewOnlyAdmin):
+    list_display = ["created_at", "type", "session"]
+    list_filter = ["type"]
+    search_fields = ["session__title"]
+    list_select_related = ["session"]

@@ -1,0 +1,70 @@
+"""The dynamic budget of the spec.
+
+``available = max_tokens - system_prompt_tokens - checkpoint_tokens`` and a
+compression is due when the active (uncompressed) conversation reaches 80% of
+``available``. Integer arithmetic with an exact ratio keeps the spec's worked
+example exact (10,080 / 8,320 / 8,640 / 8,400), with no float rounding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from fractions import Fraction
+
+COMPRESSION_TRIGGER_RATIO = Fraction(4, 5)
+
+
+@dataclass(frozen=True)
+class Budget:
+    max_tokens: int
+    system_prompt_tokens: int
+    checkpoint_tokens: int
+    active_tokens: int
+
+    @property
+    def available(self) -> int:
+        return self.max_tokens - self.system_prompt_tokens - self.checkpoint_tokens
+
+    @property
+    def trigger_at(self) -> int:
+        return int(self.available * COMPRESSION_TRIGGER_RATIO)
+
+    @property
+    def used(self) -> int:
+        """Every token the next prompt holds before a reply: system, checkpoints and active messages."""
+        return self.system_prompt_tokens + self.checkpoint_tokens + self.active_tokens
+
+    @property
+    def free(self) -> int:
+        return max(0, self.max_tokens - self.used)
+
+    @property
+    def compression_due(self) -> bool:
+        return self.active_tokens >= self.trigger_at
+
+    @property
+    def usage_of_available(self) -> float:
+        """Share of the available budget the active conversation uses (1.0 = full)."""
+        if self.available <= 0:
+            return 1.0
+        return self.active_tokens / self.available
+
+    def fits(self, extra_tokens: int) -> bool:
+        """Whether ``extra_tokens`` more still fit under ``max_tokens``."""
+        return self.used + extra_tokens <= self.max_tokens
+
+
+def compute_budget(
+    *,
+    max_tokens: int,
+    system_prompt_tokens: int,
+    checkpoint_tokens: Iterable[int],
+    active_tokens: int,
+) -> Budget:
+    return Budget(
+        max_tokens=max_tokens,
+        system_prompt_tokens=system_prompt_tokens,
+        checkpoint_tokens=sum(checkpoint_tokens),
+        active_tokens=active_tokens,
+    )

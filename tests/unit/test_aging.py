@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+import pytest
+
+from contextmgr.core.aging import AgingStep, CheckpointInfo, Level, MergeStep, level_target, plan_aging
+
+
+def cp(id_, level, tokens):
+    return CheckpointInfo(id=id_, level=level, tokens=tokens)
+
+
+def test_levels_and_labels():
+    assert [level.label for level in Level] == ["ultra", "ancient", "old", "recent"]
+    assert Level.RECENT.aged() == Level.OLD
+    assert Level.ULTRA.aged() == Level.ULTRA
+
+
+def test_targets_halve_per_level():
+    assert [level_target(level, 1024) for level in (Level.RECENT, Level.OLD, Level.ANCIENT, Level.ULTRA)] == [
+        1024,
+        512,
+        256,
+        128,
+    ]
+    assert level_target(Level.ULTRA, 40) == 16
+
+
+def test_first_compression_has_nothing_to_age():
+    assert plan_aging([], summary_max_tokens=1024, max_checkpoints=3) == plan_aging(
+        [], summary_max_tokens=1024, max_checkpoints=3
+    )
+    plan = plan_aging([], summary_max_tokens=1024, max_checkpoints=3)
+    assert plan.steps == ()
+    assert plan.merge is None
+    assert not plan.rollover
+
+
+def test_specs_sequence_1200_600_300():
+    # Second compression: the 1,200-token checkpoint becomes old at ~600.
+    plan = plan_aging([cp(1, Level.RECENT, 1200)], summary_max_tokens=1200, max_checkpoints=3)
+    assert plan.steps == (AgingStep(1, Level.RECENT, Level.OLD, 600),)
+    # Third: 600 -> ancient ~300, 1,200 -> old ~600.
+    plan = plan_aging([cp(1, Level.OLD, 600), cp(2, Level.RECENT, 1200)], summary_max_tokens=1200, max_checkpoints=3)
+    assert plan.steps == (AgingStep(1, Level.OLD, Level.ANCIENT, 300), AgingStep(2, Level.RECENT, Level.OLD, 600))
+    assert plan.merge is None
+
+
+def test_ancient_becomes_ultra_through_a_merge():
+    checkpoints = [cp(1, Level.ANCIENT, 300), cp(2, Level.OLD, 600), cp(3, Level.RECENT, 1200)]
+    plan = plan_aging(checkpoints, summary_max_tokens=1024, max_checkpoints=3)
+    assert plan.steps == (AgingStep(2, Level.OLD, Level.ANCIENT, 256), AgingStep(3, Level.RECENT, Level.OLD, 512))
+    assert plan.merge == MergeStep(checkpoint_ids=(1,), target_tokens=128)
+
+
+def test_all_ultra_checkpoints_merge_into_one():
+    checkpoints = [cp(1, Level.ULTRA, 128), cp(2, Level.ANCIENT, 250), cp(3, Level.OLD, 500), cp(4, Level.RECENT, 1000)]
+    plan = plan_aging(checkpoints, summary_max_tokens=1024, max_checkpoints=3)
+    assert plan.merge == MergeStep(checkpoint_ids=(1, 2), target_tokens=128)
+    assert [step.checkpoint_id for step in plan.steps] == [3, 4]
+
+
+def test_a_lone_ultra_checkpoint_is_not_re_merged():
+    plan = plan_aging([cp(1, Level.ULTRA, 128), cp(2, Level.RECENT, 1000)], summary_max_tokens=1024, max_checkpoints=3)
+    assert plan.merge is None
+    assert plan.steps == (AgingStep(2, Level.RECENT, Level.OLD, 500),)
+
+
+def test_tier_two_keeps_one_checkpoint_and_merges_the_rest():
+    plan = plan_aging([cp(1, Level.RECENT, 1000)], summary_max_tokens=1024, max_checkpoints=1)
+    assert plan.steps == ()
+    assert plan.merge == MergeStep(checkpoint_ids=(1,), target_tokens=128)
+
+
+def test_tier_one_rolls_over():
+    plan = plan_aging([cp(1, Level.RECENT, 1000)], summary_max_tokens=1024, max_checkpoints=0)
+    assert plan.rollover
+    assert plan.steps == ()
+
+
+def test_small_checkpoints_still_shrink_but_not_below_the_floor():
+    plan = plan_aging([cp(1, Level.RECENT, 20)], summary_max_tokens=1024, max_checkpoints=3)
+    assert plan.steps[0].target_tokens == 16
+
+
+@pytest.mark.parametrize("count", [1, 3, 8, 20])
+def test_never_more_non_ultra_checkpoints_than_the_tier_allows(count):
+    levels = [Level.RECENT, Level.OLD, Level.ANCIENT]
+    checkpoints = [cp(i, levels[min(count - 1 - i, 2)], 100) for i in range(count)]
+    plan = plan_aging(checkpoints, summary_max_tokens=1024, max_checkpoints=3)
+    survivors = [s for s in plan.steps if s.to_level != Level.ULTRA]
+    assert len(survivors) + 1 <= 3

@@ -1,0 +1,62 @@
+"""The spec's worked example (16K, Tier 3), number by number.
+
+The spec's "After 1st Compression" box says 10,400 available / 8,320 trigger
+for one 1,200-token checkpoint, but its own formula gives
+13,600 - 1,000 - 1,200 = 11,400 (trigger 9,120); the other three boxes agree
+with the formula. The product follows the formula (README, "Differences from
+the spec"), and this test pins both the formula's figure and the arithmetic
+slip, so a change to either is noticed.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from contextmgr.core.budget import Budget, compute_budget
+
+
+@pytest.mark.parametrize(
+    ("checkpoints", "available", "trigger"),
+    [
+        ([], 12_600, 10_080),
+        ([1_200], 11_400, 9_120),
+        ([600, 1_200], 10_800, 8_640),
+        ([300, 600, 1_200], 10_500, 8_400),
+    ],
+)
+def test_worked_example(checkpoints, available, trigger):
+    budget = compute_budget(
+        max_tokens=13_600, system_prompt_tokens=1_000, checkpoint_tokens=checkpoints, active_tokens=0
+    )
+    assert budget.available == available
+    assert budget.trigger_at == trigger
+
+
+def test_the_specs_first_compression_box_is_an_arithmetic_slip():
+    # 10,400 / 8,320 would need a 2,200-token checkpoint; 8,320 is 80% of 10,400.
+    slip = compute_budget(max_tokens=13_600, system_prompt_tokens=1_000, checkpoint_tokens=[2_200], active_tokens=0)
+    assert (slip.available, slip.trigger_at) == (10_400, 8_320)
+
+
+def test_compression_is_due_exactly_at_the_trigger():
+    below = Budget(max_tokens=13_600, system_prompt_tokens=1_000, checkpoint_tokens=0, active_tokens=10_079)
+    at = Budget(max_tokens=13_600, system_prompt_tokens=1_000, checkpoint_tokens=0, active_tokens=10_080)
+    assert not below.compression_due
+    assert at.compression_due
+
+
+def test_used_free_and_fit():
+    budget = Budget(max_tokens=13_600, system_prompt_tokens=1_000, checkpoint_tokens=1_200, active_tokens=3_034)
+    assert budget.used == 5_234
+    assert budget.free == 8_366
+    assert budget.fits(8_366)
+    assert not budget.fits(8_367)
+    assert budget.usage_of_available == pytest.approx(3_034 / 11_400)
+
+
+def test_exhausted_budget_reports_full_and_no_free_space():
+    budget = Budget(max_tokens=1_700, system_prompt_tokens=1_500, checkpoint_tokens=400, active_tokens=10)
+    assert budget.available == -200
+    assert budget.free == 0
+    assert budget.usage_of_available == 1.0
+    assert budget.compression_due

