@@ -16,7 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 from dotenv import load_dotenv
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-load_dotenv(BASE_DIR / ".env")
+load_dotenv(os.environ.get("OLLM_ENV_FILE", BASE_DIR / ".env"))
 
 
 def env_bool(name: str, default: bool = False) -> bool:

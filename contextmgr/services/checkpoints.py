@@ -186,7 +186,6 @@ def compression_commit(
     _revise(checkpoint, reason=CheckpointRevision.Reason.CREATED)
     Message.objects.filter(pk__in=[m.pk for m in messages]).update(compressed_into=checkpoint)
     Session.objects.filter(pk=locked.pk).update(compression_count=locked.compression_count)
-    session.compression_count = locked.compression_count
     event_record(
         session=locked,
         type=EventType.CHECKPOINT_CREATED,
@@ -199,7 +198,6 @@ def compression_commit(
         },
     )
     reliability = session_refresh_reliability(session=locked)
-    session.reliability_score = reliability
     after = session_budget(session=locked)
     event_record(
         session=locked,
@@ -217,4 +215,7 @@ def compression_commit(
             **draft.payload,
         },
     )
+    # Only now, with every write done, does the caller's object change.
+    session.compression_count = locked.compression_count
+    session.reliability_score = reliability
     return checkpoint

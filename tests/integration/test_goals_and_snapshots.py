@@ -1,0 +1,134 @@
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from chat.services import message_create
+from contextmgr.core.tokens import count_text_tokens
+from contextmgr.models import Artifact, ContextEvent, Decision, Goal, ImmutableError, Snapshot
+from contextmgr.selectors import active_goal, goal_block, session_budget
+from contextmgr.services.goals import (
+    artifact_record,
+    decision_record,
+    decision_set_locked,
+    goal_apply_markers,
+    goal_checkpoint_set,
+    goal_create,
+    goal_set_status,
+)
+from contextmgr.services.snapshots import snapshot_create
+
+pytestmark = pytest.mark.django_db
+
+REPLY = """Done with the design.
+[GOAL] Implement user authentication system
+[CHECKPOINT] Design authentication flow - COMPLETED
+[CHECKPOINT] Add JWT token generation - IN PROGRESS
+[DECISION] Use JWT for authentication - LOCKED
+[DECISION] Cache sessions in Redis
+[ARTIFACT] Created src/auth/login.ts
+[NEXT] Finish the JWT helper"""
+
+
+def test_markers_in_a_reply_update_the_goal(chat_session):
+    assert goal_apply_markers(session=chat_session, text=REPLY) == 7
+    goal = active_goal(session=chat_session)
+    assert goal is not None
+    assert goal.description == "Implement user authentication system"
+    assert [(c.description, c.status) for c in goal.checkpoints.all()] == [
+        ("Design authentication flow", "completed"),
+        ("Add JWT token generation", "in-progress"),
+    ]
+    assert [(d.description, d.locked) for d in Decision.objects.filter(session=chat_session)] == [
+        ("Use JWT for authentication", True),
+        ("Cache sessions in Redis", False),
+    ]
+    assert goal.next_step == "Finish the JWT helper"
+    assert list(Artifact.objects.values_list("action", "path")) == [("created", "src/auth/login.ts")]
+
+
+def test_a_repeated_marker_updates_instead_of_duplicating(chat_session):
+    goal_apply_markers(session=chat_session, text=REPLY)
+    goal_apply_markers(session=chat_session, text="[GOAL] implement USER authentication system\n"
+                       "[CHECKPOINT] Add JWT token generation - DONE\n[ARTIFACT] Created src/auth/login.ts")
+    assert Goal.objects.filter(session=chat_session).count() == 1
+    goal = active_goal(session=chat_session)
+    assert goal is not None
+    assert goal.checkpoints.get(description="Add JWT token generation").status == "completed"
+    assert Artifact.objects.count() == 1
+
+
+def test_markers_never_unlock_a_locked_decision_but_the_user_can(chat_session):
+    goal_apply_markers(session=chat_session, text=REPLY)
+    goal_apply_markers(session=chat_session, text="[DECISION] Use JWT for authentication - UNLOCKED")
+    decision = Decision.objects.get(description="Use JWT for authentication")
+    assert decision.locked
+    decision_set_locked(decision=decision, locked=False)
+    decision.refresh_from_db()
+    assert not decision.locked
+
+
+def test_progress_markers_without_a_goal_are_ignored(chat_session):
+    assert goal_apply_markers(session=chat_session, text="[CHECKPOINT] x - DONE\n[NEXT] y") == 0
+    assert not Goal.objects.exists()
+
+
+def test_one_active_goal_at_a_time(chat_session):
+    first = goal_create(session=chat_session, description="First", priority="high")
+    second = goal_create(session=chat_session, description="Second")
+    first.refresh_from_db()
+    assert (first.status, second.status) == ("paused", "active")
+    goal_set_status(goal=first, status="active")
+    second.refresh_from_db()
+    assert second.status == "paused"
+    done = goal_set_status(goal=first, status="completed")
+    assert done.completed_at is not None
+    assert active_goal(session=chat_session) is None
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda s: goal_create(session=s, description="  "), "description is empty"),
+        (lambda s: goal_create(session=s, description="x", priority="urgent"), "priority must be one of"),
+        (lambda s: goal_create(session=s, description="x" * 2001), "the limit is 2,000"),
+        (lambda s: goal_set_status(goal=goal_create(session=s, description="x"), status="gone"), "status must be"),
+        (lambda s: goal_checkpoint_set(goal=goal_create(session=s, description="x"), description="c", status="later"),
+         "status must be one of pending"),
+        (lambda s: artifact_record(session=s, path="a.py", action="deleted"), "action must be one of"),
+        (lambda s: decision_record(session=s, description=""), "description is empty"),
+    ],
+)
+def test_bad_goal_input_is_refused_clearly(chat_session, call, message):
+    with pytest.raises(ValidationError, match=message):
+        call(chat_session)
+
+
+def test_the_goal_block_counts_as_system_prompt_tokens(chat_session):
+    base = session_budget(session=chat_session).system_prompt_tokens
+    goal_apply_markers(session=chat_session, text=REPLY)
+    block = goal_block(session=chat_session)
+    assert "🔒 Use JWT for authentication" in block
+    assert "Cache sessions in Redis" not in block
+    assert session_budget(session=chat_session).system_prompt_tokens == base + count_text_tokens(block)
+
+
+def test_snapshot_holds_the_full_state_and_never_changes(chat_session):
+    message_create(session=chat_session, role="user", content="hi")
+    goal_apply_markers(session=chat_session, text=REPLY)
+    snapshot = snapshot_create(session=chat_session, kind=Snapshot.Kind.MANUAL, reason="before the refactor")
+    assert snapshot.message_count == 1
+    assert snapshot.checkpoint_count == 0
+    assert snapshot.token_count == session_budget(session=chat_session).used
+    assert (snapshot.model, snapshot.tier) == ("llama3.2:3b", 3)
+    assert snapshot.state["session"]["system_prompt"] == "You are helpful."
+    assert snapshot.state["decisions"][0] == {
+        "id": snapshot.state["decisions"][0]["id"], "goal": snapshot.state["goals"][0]["id"],
+        "description": "Use JWT for authentication", "locked": True,
+    }
+    assert ContextEvent.objects.get(type="snapshot-created").payload["snapshot"] == snapshot.id
+    snapshot.reason = "edited"
+    with pytest.raises(ImmutableError):
+        snapshot.save()
+    auto = snapshot_create(session=chat_session, kind=Snapshot.Kind.AUTO)
+    assert ContextEvent.objects.get(type="auto-snapshot-created").payload["snapshot"] == auto.id
