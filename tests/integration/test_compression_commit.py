@@ -7,7 +7,6 @@ from chat.services import message_create
 from contextmgr.core.aging import Level
 from contextmgr.models import Checkpoint, CheckpointRevision, ContextEvent
 from contextmgr.selectors import active_checkpoints, session_budget, session_state
-from contextmgr.services import checkpoints as checkpoint_services
 from contextmgr.services.checkpoints import (
     AgedSummary,
     CheckpointDraft,
@@ -15,6 +14,7 @@ from contextmgr.services.checkpoints import (
     MergedSummary,
     compression_commit,
 )
+from contextmgr.services.events import event_record
 
 pytestmark = pytest.mark.django_db
 
@@ -86,7 +86,9 @@ def test_aging_and_merging_write_revisions_and_events(chat_session):
     assert [cp.id for cp in active_checkpoints(session=chat_session)] == [first.id, second.id, third.id]
     aged_events = ContextEvent.objects.filter(type="checkpoint-aged").order_by("id")
     assert [(e.payload["from_level"], e.payload["to_level"]) for e in aged_events[:1]] == [(3, 2)]
-    assert aged_events.last().payload["merged"] == [first.id]
+    merge_event = aged_events.last()
+    assert merge_event is not None
+    assert merge_event.payload["merged"] == [first.id]
 
 
 def test_merging_several_checkpoints_keeps_one_in_the_context(chat_session):
@@ -136,14 +138,13 @@ def test_a_failure_inside_the_transaction_leaves_everything_as_it_was(chat_sessi
     first = compression_commit(session=chat_session, message_ids=[replies[0].id], draft=CheckpointDraft(summary="a"))
     before = state_of(chat_session)
     revisions = CheckpointRevision.objects.count()
-    real_record = checkpoint_services.event_record
 
     def fail_on_compressed(**kwargs):
         if kwargs["type"] == "compressed":
             raise RuntimeError("database went away")
-        return real_record(**kwargs)
+        return event_record(**kwargs)
 
-    monkeypatch.setattr(checkpoint_services, "event_record", fail_on_compressed)
+    monkeypatch.setattr("contextmgr.services.checkpoints.event_record", fail_on_compressed)
     with pytest.raises(RuntimeError, match="database went away"):
         compression_commit(
             session=chat_session,
