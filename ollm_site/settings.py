@@ -132,6 +132,9 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 
 OLLAMA_HOST = os.environ.get("OLLAMA_HOST", "http://127.0.0.1:11434")
 OLLM_LLM_BACKEND = os.environ.get("OLLM_LLM_BACKEND", "auto")
+OLLAMA_TIMEOUT = float(os.environ.get("OLLAMA_TIMEOUT", "120"))
+# The embedded model's largest context (SmolLM2-135M was trained for 8,192).
+OLLM_EMBEDDED_N_CTX = int(os.environ.get("OLLM_EMBEDDED_N_CTX", "8192"))
 # Per-model Ollama sizes that replace the tier table's, e.g. {"llama3.2:1b": {"16384": 12000}}.
 OLLM_MODEL_CONTEXT_OVERRIDES: dict[str, dict[int, int]] = {
     model: {int(size): int(tokens) for size, tokens in sizes.items()}

@@ -14,6 +14,7 @@ import base64
 import gzip
 import hashlib
 import importlib.util
+import math
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -98,3 +99,31 @@ class TiktokenCounter:
 
     def count(self, text: str) -> TokenCount:
         return TokenCount(tokens=count_text_tokens(text) + PER_MESSAGE_OVERHEAD, exact=False)
+
+
+CALIBRATION_WEIGHT = 0.3
+
+
+class TokenCalibration:
+    """Per-model correction of the tiktoken estimate, learned from exact counts.
+
+    Each observation moves the model's factor a third of the way to the latest
+    ratio ``exact / estimated``, so a few replies are enough and one outlier
+    does not swing it.
+    """
+
+    def __init__(self) -> None:
+        self._factors: dict[str, float] = {}
+
+    def factor(self, model: str) -> float:
+        return self._factors.get(model, 1.0)
+
+    def observe(self, model: str, *, exact: int, estimated: int) -> float:
+        if exact > 0 and estimated > 0:
+            ratio = exact / estimated
+            current = self._factors.get(model, ratio)
+            self._factors[model] = current + CALIBRATION_WEIGHT * (ratio - current)
+        return self.factor(model)
+
+    def estimate(self, model: str, tiktoken_count: int) -> int:
+        return math.ceil(tiktoken_count * self.factor(model))

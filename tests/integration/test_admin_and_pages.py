@@ -60,8 +60,15 @@ def test_admin_review_pages(client, admin, demo):
     assert changelist.status_code == 200
     assert "Demo: user authentication" in changelist.content.decode()
     assert "Context: " in changelist.content.decode()
-    for query, present in [("?q=root", True), ("?q=nomatch", False), ("?tier=3", True), ("?tier=1", False),
-                           ("?reliability=CRITICAL", True), ("?reliability=HIGH", False), ("?model=llama3.2:3b", True)]:
+    for query, present in [
+        ("?q=root", True),
+        ("?q=nomatch", False),
+        ("?tier=3", True),
+        ("?tier=1", False),
+        ("?reliability=CRITICAL", True),
+        ("?reliability=HIGH", False),
+        ("?model=llama3.2:3b", True),
+    ]:
         page = client.get(reverse("admin:chat_session_changelist") + query).content.decode()
         assert ("Demo: user authentication" in page) is present, query
     change = client.get(reverse("admin:chat_session_change", args=[demo.id])).content.decode()
@@ -70,7 +77,7 @@ def test_admin_review_pages(client, admin, demo):
     oldest = Checkpoint.objects.filter(session=demo).order_by("number").first()
     assert oldest is not None
     revisions = client.get(reverse("admin:contextmgr_checkpoint_change", args=[oldest.id])).content.decode()
-    assert revisions.count("<td class=\"field-reason\">") == 4
+    assert revisions.count('<td class="field-reason">') == 4
     for name in ["goal", "decision", "artifact", "snapshot", "contextevent", "checkpoint"]:
         assert client.get(reverse(f"admin:contextmgr_{name}_changelist")).status_code == 200
     assert client.get(reverse("admin:chat_message_changelist") + "?q=JWT").status_code == 200
@@ -99,8 +106,9 @@ def test_settings_refuse_to_start_without_a_secret_key_unless_debugging(tmp_path
     refused = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True)
     assert refused.returncode != 0
     assert "SECRET_KEY is required when DEBUG is off" in refused.stderr
-    debugging = subprocess.run([sys.executable, "-c", code], env={**env, "DEBUG": "1"}, cwd=tmp_path,
-                               capture_output=True, text=True)
+    debugging = subprocess.run(
+        [sys.executable, "-c", code], env={**env, "DEBUG": "1"}, cwd=tmp_path, capture_output=True, text=True
+    )
     assert debugging.stdout.strip() == "ok", debugging.stderr
 
 

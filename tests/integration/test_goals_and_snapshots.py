@@ -49,8 +49,11 @@ def test_markers_in_a_reply_update_the_goal(chat_session):
 
 def test_a_repeated_marker_updates_instead_of_duplicating(chat_session):
     goal_apply_markers(session=chat_session, text=REPLY)
-    goal_apply_markers(session=chat_session, text="[GOAL] implement USER authentication system\n"
-                       "[CHECKPOINT] Add JWT token generation - DONE\n[ARTIFACT] Created src/auth/login.ts")
+    goal_apply_markers(
+        session=chat_session,
+        text="[GOAL] implement USER authentication system\n"
+        "[CHECKPOINT] Add JWT token generation - DONE\n[ARTIFACT] Created src/auth/login.ts",
+    )
     assert Goal.objects.filter(session=chat_session).count() == 1
     goal = active_goal(session=chat_session)
     assert goal is not None
@@ -93,8 +96,12 @@ def test_one_active_goal_at_a_time(chat_session):
         (lambda s: goal_create(session=s, description="x", priority="urgent"), "priority must be one of"),
         (lambda s: goal_create(session=s, description="x" * 2001), "the limit is 2,000"),
         (lambda s: goal_set_status(goal=goal_create(session=s, description="x"), status="gone"), "status must be"),
-        (lambda s: goal_checkpoint_set(goal=goal_create(session=s, description="x"), description="c", status="later"),
-         "status must be one of pending"),
+        (
+            lambda s: goal_checkpoint_set(
+                goal=goal_create(session=s, description="x"), description="c", status="later"
+            ),
+            "status must be one of pending",
+        ),
         (lambda s: artifact_record(session=s, path="a.py", action="deleted"), "action must be one of"),
         (lambda s: decision_record(session=s, description=""), "description is empty"),
     ],
@@ -123,8 +130,10 @@ def test_snapshot_holds_the_full_state_and_never_changes(chat_session):
     assert (snapshot.model, snapshot.tier) == ("llama3.2:3b", 3)
     assert snapshot.state["session"]["system_prompt"] == "You are helpful."
     assert snapshot.state["decisions"][0] == {
-        "id": snapshot.state["decisions"][0]["id"], "goal": snapshot.state["goals"][0]["id"],
-        "description": "Use JWT for authentication", "locked": True,
+        "id": snapshot.state["decisions"][0]["id"],
+        "goal": snapshot.state["goals"][0]["id"],
+        "description": "Use JWT for authentication",
+        "locked": True,
     }
     assert ContextEvent.objects.get(type="snapshot-created").payload["snapshot"] == snapshot.id
     snapshot.reason = "edited"

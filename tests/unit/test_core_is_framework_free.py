@@ -20,3 +20,20 @@ def test_importing_the_core_loads_no_framework():
     )
     assert len(modules) >= 9
     assert result.stdout.strip() == ""
+
+
+def test_only_the_gateway_imports_the_llm_clients():
+    import re
+
+    root = CORE.parents[1]
+    pattern = re.compile(r"^\s*(?:import|from)\s+(?:ollama|llama_cpp)\b", re.M)
+    offenders = [
+        str(path.relative_to(root))
+        for path in root.rglob("*.py")
+        if ".venv" not in path.parts
+        and path.parts[len(root.parts)] not in {"tests", "bench"}
+        and "contextmgr/llm" not in path.as_posix()
+        and pattern.search(path.read_text(encoding="utf-8"))
+    ]
+    assert offenders == []
+    assert pattern.search((root / "contextmgr" / "llm" / "ollama_backend.py").read_text(encoding="utf-8"))

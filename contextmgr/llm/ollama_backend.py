@@ -1,0 +1,144 @@
+"""The Ollama backend, over the official ``ollama`` client.
+
+Every call sends ``options.num_ctx``: Ollama silently truncates a longer
+prompt, so the caller's budget must hold before the call. Client errors become
+the gateway's own, with a message that says what to do.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import ollama
+
+from contextmgr.core.reliability import parameter_size_from_tag
+from contextmgr.llm.types import (
+    BackendUnavailable,
+    ChatMessage,
+    ChatResult,
+    ChatStream,
+    LLMError,
+    LLMRequestError,
+    LLMTimeout,
+    ModelInfo,
+    ModelNotFound,
+)
+
+NS = 1e-9
+
+
+def parse_parameter_size(text: str | None) -> float | None:
+    """Ollama's ``details.parameter_size`` ("3.2B", "135M") in billions."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMBT])\s*", text or "", re.I)
+    if match is None:
+        return None
+    scale = {"K": 1e-6, "M": 1e-3, "B": 1.0, "T": 1e3}[match.group(2).upper()]
+    return float(match.group(1)) * scale
+
+
+class OllamaBackend:
+    name = "ollama"
+
+    def __init__(self, *, host: str, timeout: float = 120.0, connect_timeout: float = 3.0) -> None:
+        self.host = host
+        self._client = ollama.AsyncClient(host=host, timeout=httpx.Timeout(timeout, connect=connect_timeout))
+
+    @asynccontextmanager
+    async def _errors(self, model: str | None = None) -> AsyncIterator[None]:
+        try:
+            yield
+        except LLMError:
+            raise
+        except ollama.ResponseError as exc:
+            if exc.status_code == 404 and model is not None:
+                raise ModelNotFound(f"model {model} is not pulled; run `ollama pull {model}`") from exc
+            raise LLMRequestError(f"Ollama refused the request ({exc.status_code}): {exc.error}") from exc
+        except (ConnectionError, httpx.ConnectError) as exc:
+            raise BackendUnavailable(
+                f"Ollama is not reachable at {self.host}: start it with `ollama serve` or set OLLAMA_HOST"
+            ) from exc
+        except httpx.TimeoutException as exc:
+            raise LLMTimeout(f"Ollama at {self.host} did not answer in time") from exc
+        except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+            raise LLMRequestError(f"the connection to Ollama at {self.host} broke off mid-reply") from exc
+
+    def chat(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        model: str,
+        num_ctx: int,
+        max_tokens: int,
+        temperature: float = 0.0,
+        stop: Sequence[str] = (),
+        seed: int | None = None,
+    ) -> ChatStream:
+        options: dict[str, Any] = {"num_ctx": num_ctx, "num_predict": max_tokens, "temperature": temperature}
+        if stop:
+            options["stop"] = list(stop)
+        if seed is not None:
+            options["seed"] = seed
+        return ChatStream(self._stream([{"role": m.role, "content": m.content} for m in messages], model, options))
+
+    async def _stream(
+        self, messages: list[dict[str, str]], model: str, options: dict[str, Any]
+    ) -> AsyncGenerator[str | ChatResult, None]:
+        started = time.perf_counter()
+        async with self._errors(model):
+            parts = await self._client.chat(model=model, messages=messages, stream=True, options=options)
+            async for part in parts:
+                if part.message.content:
+                    yield part.message.content
+                if part.done:
+                    yield ChatResult(
+                        prompt_tokens=part.prompt_eval_count or 0,
+                        completion_tokens=part.eval_count or 0,
+                        done_reason=part.done_reason or "stop",
+                        prompt_seconds=(part.prompt_eval_duration or 0) * NS,
+                        generation_seconds=(part.eval_duration or 0) * NS,
+                        backend=self.name,
+                        model=model,
+                    )
+                    return
+            raise LLMRequestError(
+                f"Ollama at {self.host} ended the reply after {time.perf_counter() - started:.1f} s "
+                "without finishing it"
+            )
+
+    async def list_models(self) -> list[ModelInfo]:
+        async with self._errors():
+            listed = await self._client.list()
+        return [await self.model_info(entry.model) for entry in listed.models if entry.model]
+
+    async def model_info(self, model: str) -> ModelInfo:
+        async with self._errors(model):
+            shown = await self._client.show(model)
+        details = shown.details
+        info = dict(shown.modelinfo or {})
+        architecture = str(info.get("general.architecture") or (details.family if details else "") or "")
+        context = info.get(f"{architecture}.context_length")
+        size = parse_parameter_size(details.parameter_size if details else None)
+        return ModelInfo(
+            name=model,
+            backend=self.name,
+            parameter_size_b=size if size is not None else parameter_size_from_tag(model),
+            context_length=int(context) if context else None,
+            family=(details.family if details and details.family else architecture),
+        )
+
+    async def count_tokens(self, text: str, model: str) -> int | None:
+        """Ollama has no tokenize endpoint: exact counts come from ``prompt_eval_count`` after a call."""
+        return None
+
+    async def health(self) -> bool:
+        try:
+            async with self._errors():
+                await self._client.list()
+        except LLMError:
+            return False
+        return True

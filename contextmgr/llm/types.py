@@ -1,0 +1,124 @@
+"""The gateway's vocabulary: messages, results, model facts and errors a user can act on."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: str
+    content: str
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    """The end of a reply: exact counts as the backend reports them, and timings in seconds."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    done_reason: str  # "stop", "length" or "cancelled"
+    prompt_seconds: float
+    generation_seconds: float
+    backend: str
+    model: str
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.completion_tokens / self.generation_seconds if self.generation_seconds > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    result: ChatResult
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    backend: str
+    parameter_size_b: float | None
+    context_length: int | None
+    family: str
+
+
+class LLMError(Exception):
+    """Base of every gateway error; the message is meant for the user."""
+
+
+class BackendUnavailable(LLMError):
+    pass
+
+
+class ModelNotFound(LLMError):
+    pass
+
+
+class ContextOverflow(LLMError):
+    pass
+
+
+class LLMTimeout(LLMError):
+    pass
+
+
+class LLMRequestError(LLMError):
+    pass
+
+
+class ChatStream:
+    """An async iterator of text deltas; ``result`` is set once the reply has ended.
+
+    Closing it early (``aclose``) cancels the generation.
+    """
+
+    def __init__(self, parts: AsyncGenerator[str | ChatResult, None]) -> None:
+        self._parts = parts
+        self.result: ChatResult | None = None
+
+    def __aiter__(self) -> ChatStream:
+        return self
+
+    async def __anext__(self) -> str:
+        part = await self._parts.__anext__()
+        if isinstance(part, ChatResult):
+            self.result = part
+            await self._parts.aclose()
+            raise StopAsyncIteration
+        return part
+
+    async def aclose(self) -> None:
+        await self._parts.aclose()
+
+    async def collect(self) -> Completion:
+        text = "".join([delta async for delta in self])
+        if self.result is None:
+            raise LLMRequestError("the reply ended without its final counts")
+        return Completion(text=text, result=self.result)
+
+
+class LLMBackend(Protocol):
+    name: str
+
+    def chat(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        model: str,
+        num_ctx: int,
+        max_tokens: int,
+        temperature: float = 0.0,
+        stop: Sequence[str] = (),
+        seed: int | None = None,
+    ) -> ChatStream: ...
+
+    async def list_models(self) -> list[ModelInfo]: ...
+
+    async def model_info(self, model: str) -> ModelInfo: ...
+
+    async def count_tokens(self, text: str, model: str) -> int | None: ...
+
+    async def health(self) -> bool: ...
