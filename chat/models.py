@@ -37,6 +37,9 @@ class Session(models.Model):
     system_prompt_tokens = models.PositiveIntegerField(default=0)
     settings = models.JSONField(default=dict, blank=True, help_text="This session's overrides of the context defaults.")
     compression_count = models.PositiveIntegerField(default=0)
+    compression_started_at = models.DateTimeField(
+        null=True, blank=True, help_text="Set while a compression runs: at most one per session (a lease)."
+    )
     # Kept with the inputs it is computed from (see contextmgr.services) so the
     # session list and the admin can sort and filter on it.
     reliability_score = models.FloatField(default=1.0)
@@ -74,6 +77,12 @@ class Message(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     compressed_into = models.ForeignKey(
         "contextmgr.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="messages"
+    )
+    done_reason = models.CharField(
+        max_length=16, blank=True, help_text='How a reply ended: "stop", "length" (cut by the cap) or "cancelled".'
+    )
+    excluded_from_context = models.BooleanField(
+        default=False, help_text="Written after the snapshot that was restored; kept in the full history only."
     )
     tool_call_id = models.CharField(
         max_length=200, blank=True, help_text="Links a tool call and its results; they are compressed together."

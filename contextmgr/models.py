@@ -56,6 +56,9 @@ class Checkpoint(models.Model):
         related_name="merged_from",
         help_text="Set when it was merged into the ultra checkpoint; it then leaves the active context.",
     )
+    retired = models.BooleanField(
+        default=False, help_text="Created after the snapshot that was restored; out of the active context."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     compressed_at = models.DateTimeField(null=True, blank=True, help_text="When it was last aged.")
 
@@ -71,7 +74,7 @@ class Checkpoint(models.Model):
 
     @property
     def is_active(self) -> bool:
-        return self.merged_into_id is None
+        return self.merged_into_id is None and not self.retired
 
 
 class CheckpointRevision(models.Model):
@@ -81,6 +84,7 @@ class CheckpointRevision(models.Model):
         CREATED = "created"
         AGED = "aged"
         MERGED = "merged"
+        RESTORED = "restored"
 
     checkpoint = models.ForeignKey(Checkpoint, on_delete=models.CASCADE, related_name="revisions")
     level = models.PositiveSmallIntegerField(choices=LEVEL_CHOICES)

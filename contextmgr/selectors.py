@@ -9,20 +9,37 @@ from django.db.models import QuerySet, Sum
 from chat.models import Message, Session
 from contextmgr.core.aging import Level
 from contextmgr.core.budget import Budget
-from contextmgr.core.prompts import ArtifactView, DecisionView, GoalCheckpointView, GoalView, render_goal_block
+from contextmgr.core.prompts import (
+    ArtifactView,
+    DecisionView,
+    GoalCheckpointView,
+    GoalView,
+    render_goal_block,
+    render_locked_decisions,
+)
 from contextmgr.core.reliability import CheckpointRetention, Reliability, compute_reliability, context_line
 from contextmgr.core.tokens import count_text_tokens
+from contextmgr.core.window import (
+    ActiveMessage,
+    CheckpointView,
+    WindowBlock,
+    assemble_window,
+    render_checkpoint,
+    render_system,
+)
 from contextmgr.models import Checkpoint, Decision, Goal
 
 
 def active_checkpoints(*, session: Session) -> QuerySet[Checkpoint]:
     """Checkpoints in the active context (not merged away), oldest first."""
-    return Checkpoint.objects.filter(session=session, merged_into__isnull=True).order_by("number")
+    return Checkpoint.objects.filter(session=session, merged_into__isnull=True, retired=False).order_by("number")
 
 
 def active_messages(*, session: Session) -> QuerySet[Message]:
     """Messages in the active context (not compressed), oldest first."""
-    return Message.objects.filter(session=session, compressed_into__isnull=True).order_by("position")
+    return Message.objects.filter(session=session, compressed_into__isnull=True, excluded_from_context=False).order_by(
+        "position"
+    )
 
 
 def active_goal(*, session: Session) -> Goal | None:
@@ -49,16 +66,50 @@ def goal_view(*, goal: Goal) -> GoalView:
     )
 
 
-def goal_block(*, session: Session) -> str:
-    """The active goal's block of the system prompt, or "" without an active goal."""
+def pinned_block(*, session: Session) -> str:
+    """What is never compressed besides the system prompt: the active goal's block, or
+    the locked decisions when no goal is active ("" when there is neither)."""
     goal = active_goal(session=session)
-    return render_goal_block(goal_view(goal=goal)) if goal is not None else ""
+    if goal is not None:
+        return render_goal_block(goal_view(goal=goal))
+    return render_locked_decisions(
+        list(Decision.objects.filter(session=session, locked=True).values_list("description", flat=True))
+    )
+
+
+def checkpoint_view(checkpoint: Checkpoint) -> CheckpointView:
+    return CheckpointView(
+        number=checkpoint.number,
+        level=Level(checkpoint.level),
+        range_label=checkpoint.range_label,
+        summary=checkpoint.summary,
+        key_decisions=tuple(checkpoint.key_decisions),
+        files_modified=tuple(checkpoint.files_modified),
+        next_steps=tuple(checkpoint.next_steps),
+    )
+
+
+def session_window(*, session: Session) -> tuple[WindowBlock, ...]:
+    """The exact context the next call sends, block by block, with stored token counts."""
+    pinned = pinned_block(session=session)
+    return assemble_window(
+        system=render_system(session.system_prompt, pinned),
+        system_tokens=session.system_prompt_tokens + (count_text_tokens(pinned) if pinned else 0),
+        checkpoints=[
+            (cp.id, render_checkpoint(checkpoint_view(cp)), cp.current_tokens)
+            for cp in active_checkpoints(session=session)
+        ],
+        messages=[
+            ActiveMessage(m.id, m.role, m.content, m.tokens)
+            for m in active_messages(session=session).only("id", "role", "content", "tokens")
+        ],
+    )
 
 
 def session_budget(*, session: Session) -> Budget:
     """The budget from stored counts. The goal block is small and changes with
     every marker, so it is counted here rather than stored."""
-    block = goal_block(session=session)
+    block = pinned_block(session=session)
     checkpoint_tokens = active_checkpoints(session=session).aggregate(total=Sum("current_tokens"))["total"] or 0
     active_tokens = active_messages(session=session).aggregate(total=Sum("tokens"))["total"] or 0
     return Budget(
@@ -102,6 +153,7 @@ def session_state(*, session: Session) -> dict[str, Any]:
             "context_size": session.context_size,
             "max_tokens": session.max_tokens,
             "system_prompt": session.system_prompt,
+            "system_prompt_tokens": session.system_prompt_tokens,
             "settings": session.settings,
             "compression_count": session.compression_count,
         },
@@ -127,6 +179,7 @@ def session_state(*, session: Session) -> dict[str, Any]:
                 "next_steps": cp.next_steps,
                 "retention": cp.retention,
                 "merged_into": cp.merged_into_id,
+                "retired": cp.retired,
             }
             for cp in Checkpoint.objects.filter(session=session).order_by("number")
         ],
@@ -137,6 +190,8 @@ def session_state(*, session: Session) -> dict[str, Any]:
                 "priority": goal.priority,
                 "status": goal.status,
                 "next_step": goal.next_step,
+                "created_at": goal.created_at.isoformat(),
+                "completed_at": goal.completed_at.isoformat() if goal.completed_at else None,
                 "checkpoints": [{"description": c.description, "status": c.status} for c in goal.checkpoints.all()],
             }
             for goal in Goal.objects.filter(session=session).prefetch_related("checkpoints")

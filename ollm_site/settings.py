@@ -94,9 +94,12 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Compressions and chat turns write from different threads; wait for the
-    # lock instead of failing with "database is locked".
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # Compressions and chat turns write from different threads: WAL lets them
+    # read while one writes, IMMEDIATE transactions take the write lock up
+    # front, and the timeout waits for it instead of failing "database is locked".
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -133,8 +136,15 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 OLLAMA_HOST = os.environ.get("OLLAMA_HOST", "http://127.0.0.1:11434")
 OLLM_LLM_BACKEND = os.environ.get("OLLM_LLM_BACKEND", "auto")
 OLLAMA_TIMEOUT = float(os.environ.get("OLLAMA_TIMEOUT", "120"))
+# The most tokens a chat reply may have (less when the context has less room left).
+OLLM_REPLY_MAX_TOKENS = int(os.environ.get("OLLM_REPLY_MAX_TOKENS", "512"))
+OLLM_CHAT_TEMPERATURE = float(os.environ.get("OLLM_CHAT_TEMPERATURE", "0.7"))
+# How long a turn waits for a running compression to make room.
+OLLM_COMPRESSION_WAIT_SECONDS = float(os.environ.get("OLLM_COMPRESSION_WAIT_SECONDS", "600"))
 # The embedded model's largest context (SmolLM2-135M was trained for 8,192).
 OLLM_EMBEDDED_N_CTX = int(os.environ.get("OLLM_EMBEDDED_N_CTX", "8192"))
+# RAM for the embedded model's prompt-state cache (KV states of recent prompts).
+OLLM_EMBEDDED_CACHE_MB = int(os.environ.get("OLLM_EMBEDDED_CACHE_MB", "256"))
 # Per-model Ollama sizes that replace the tier table's, e.g. {"llama3.2:1b": {"16384": 12000}}.
 OLLM_MODEL_CONTEXT_OVERRIDES: dict[str, dict[int, int]] = {
     model: {int(size): int(tokens) for size, tokens in sizes.items()}

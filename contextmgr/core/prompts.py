@@ -153,13 +153,19 @@ def render_goal_block(goal: GoalView) -> str:
     if goal.checkpoints:
         lines.append("Checkpoints:")
         lines += [f"{CHECKPOINT_MARK[cp.status]} {cp.description}" for cp in goal.checkpoints]
-    locked = [d.description for d in goal.decisions if d.locked]
+    locked = render_locked_decisions([d.description for d in goal.decisions if d.locked])
     if locked:
-        lines.append("Locked decisions (never change these):")
-        lines += [f"🔒 {text}" for text in locked]
+        lines.append(locked)
     if goal.artifacts:
         lines.append("Artifacts:")
         lines += [f"{a.action.capitalize()} {a.path}" for a in goal.artifacts]
     if goal.next_step:
         lines.append(f"Next: {goal.next_step}")
     return "\n".join(lines)
+
+
+def render_locked_decisions(descriptions: Sequence[str]) -> str:
+    """Locked decisions as they are pinned in the system prompt ("" when there are none)."""
+    if not descriptions:
+        return ""
+    return "\n".join(["Locked decisions (never change these):", *(f"🔒 {text}" for text in descriptions)])

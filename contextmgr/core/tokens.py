@@ -102,6 +102,9 @@ class TiktokenCounter:
 
 
 CALIBRATION_WEIGHT = 0.3
+# Tokenizers differ from cl100k by tens of percent, not by factors: a ratio
+# outside this range is a miscount (a cached prompt, a proxy), not a tokenizer.
+CALIBRATION_BOUNDS = (0.5, 2.0)
 
 
 class TokenCalibration:
@@ -120,7 +123,8 @@ class TokenCalibration:
 
     def observe(self, model: str, *, exact: int, estimated: int) -> float:
         if exact > 0 and estimated > 0:
-            ratio = exact / estimated
+            low, high = CALIBRATION_BOUNDS
+            ratio = min(high, max(low, exact / estimated))
             current = self._factors.get(model, ratio)
             self._factors[model] = current + CALIBRATION_WEIGHT * (ratio - current)
         return self.factor(model)

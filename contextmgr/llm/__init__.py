@@ -33,7 +33,7 @@ def get_gateway() -> Gateway:
 
     return Gateway(
         mode=settings.OLLM_LLM_BACKEND,
-        embedded=EmbeddedBackend(n_ctx=settings.OLLM_EMBEDDED_N_CTX),
+        embedded=EmbeddedBackend(n_ctx=settings.OLLM_EMBEDDED_N_CTX, cache_bytes=settings.OLLM_EMBEDDED_CACHE_MB << 20),
         ollama=OllamaBackend(host=settings.OLLAMA_HOST, timeout=settings.OLLAMA_TIMEOUT),
     )
 

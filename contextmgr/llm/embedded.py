@@ -52,18 +52,21 @@ class EmbeddedBackend:
 
     name = "embedded"
 
-    def __init__(self, *, n_ctx: int = 8192, n_threads: int | None = None) -> None:
+    def __init__(self, *, n_ctx: int = 8192, n_threads: int | None = None, cache_bytes: int = 256 << 20) -> None:
         self._n_ctx = n_ctx
+        self._cache_bytes = cache_bytes
         self._n_threads = n_threads
         self._loaded: _Loaded | None = None
         self._load_lock = threading.Lock()
         # The end of the latest generation, cancelled ones included (for logs and tests).
         self.last_result: ChatResult | None = None
+        self._message_overhead: int | None = None
 
     def _load(self) -> _Loaded:
         with self._load_lock:
             if self._loaded is None:
                 from llama_cpp import Llama
+                from llama_cpp.llama_cache import LlamaRAMCache
                 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
                 llama = Llama(
@@ -73,6 +76,10 @@ class EmbeddedBackend:
                     seed=DEFAULT_SEED,
                     verbose=False,
                 )
+                if self._cache_bytes:
+                    # Chat turns and summaries alternate on one model: keeping the
+                    # KV state of recent prompts spares re-reading each from the start.
+                    llama.set_cache(LlamaRAMCache(capacity_bytes=self._cache_bytes))
                 template = Jinja2ChatFormatter(
                     template=llama.metadata["tokenizer.chat_template"],
                     bos_token=llama.detokenize([llama.token_bos()], special=True).decode(),
@@ -92,8 +99,21 @@ class EmbeddedBackend:
         return formatted.prompt, stops
 
     def count_prompt_tokens(self, messages: Sequence[ChatMessage]) -> int:
+        """Exactly the tokens ``chat`` will evaluate for ``messages``."""
         prompt, _ = self.prompt_for(messages)
         return len(self._load().llama.tokenize(prompt.encode("utf-8"), special=True))
+
+    def count_text_tokens(self, text: str) -> int:
+        return len(self._load().llama.tokenize(text.encode("utf-8", errors="replace"), add_bos=False, special=False))
+
+    def message_overhead(self) -> int:
+        """Tokens the chat template adds around one message's content."""
+        if self._message_overhead is None:
+            empty_system = [ChatMessage("system", "")]
+            self._message_overhead = self.count_prompt_tokens(
+                [*empty_system, ChatMessage("user", "")]
+            ) - self.count_prompt_tokens(empty_system)
+        return self._message_overhead
 
     def generate(
         self,
@@ -241,8 +261,7 @@ class EmbeddedBackend:
 
     async def count_tokens(self, text: str, model: str) -> int | None:
         self._check_model(model)
-        loaded = await asyncio.to_thread(self._load)
-        return len(loaded.llama.tokenize(text.encode("utf-8", errors="replace"), add_bos=False, special=False))
+        return await asyncio.to_thread(self.count_text_tokens, text)
 
     async def health(self) -> bool:
         try:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from contextmgr.core.tokens import TiktokenCounter, TokenCalibration, count_text_tokens
+from contextmgr.core.tokens import TiktokenCounter, TokenCalibration, TokenCount, TokenCounter, count_text_tokens
 from contextmgr.llm.embedded import MODEL_NAME as EMBEDDED_MODEL
 from contextmgr.llm.embedded import EmbeddedBackend
 from contextmgr.llm.ollama_backend import OllamaBackend
@@ -31,6 +32,29 @@ from contextmgr.llm.types import (
 )
 
 logger = logging.getLogger(__name__)
+# Ollama counts only after a call; estimates get this much headroom before one.
+OLLAMA_ESTIMATE_MARGIN = 0.05
+
+
+class ExactCounter:
+    """The embedded model's own tokenizer plus its chat template's per-message cost."""
+
+    def __init__(self, backend: EmbeddedBackend) -> None:
+        self._backend = backend
+
+    def count(self, text: str) -> TokenCount:
+        return TokenCount(self._backend.count_text_tokens(text) + self._backend.message_overhead(), exact=True)
+
+
+class CalibratedCounter:
+    def __init__(self, calibration: TokenCalibration, model: str) -> None:
+        self._calibration = calibration
+        self._model = model
+
+    def count(self, text: str) -> TokenCount:
+        return TokenCount(self._calibration.estimate(self._model, TiktokenCounter().count(text).tokens), exact=False)
+
+
 Mode = Literal["auto", "ollama", "embedded"]
 MODES: tuple[Mode, ...] = ("auto", "ollama", "embedded")
 
@@ -157,6 +181,25 @@ class Gateway:
     async def count_tokens(self, text: str, model: str) -> int | None:
         """Exact where the backend can count; else None (callers then use the calibrated estimate)."""
         return await self.backend_for(model).count_tokens(text, model)
+
+    def token_counter(self, model: str) -> TokenCounter:
+        """Counts message texts for ``model``: exact on the embedded backend, else the calibrated estimate."""
+        backend = self.backend_for(model)
+        if isinstance(backend, EmbeddedBackend):
+            return ExactCounter(backend)
+        return CalibratedCounter(self.calibration, model)
+
+    def count_prompt(self, messages: Sequence[ChatMessage], model: str) -> TokenCount:
+        """The tokens ``messages`` will take in ``model``'s context.
+
+        Exact on the embedded backend; for Ollama the calibrated estimate plus
+        a safety margin, since Ollama cannot count before the call.
+        """
+        backend = self.backend_for(model)
+        if isinstance(backend, EmbeddedBackend):
+            return TokenCount(tokens=backend.count_prompt_tokens(messages), exact=True)
+        estimate = sum(self.calibration.estimate(model, TiktokenCounter().count(m.content).tokens) for m in messages)
+        return TokenCount(tokens=math.ceil(estimate * (1 + OLLAMA_ESTIMATE_MARGIN)), exact=False)
 
     def estimate_tokens(self, text: str, model: str) -> int:
         """tiktoken's count scaled by what this model's real counts have shown so far."""

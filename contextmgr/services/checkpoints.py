@@ -16,8 +16,9 @@ from django.utils import timezone
 from chat.models import Message, Session
 from contextmgr.core.aging import Level
 from contextmgr.core.tokens import TiktokenCounter, TokenCounter
+from contextmgr.core.window import render_checkpoint
 from contextmgr.models import Checkpoint, CheckpointRevision, EventType
-from contextmgr.selectors import active_checkpoints, session_budget
+from contextmgr.selectors import active_checkpoints, checkpoint_view, session_budget
 from contextmgr.services.events import event_record
 from contextmgr.services.reliability import session_refresh_reliability
 
@@ -62,11 +63,16 @@ def _revise(checkpoint: Checkpoint, *, reason: CheckpointRevision.Reason) -> Non
     )
 
 
-def _age(session: Session, checkpoint: Checkpoint, *, to_level: Level, summary: str, tokens: int) -> None:
+def _count(checkpoint: Checkpoint, counter: TokenCounter) -> int:
+    """A checkpoint costs what its rendered text (summary and structured fields) costs."""
+    return counter.count(render_checkpoint(checkpoint_view(checkpoint))).tokens
+
+
+def _age(session: Session, checkpoint: Checkpoint, *, to_level: Level, summary: str, counter: TokenCounter) -> None:
     before = {"level": checkpoint.level, "tokens": checkpoint.current_tokens}
     checkpoint.level = to_level
     checkpoint.summary = summary
-    checkpoint.current_tokens = tokens
+    checkpoint.current_tokens = tokens = _count(checkpoint, counter)
     checkpoint.compression_count += 1
     checkpoint.compressed_at = timezone.now()
     checkpoint.save()
@@ -85,7 +91,7 @@ def _age(session: Session, checkpoint: Checkpoint, *, to_level: Level, summary: 
     )
 
 
-def _merge(session: Session, checkpoints: list[Checkpoint], *, summary: str, tokens: int) -> Checkpoint:
+def _merge(session: Session, checkpoints: list[Checkpoint], *, summary: str, counter: TokenCounter) -> Checkpoint:
     """The oldest checkpoint carries the merged text; the others point at it and leave the context."""
     carrier, others = checkpoints[0], checkpoints[1:]
     tokens_before = sum(cp.current_tokens for cp in checkpoints)
@@ -95,12 +101,12 @@ def _merge(session: Session, checkpoints: list[Checkpoint], *, summary: str, tok
     carrier.level = Level.ULTRA
     carrier.summary = summary
     carrier.original_tokens = sum(cp.original_tokens for cp in checkpoints)
-    carrier.current_tokens = tokens
     carrier.compression_count += 1
     carrier.compressed_at = timezone.now()
-    carrier.key_decisions = [d for cp in checkpoints for d in cp.key_decisions]
+    carrier.key_decisions = list(dict.fromkeys(d for cp in checkpoints for d in cp.key_decisions))
     carrier.files_modified = list(dict.fromkeys(f for cp in checkpoints for f in cp.files_modified))
     carrier.next_steps = checkpoints[-1].next_steps
+    carrier.current_tokens = tokens = _count(carrier, counter)
     carrier.save()
     Checkpoint.objects.filter(pk__in=[cp.pk for cp in others]).update(merged_into=carrier)
     _revise(carrier, reason=CheckpointRevision.Reason.MERGED)
@@ -154,23 +160,12 @@ def compression_commit(
         raise CompressionConflict("a checkpoint to age is no longer in the active context")
 
     for result in aged:
-        _age(
-            locked,
-            current[result.checkpoint_id],
-            to_level=result.to_level,
-            summary=result.summary,
-            tokens=counter.count(result.summary).tokens,
-        )
+        _age(locked, current[result.checkpoint_id], to_level=result.to_level, summary=result.summary, counter=counter)
     if merged is not None:
-        _merge(
-            locked,
-            [current[cp_id] for cp_id in merged.checkpoint_ids],
-            summary=merged.summary,
-            tokens=counter.count(merged.summary).tokens,
-        )
+        _merge(locked, [current[cp_id] for cp_id in merged.checkpoint_ids], summary=merged.summary, counter=counter)
 
     locked.compression_count += 1
-    checkpoint = Checkpoint.objects.create(
+    checkpoint = Checkpoint(
         session=locked,
         number=locked.compression_count,
         level=Level.RECENT,
@@ -178,11 +173,12 @@ def compression_commit(
         summary=draft.summary,
         strategy=draft.strategy,
         original_tokens=sum(m.tokens for m in messages),
-        current_tokens=counter.count(draft.summary).tokens,
         key_decisions=list(draft.key_decisions),
         files_modified=list(draft.files_modified),
         next_steps=list(draft.next_steps),
     )
+    checkpoint.current_tokens = _count(checkpoint, counter)
+    checkpoint.save()
     _revise(checkpoint, reason=CheckpointRevision.Reason.CREATED)
     Message.objects.filter(pk__in=[m.pk for m in messages]).update(compressed_into=checkpoint)
     Session.objects.filter(pk=locked.pk).update(compression_count=locked.compression_count)
@@ -219,3 +215,92 @@ def compression_commit(
     session.compression_count = locked.compression_count
     session.reliability_score = reliability
     return checkpoint
+
+
+@transaction.atomic
+def rollover_commit(
+    *,
+    session: Session,
+    checkpoint_ids: Sequence[int],
+    message_ids: Sequence[int],
+    draft: CheckpointDraft,
+    counter: TokenCounter | None = None,
+) -> Checkpoint:
+    """Merge active checkpoints and the oldest active messages, user messages
+    included, into one ultra checkpoint, in one transaction.
+
+    The messages stay in the full history (``compressed_into`` the ultra
+    checkpoint). Locks the session row first; raises CompressionConflict and
+    changes nothing when the state moved on since the rollover was planned.
+    """
+    counter = counter or TiktokenCounter()
+    locked = Session.objects.select_for_update().get(pk=session.pk)
+    before = session_budget(session=locked)
+    messages = list(
+        Message.objects.filter(
+            session=locked, pk__in=message_ids, compressed_into__isnull=True, excluded_from_context=False
+        ).order_by("position")
+    )
+    if len(messages) != len(set(message_ids)):
+        raise CompressionConflict("some messages to roll over left the active context meanwhile")
+    current = {cp.id: cp for cp in active_checkpoints(session=locked)}
+    if any(cp_id not in current for cp_id in checkpoint_ids):
+        raise CompressionConflict("a checkpoint to roll over is no longer in the active context")
+    checkpoints = sorted((current[cp_id] for cp_id in checkpoint_ids), key=lambda cp: cp.number)
+    if not checkpoints and not messages:
+        raise CompressionConflict("nothing to roll over")
+
+    locked.compression_count += 1
+    first = checkpoints[0].range_label.split("-")[0] if checkpoints else f"Messages {messages[0].position}"
+    last = str(messages[-1].position) if messages else checkpoints[-1].range_label.rsplit("-", 1)[-1]
+    carrier = checkpoints[0] if checkpoints else Checkpoint(session=locked, number=locked.compression_count)
+    carrier.level = Level.ULTRA
+    carrier.range_label = f"{first}-{last}"
+    carrier.summary = draft.summary
+    carrier.strategy = draft.strategy
+    carrier.original_tokens = sum(cp.original_tokens for cp in checkpoints) + sum(m.tokens for m in messages)
+    carrier.key_decisions = list(draft.key_decisions)
+    carrier.files_modified = list(draft.files_modified)
+    carrier.next_steps = list(draft.next_steps)
+    if checkpoints:
+        carrier.compression_count += 1
+        carrier.compressed_at = timezone.now()
+    carrier.current_tokens = _count(carrier, counter)
+    carrier.save()
+    Checkpoint.objects.filter(pk__in=[cp.pk for cp in checkpoints[1:]]).update(merged_into=carrier)
+    _revise(carrier, reason=CheckpointRevision.Reason.MERGED if checkpoints else CheckpointRevision.Reason.CREATED)
+    Message.objects.filter(pk__in=[m.pk for m in messages]).update(compressed_into=carrier)
+    Session.objects.filter(pk=locked.pk).update(compression_count=locked.compression_count)
+    event_record(
+        session=locked,
+        type=EventType.CHECKPOINT_AGED if checkpoints else EventType.CHECKPOINT_CREATED,
+        payload={
+            "checkpoint": carrier.id,
+            "number": carrier.number,
+            "merged": [cp.id for cp in checkpoints],
+            "to_level": int(Level.ULTRA),
+            "tokens": carrier.current_tokens,
+        },
+    )
+    reliability = session_refresh_reliability(session=locked)
+    after = session_budget(session=locked)
+    event_record(
+        session=locked,
+        type=EventType.ROLLOVER_COMPLETE,
+        payload={
+            "checkpoint": carrier.id,
+            "compression": locked.compression_count,
+            "checkpoints_merged": len(checkpoints),
+            "messages": len(messages),
+            "user_messages": sum(1 for m in messages if m.role == Message.Role.USER),
+            "tokens_before": before.used,
+            "tokens_after": after.used,
+            "available_before": before.available,
+            "available_after": after.available,
+            "reliability": round(reliability, 4),
+            **draft.payload,
+        },
+    )
+    session.compression_count = locked.compression_count
+    session.reliability_score = reliability
+    return carrier

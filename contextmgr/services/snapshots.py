@@ -1,11 +1,23 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import transaction
 
-from chat.models import Session
-from contextmgr.models import EventType, Snapshot
+from chat.models import Message, Session
+from contextmgr.models import (
+    Artifact,
+    Checkpoint,
+    CheckpointRevision,
+    Decision,
+    EventType,
+    Goal,
+    GoalCheckpoint,
+    Snapshot,
+)
 from contextmgr.selectors import session_budget, session_state
 from contextmgr.services.events import event_record
+from contextmgr.services.reliability import session_refresh_reliability
 
 
 @transaction.atomic
@@ -29,3 +41,126 @@ def snapshot_create(*, session: Session, kind: Snapshot.Kind, reason: str = "") 
         payload={"snapshot": snapshot.id, "reason": snapshot.reason, "tokens": snapshot.token_count},
     )
     return snapshot
+
+
+class SnapshotError(RuntimeError):
+    """A snapshot cannot be restored; nothing was changed."""
+
+
+def _restore_rows(model: type[Any], session: Session, rows: list[dict[str, Any]], fields: list[str]) -> None:
+    """Make the session's rows of ``model`` exactly ``rows``: same ids, same fields, none more."""
+    model.objects.filter(session=session).exclude(pk__in=[row["id"] for row in rows]).delete()
+    for row in rows:
+        model.objects.update_or_create(
+            pk=row["id"], defaults={"session": session, **{name: row[name] for name in fields}}
+        )
+
+
+@transaction.atomic
+def snapshot_restore(*, snapshot: Snapshot) -> Snapshot:
+    """Return the session's active context to the snapshot's; returns the snapshot taken just before.
+
+    The current state is snapshotted first, so a restore can itself be undone.
+    Messages written after the snapshot stay in the full history, out of the
+    active context; checkpoints created after it are retired. Locks the
+    session row for the transaction.
+    """
+    session = Session.objects.select_for_update().get(pk=snapshot.session_id)
+    state = snapshot.state
+    try:
+        saved_session = state["session"]
+        messages = {row["id"]: row for row in state["messages"]}
+        checkpoints = {row["id"]: row for row in state["checkpoints"]}
+    except (KeyError, TypeError) as exc:
+        event_record(
+            session=session,
+            type=EventType.SNAPSHOT_ERROR,
+            payload={"snapshot": snapshot.id, "reason": f"the snapshot is incomplete: {exc!r}"},
+        )
+        raise SnapshotError(f"snapshot {snapshot.id} is incomplete and cannot be restored") from exc
+    before = snapshot_create(
+        session=session, kind=Snapshot.Kind.AUTO, reason=f"Before restoring snapshot {snapshot.id}"
+    )
+
+    Session.objects.filter(pk=session.pk).update(
+        system_prompt=saved_session["system_prompt"],
+        system_prompt_tokens=saved_session["system_prompt_tokens"],
+        settings=saved_session["settings"],
+        compression_count=saved_session["compression_count"],
+        context_size=saved_session["context_size"],
+        max_tokens=saved_session["max_tokens"],
+    )
+    excluded = 0
+    for message in Message.objects.filter(session=session).only("id", "compressed_into_id", "excluded_from_context"):
+        saved = messages.get(message.id)
+        message.compressed_into_id = saved["compressed_into"] if saved else message.compressed_into_id
+        message.excluded_from_context = saved["excluded_from_context"] if saved else True
+        excluded += saved is None
+        message.save(update_fields=["compressed_into", "excluded_from_context"])
+    retired = 0
+    for checkpoint in Checkpoint.objects.filter(session=session):
+        saved = checkpoints.get(checkpoint.id)
+        if saved is None:
+            checkpoint.retired = True
+            checkpoint.save(update_fields=["retired"])
+            retired += 1
+            continue
+        changed = checkpoint.summary != saved["summary"] or checkpoint.level != saved["level"]
+        for name in (
+            "number",
+            "level",
+            "range_label",
+            "summary",
+            "strategy",
+            "original_tokens",
+            "current_tokens",
+            "compression_count",
+            "key_decisions",
+            "files_modified",
+            "next_steps",
+            "retention",
+            "retired",
+        ):
+            setattr(checkpoint, name, saved[name])
+        checkpoint.merged_into_id = saved["merged_into"]
+        checkpoint.save()
+        if changed:
+            CheckpointRevision.objects.create(
+                checkpoint=checkpoint,
+                level=checkpoint.level,
+                tokens=checkpoint.current_tokens,
+                summary=checkpoint.summary,
+                reason=CheckpointRevision.Reason.RESTORED,
+                retention=checkpoint.retention,
+            )
+
+    _restore_rows(Goal, session, state["goals"], ["description", "priority", "status", "next_step"])
+    for row in state["goals"]:
+        GoalCheckpoint.objects.filter(goal_id=row["id"]).delete()
+        GoalCheckpoint.objects.bulk_create(
+            GoalCheckpoint(goal_id=row["id"], description=c["description"], status=c["status"])
+            for c in row["checkpoints"]
+        )
+    _restore_rows(
+        Decision,
+        session,
+        [{**d, "goal_id": d["goal"]} for d in state["decisions"]],
+        ["goal_id", "description", "locked"],
+    )
+    _restore_rows(
+        Artifact, session, [{**a, "goal_id": a["goal"]} for a in state["artifacts"]], ["goal_id", "path", "action"]
+    )
+
+    session.refresh_from_db()
+    session_refresh_reliability(session=session)
+    event_record(
+        session=session,
+        type=EventType.SNAPSHOT_RESTORED,
+        payload={
+            "snapshot": snapshot.id,
+            "undo_snapshot": before.id,
+            "messages_excluded": excluded,
+            "checkpoints_retired": retired,
+        },
+    )
+    return before

@@ -6,7 +6,7 @@ from django.core.exceptions import ValidationError
 from chat.services import message_create
 from contextmgr.core.tokens import count_text_tokens
 from contextmgr.models import Artifact, ContextEvent, Decision, Goal, ImmutableError, Snapshot
-from contextmgr.selectors import active_goal, goal_block, session_budget
+from contextmgr.selectors import active_goal, pinned_block, session_budget
 from contextmgr.services.goals import (
     artifact_record,
     decision_record,
@@ -114,7 +114,7 @@ def test_bad_goal_input_is_refused_clearly(chat_session, call, message):
 def test_the_goal_block_counts_as_system_prompt_tokens(chat_session):
     base = session_budget(session=chat_session).system_prompt_tokens
     goal_apply_markers(session=chat_session, text=REPLY)
-    block = goal_block(session=chat_session)
+    block = pinned_block(session=chat_session)
     assert "🔒 Use JWT for authentication" in block
     assert "Cache sessions in Redis" not in block
     assert session_budget(session=chat_session).system_prompt_tokens == base + count_text_tokens(block)
@@ -141,3 +141,9 @@ def test_snapshot_holds_the_full_state_and_never_changes(chat_session):
         snapshot.save()
     auto = snapshot_create(session=chat_session, kind=Snapshot.Kind.AUTO)
     assert ContextEvent.objects.get(type="auto-snapshot-created").payload["snapshot"] == auto.id
+
+
+def test_locked_decisions_stay_pinned_without_a_goal(chat_session):
+    decision_record(session=chat_session, description="Never use eval()", locked=True)
+    decision_record(session=chat_session, description="Maybe Redis")
+    assert pinned_block(session=chat_session) == "Locked decisions (never change these):\n🔒 Never use eval()"

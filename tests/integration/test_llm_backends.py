@@ -174,11 +174,14 @@ async def test_gateway_auto_prefers_ollama_and_merges_model_lists(embedded_backe
 async def test_gateway_learns_a_correction_factor_from_ollama_counts(embedded_backend, fake_ollama):
     gateway = Gateway(mode="ollama", embedded=embedded_backend, ollama=OllamaBackend(host=fake_ollama.url))
     assert gateway.calibration.factor(SERVED_MODEL) == 1.0
-    messages = [ChatMessage("user", "Explain context windows in one sentence, mentioning src/auth/login.ts.")]
+    messages = [
+        ChatMessage("system", "You answer questions about software architecture, briefly and precisely."),
+        ChatMessage("user", "Explain context windows in one sentence, mentioning src/auth/login.ts and 13,600 tokens."),
+    ]
     completion = await gateway.complete(messages, model=SERVED_MODEL, num_ctx=2048, max_tokens=4)
     factor = gateway.calibration.factor(SERVED_MODEL)
-    assert factor != 1.0
     estimate = sum(count_text_tokens(m.content) + 4 for m in messages)
+    assert completion.result.prompt_tokens != estimate
     assert factor == pytest.approx(completion.result.prompt_tokens / estimate)
     assert gateway.estimate_tokens("hello world", SERVED_MODEL) == -(-count_text_tokens("hello world") * factor // 1)
 

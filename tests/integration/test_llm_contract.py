@@ -67,11 +67,15 @@ async def test_closing_the_stream_stops_generation(backend_and_model, embedded_b
         if len(received) == 3:
             break
     await stream.aclose()
-    # Both paths end in the same model; wait until it is free, then read how its last run ended.
-    for _ in range(200):
+    # Both paths end in the same model: wait until the generation has let go of it,
+    # then read how its last run ended.
+    lock = embedded_backend._load().lock
+    for _ in range(100):
+        await asyncio.sleep(0.05)
+        if await asyncio.to_thread(lock.acquire, True, 60):
+            lock.release()
         if embedded_backend.last_result is not None and embedded_backend.last_result.done_reason == "cancelled":
             break
-        await asyncio.sleep(0.05)
     last = embedded_backend.last_result
     assert last is not None
     assert last.done_reason == "cancelled"

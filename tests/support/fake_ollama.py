@@ -40,7 +40,23 @@ class Behaviour:
     drop_after_chunks: int | None = None
     delay_seconds: float = 0.0
     fail_status: int | None = None
+    # When set, every generation answers with this text instead of the model's.
+    canned_reply: str | None = None
     requests: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _canned(text: str) -> Iterator[str | ChatResult]:
+    words = text.split(" ")
+    yield from (word + (" " if index < len(words) - 1 else "") for index, word in enumerate(words) if word or index)
+    yield ChatResult(
+        prompt_tokens=1,
+        completion_tokens=len(words),
+        done_reason="stop",
+        prompt_seconds=0.0,
+        generation_seconds=0.0,
+        backend="ollama",
+        model=SERVED_MODEL,
+    )
 
 
 def _now() -> str:
@@ -164,6 +180,9 @@ class FakeOllama:
                 else:
                     messages = [ChatMessage("user", body.get("prompt", ""))]
                 cancel = threading.Event()
+                if fake.behaviour.canned_reply is not None:
+                    self._send(_canned(fake.behaviour.canned_reply), cancel, chat=chat, stream=body.get("stream", True))
+                    return
                 parts = fake.backend.generate(
                     messages,
                     model=MODEL_NAME,

@@ -1,0 +1,147 @@
+"""One chat turn, end to end.
+
+The user's message is stored first, before anything can fail. Then the turn
+makes sure the prompt leaves room for a reply (waiting for a running
+compression, or running one, or rolling over), streams the reply with its
+length capped so prompt + reply never exceed ``num_ctx``, stores it, applies
+its goal markers and schedules a compression when the budget says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from uuid import UUID
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from chat.models import Message, Session
+from chat.services import message_create
+from contextmgr.core.tokens import TiktokenCounter, TokenCount, TokenCounter
+from contextmgr.core.window import chat_messages
+from contextmgr.llm import ChatMessage, ChatResult, ContextOverflow, Gateway, LLMError, LLMTimeout, get_gateway
+from contextmgr.selectors import session_window
+from contextmgr.services.compression import (
+    REPLY_MIN_TOKENS,
+    compression_maybe_schedule,
+    compression_run,
+    compression_running,
+    session_config,
+)
+from contextmgr.services.goals import goal_apply_markers
+
+OnDelta = Callable[[str], Awaitable[None]]
+POLL_SECONDS = 0.2
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    user_message: Message
+    assistant_message: Message
+    result: ChatResult
+    prompt_tokens: int
+    prompt_exact: bool
+
+    @property
+    def cut_by_cap(self) -> bool:
+        return self.result.done_reason == "length"
+
+
+def _counter(gateway: Gateway, model: str) -> TokenCounter:
+    try:
+        return gateway.token_counter(model)
+    except LLMError:
+        # The model is unknown to every backend: the message is still stored, with the estimate.
+        return TiktokenCounter()
+
+
+async def _prompt_with_room(session: Session, gateway: Gateway) -> tuple[list[ChatMessage], TokenCount]:
+    """The next prompt, once it leaves at least REPLY_MIN_TOKENS for the reply."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + settings.OLLM_COMPRESSION_WAIT_SECONDS
+    tried: set[str] = set()
+    while True:
+        blocks = await sync_to_async(session_window)(session=session)
+        messages = [ChatMessage(role, content) for role, content in chat_messages(blocks)]
+        count = await asyncio.to_thread(gateway.count_prompt, messages, session.model)
+        if session.max_tokens - count.tokens >= REPLY_MIN_TOKENS:
+            return messages, count
+        config = await sync_to_async(session_config)(session)
+        if not config.compression.enabled:
+            raise ContextOverflow(
+                f"The prompt would be {count.tokens:,} tokens, more than this session's context of "
+                f"{session.max_tokens:,} leaves room for, and compression is turned off for it. Your message "
+                "is saved: turn compression on, choose a larger context size, or start a new session."
+            )
+        if await sync_to_async(compression_running)(session_id=session.pk):
+            if loop.time() > deadline:
+                raise LLMTimeout("a compression of this session is still running; your message is saved, retry soon")
+            await asyncio.sleep(POLL_SECONDS)
+            continue
+        if "compress" not in tried or "rollover" not in tried:
+            mode = "compress" if "compress" not in tried else "rollover"
+            tried.add(mode)
+            await sync_to_async(compression_run, thread_sensitive=False)(
+                session_id=session.pk,
+                reason="no room for a reply",
+                force=True,
+                gateway=gateway,
+                rollover=mode == "rollover",
+            )
+            continue
+        raise ContextOverflow(
+            f"Your message does not fit: with the system prompt and pinned goal the prompt is {count.tokens:,} "
+            f"tokens and the context holds {session.max_tokens:,}. It is saved in the history; shorten it or "
+            "choose a larger context size."
+        )
+
+
+async def turn_run(
+    *, session_id: UUID, content: str, gateway: Gateway | None = None, on_delta: OnDelta | None = None
+) -> TurnOutcome:
+    """Run one turn; ``on_delta`` receives the reply as it streams.
+
+    Raises a ValidationError for bad input (nothing stored), an LLMError
+    when no reply can be had (the user's message stays stored).
+    """
+    gateway = gateway or get_gateway()
+    session = await Session.objects.aget(pk=session_id)
+    counter = _counter(gateway, session.model)
+    user_message = await sync_to_async(message_create)(
+        session=session, role=Message.Role.USER, content=content, token_count=counter.count(content)
+    )
+    await sync_to_async(compression_maybe_schedule)(session_id=session.pk)
+
+    messages, prompt = await _prompt_with_room(session, gateway)
+    max_tokens = min(settings.OLLM_REPLY_MAX_TOKENS, session.max_tokens - prompt.tokens)
+    stream = gateway.chat(
+        messages,
+        model=session.model,
+        num_ctx=session.max_tokens,
+        max_tokens=max_tokens,
+        temperature=settings.OLLM_CHAT_TEMPERATURE,
+    )
+    parts: list[str] = []
+    try:
+        async for delta in stream:
+            parts.append(delta)
+            if on_delta is not None:
+                await on_delta(delta)
+    finally:
+        await stream.aclose()
+    result = stream.result
+    if result is None:
+        raise LLMError("the reply ended without its final counts")
+    text = "".join(parts)
+    assistant_message = await sync_to_async(message_create)(
+        session=session,
+        role=Message.Role.ASSISTANT,
+        content=text,
+        token_count=counter.count(text),
+        done_reason=result.done_reason,
+    )
+    await sync_to_async(goal_apply_markers)(session=session, text=text)
+    await sync_to_async(compression_maybe_schedule)(session_id=session.pk)
+    return TurnOutcome(user_message, assistant_message, result, prompt.tokens, prompt.exact)

@@ -1,0 +1,370 @@
+"""The compression coordinator: when to compress, what, with which summaries, and rollover.
+
+``compression_run`` calls the LLM between its reads and its one writing
+transaction (``compression_commit`` / ``rollover_commit``), so it must not be
+called inside a transaction. A lease on the session row keeps it to one
+compression per session at a time, on SQLite and PostgreSQL alike.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Literal
+from uuid import UUID
+
+from asgiref.sync import async_to_sync
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from chat.models import Message, Session
+from contextmgr.core.aging import CheckpointInfo, Level, level_target, plan_aging
+from contextmgr.core.config import ContextConfig, context_config_from_mapping, effective_preserve_recent
+from contextmgr.core.markers import marker_facts
+from contextmgr.core.prompts import (
+    PromptMessage,
+    build_aging_prompt,
+    build_goal_summary_prompt,
+    build_merge_prompt,
+    build_summary_prompt,
+)
+from contextmgr.core.selection import ContextMessage, select_for_compression
+from contextmgr.core.tokens import TokenCounter
+from contextmgr.core.truncate import shorten_extractive
+from contextmgr.llm import ChatMessage, Gateway, get_gateway
+from contextmgr.models import Checkpoint, EventType, Snapshot
+from contextmgr.selectors import active_checkpoints, active_goal, active_messages, goal_view, session_budget
+from contextmgr.services.checkpoints import (
+    AgedSummary,
+    CheckpointDraft,
+    MergedSummary,
+    compression_commit,
+    rollover_commit,
+)
+from contextmgr.services.events import event_record
+from contextmgr.services.snapshots import snapshot_create
+
+logger = logging.getLogger(__name__)
+
+# A compression whose lease is older than this is taken to have died with its worker.
+LEASE_TIMEOUT = timedelta(minutes=10)
+# The fewest tokens a reply must have room for before the turn waits for (or runs) a compression.
+REPLY_MIN_TOKENS = 32
+# Summaries are asked for at their target; output above this share of it is shortened.
+TARGET_SLACK = 1.25
+
+
+@dataclass(frozen=True)
+class CompressionOutcome:
+    status: Literal["compressed", "rolled-over", "skipped", "error"]
+    reason: str
+    checkpoint_id: int | None = None
+
+
+def session_config(session: Session) -> ContextConfig:
+    """The session's settings over the global defaults (``OLLM_CONTEXT_DEFAULTS``)."""
+    return context_config_from_mapping(
+        session.settings, base=context_config_from_mapping(settings.OLLM_CONTEXT_DEFAULTS)
+    )
+
+
+def compression_lease_acquire(*, session_id: UUID) -> bool:
+    now = timezone.now()
+    free = Q(compression_started_at__isnull=True) | Q(compression_started_at__lt=now - LEASE_TIMEOUT)
+    return Session.objects.filter(Q(pk=session_id) & free).update(compression_started_at=now) == 1
+
+
+def compression_lease_release(*, session_id: UUID) -> None:
+    Session.objects.filter(pk=session_id).update(compression_started_at=None)
+
+
+def compression_running(*, session_id: UUID) -> bool:
+    cutoff = timezone.now() - LEASE_TIMEOUT
+    return Session.objects.filter(pk=session_id, compression_started_at__gte=cutoff).exists()
+
+
+def _record_skip(session: Session, reason: str, **payload: object) -> CompressionOutcome:
+    event_record(session=session, type=EventType.COMPRESSION_SKIPPED, payload={"reason": reason, **payload})
+    return CompressionOutcome("skipped", reason)
+
+
+def compression_run(
+    *,
+    session_id: UUID,
+    reason: str = "trigger",
+    force: bool = False,
+    rollover: bool = False,
+    gateway: Gateway | None = None,
+) -> CompressionOutcome:
+    """Compress the session if it is due (or ``force``), or record why not;
+    ``rollover`` goes straight to a rollover.
+
+    Precondition: not inside a transaction. Everything the LLM produces is
+    applied in one transaction at the end; any failure before or during it
+    leaves the history and the active context exactly as they were, and is
+    recorded as ``compression-error``.
+    """
+    session = Session.objects.get(pk=session_id)
+    config = session_config(session)
+    if not config.compression.enabled:
+        return _record_skip(session, "compression is turned off for this session", trigger=reason)
+    budget = session_budget(session=session)
+    if not force and not budget.compression_due:
+        return _record_skip(
+            session,
+            f"not needed: {budget.active_tokens:,} active tokens, trigger at {budget.trigger_at:,}",
+            trigger=reason,
+        )
+    if not compression_lease_acquire(session_id=session.pk):
+        return _record_skip(session, "another compression of this session is running", trigger=reason)
+    started = time.perf_counter()
+    try:
+        gateway = gateway or get_gateway()
+        if rollover:
+            summarizer = _Summarizer(session, gateway, gateway.token_counter(session.model))
+            return _rollover(session, config, summarizer, reason=reason, started=started)
+        return _compress(session, config, gateway, reason=reason, started=started)
+    except Exception as exc:
+        logger.exception("compression of session %s failed", session.pk)
+        event_record(
+            session=session,
+            type=EventType.COMPRESSION_ERROR,
+            payload={"reason": str(exc) or type(exc).__name__, "error": type(exc).__name__, "trigger": reason},
+        )
+        return CompressionOutcome("error", str(exc) or type(exc).__name__)
+    finally:
+        compression_lease_release(session_id=session.pk)
+
+
+class _Summarizer:
+    """The LLM calls of one compression, each capped to its target and to what the context leaves."""
+
+    def __init__(self, session: Session, gateway: Gateway, counter: TokenCounter) -> None:
+        self.session = session
+        self.gateway = gateway
+        self.counter = counter
+        self.model = session.model
+        self.num_ctx = session.max_tokens
+
+    def tokens(self, text: str) -> int:
+        return self.counter.count(text).tokens
+
+    def fit(self, prompt: str, target: int) -> tuple[str, int]:
+        """Shorten ``prompt`` until it leaves room for ``target`` tokens of reply."""
+        room = self.num_ctx - target - REPLY_MIN_TOKENS
+        if self.gateway.count_prompt([ChatMessage("user", prompt)], self.model).tokens <= room:
+            return prompt, target
+        shortened = shorten_extractive(prompt, max(room - 16, 16), self.tokens)
+        return shortened, target
+
+    def ask(self, prompt: str, target: int) -> str:
+        prompt, target = self.fit(prompt, target)
+        prompt_tokens = self.gateway.count_prompt([ChatMessage("user", prompt)], self.model).tokens
+        max_tokens = max(1, min(target, self.num_ctx - prompt_tokens))
+        completion = async_to_sync(self.gateway.complete)(
+            [ChatMessage("user", prompt)],
+            model=self.model,
+            num_ctx=self.num_ctx,
+            max_tokens=max_tokens,
+            temperature=0.0,
+        )
+        return completion.text.strip()
+
+    def shrink(self, text: str, prompt: str, target: int, *, strategy: str) -> tuple[str, str]:
+        """A summary of ``text`` within ``target`` tokens, and how it was made.
+
+        The inflation guard: a summary that is empty, not smaller than its
+        source, or well over its target is replaced by the deterministic extract.
+        """
+        source_tokens = self.tokens(text)
+        if strategy == Checkpoint.Strategy.SUMMARIZE:
+            summary = self.ask(prompt, target)
+            summary_tokens = self.tokens(summary)
+            if summary and summary_tokens < source_tokens and summary_tokens <= target * TARGET_SLACK:
+                return summary, "summarize"
+            why = "empty" if not summary else f"{summary_tokens} tokens for {source_tokens} (target {target})"
+            return shorten_extractive(text, min(target, max(source_tokens - 1, 1)), self.tokens), f"truncate: {why}"
+        return shorten_extractive(text, target, self.tokens), "truncate"
+
+
+def _transcript(messages: Sequence[Message]) -> list[PromptMessage]:
+    return [PromptMessage(m.role, m.content) for m in messages]
+
+
+def _compress(
+    session: Session, config: ContextConfig, gateway: Gateway, *, reason: str, started: float
+) -> CompressionOutcome:
+    counter = gateway.token_counter(session.model)
+    summarizer = _Summarizer(session, gateway, counter)
+    budget = session_budget(session=session)
+    if session.profile.tier.rolls_over:
+        return _rollover(session, config, summarizer, reason=reason, started=started)
+
+    active = list(active_messages(session=session))
+    selection = select_for_compression(
+        [ContextMessage(id=m.id, role=m.role, tokens=m.tokens, group=m.tool_call_id or None) for m in active],  # type: ignore[arg-type]
+        preserve_recent=effective_preserve_recent(config.compression, budget.available),
+    )
+    if not selection:
+        if budget.free < REPLY_MIN_TOKENS or budget.compression_due:
+            return _rollover(session, config, summarizer, reason=reason, started=started)
+        return _record_skip(session, "nothing to compress: no assistant output outside the preserved recent tokens")
+
+    if config.snapshots.enabled and config.snapshots.auto_create:
+        snapshot_create(
+            session=session, kind=Snapshot.Kind.AUTO, reason=f"Before compression {session.compression_count + 1}"
+        )
+
+    chosen = [m for m in active if m.id in set(selection.message_ids)]
+    transcript = _transcript(chosen)
+    text = "\n".join(f"{m.role}: {m.content}" for m in chosen)
+    goal = active_goal(session=session)
+    prompt = build_goal_summary_prompt(goal_view(goal=goal), transcript) if goal else build_summary_prompt(transcript)
+    target = config.compression.summary_max_tokens
+    summary, how = summarizer.shrink(text, prompt, target, strategy=config.compression.strategy)
+    facts = marker_facts(m.content for m in chosen)
+
+    checkpoints = list(active_checkpoints(session=session))
+    plan = plan_aging(
+        [CheckpointInfo(id=cp.id, level=Level(cp.level), tokens=cp.current_tokens) for cp in checkpoints],
+        summary_max_tokens=target,
+        max_checkpoints=session.profile.tier.max_checkpoints,
+    )
+    by_id = {cp.id: cp for cp in checkpoints}
+    aged = []
+    for step in plan.steps:
+        source = by_id[step.checkpoint_id].summary
+        shorter, _ = summarizer.shrink(
+            source,
+            build_aging_prompt(source, to_level=step.to_level, target_tokens=step.target_tokens),
+            step.target_tokens,
+            strategy=config.compression.strategy,
+        )
+        aged.append(AgedSummary(step.checkpoint_id, step.to_level, shorter))
+    merged = None
+    if plan.merge is not None:
+        parts = [by_id[i].summary for i in plan.merge.checkpoint_ids]
+        joined, _ = summarizer.shrink(
+            "\n".join(parts),
+            build_merge_prompt(parts, target_tokens=plan.merge.target_tokens),
+            plan.merge.target_tokens,
+            strategy=config.compression.strategy,
+        )
+        merged = MergedSummary(plan.merge.checkpoint_ids, joined)
+
+    checkpoint = compression_commit(
+        session=session,
+        message_ids=selection.message_ids,
+        draft=CheckpointDraft(
+            summary=summary,
+            strategy=Checkpoint.Strategy.SUMMARIZE if how == "summarize" else Checkpoint.Strategy.TRUNCATE,
+            key_decisions=facts.key_decisions,
+            files_modified=facts.files_modified,
+            next_steps=facts.next_steps,
+            payload={"how": how, "trigger": reason, "duration_ms": round((time.perf_counter() - started) * 1000)},
+        ),
+        aged=aged,
+        merged=merged,
+        counter=counter,
+    )
+    after = session_budget(session=session)
+    if after.free < REPLY_MIN_TOKENS or after.compression_due:
+        # Even compressed, the uncompressible part leaves no room: roll over.
+        return _rollover(session, config, summarizer, reason="no room after compression", started=started)
+    return CompressionOutcome("compressed", how, checkpoint.id)
+
+
+def _rollover(
+    session: Session, config: ContextConfig, summarizer: _Summarizer, *, reason: str, started: float
+) -> CompressionOutcome:
+    """Merge every checkpoint and the oldest messages (user ones too) into one ultra checkpoint.
+
+    Messages are taken oldest first until the active conversation is back
+    under half the trigger; the newest ``preserve_recent`` tokens stay.
+    """
+    session.refresh_from_db()
+    if config.snapshots.enabled:
+        snapshot_create(session=session, kind=Snapshot.Kind.AUTO, reason="Before rollover")
+    budget = session_budget(session=session)
+    checkpoints = list(active_checkpoints(session=session))
+    active = list(active_messages(session=session))
+    goal_tokens = budget.trigger_at // 2
+    keep_from = len(active)
+    kept = 0
+    for index in range(len(active) - 1, -1, -1):
+        if kept + active[index].tokens > goal_tokens:
+            break
+        kept += active[index].tokens
+        keep_from = index
+    # The newest message is the one being answered: it always stays.
+    keep_from = min(keep_from, max(len(active) - 1, 0))
+    moved = active[:keep_from]
+    if not moved and not checkpoints:
+        return _record_skip(session, "nothing to roll over: the newest message alone fills the context")
+    parts = [cp.summary for cp in checkpoints] + ["\n".join(f"{m.role}: {m.content}" for m in moved)]
+    parts = [part for part in parts if part]
+    target = max(level_target(Level.ULTRA, config.compression.summary_max_tokens), 16)
+    summary, how = summarizer.shrink(
+        "\n".join(parts), build_merge_prompt(parts, target_tokens=target), target, strategy=config.compression.strategy
+    )
+    facts = marker_facts(m.content for m in moved)
+    checkpoint = rollover_commit(
+        session=session,
+        checkpoint_ids=[cp.id for cp in checkpoints],
+        message_ids=[m.id for m in moved],
+        draft=CheckpointDraft(
+            summary=summary,
+            strategy=Checkpoint.Strategy.SUMMARIZE if how == "summarize" else Checkpoint.Strategy.TRUNCATE,
+            key_decisions=tuple(
+                dict.fromkeys([d for cp in checkpoints for d in cp.key_decisions] + list(facts.key_decisions))
+            ),
+            files_modified=tuple(
+                dict.fromkeys([f for cp in checkpoints for f in cp.files_modified] + list(facts.files_modified))
+            ),
+            next_steps=facts.next_steps or tuple(checkpoints[-1].next_steps if checkpoints else ()),
+            payload={"how": how, "trigger": reason, "duration_ms": round((time.perf_counter() - started) * 1000)},
+        ),
+        counter=summarizer.counter,
+    )
+    return CompressionOutcome("rolled-over", how, checkpoint.id)
+
+
+def compression_schedule(*, session_id: UUID, reason: str) -> None:
+    """Run a compression in the background once the current transaction commits.
+
+    With a broker, a Celery worker runs it; without one (the embedded default)
+    the same task runs in a thread of this process, so the turn does not wait.
+    """
+    from contextmgr.tasks import compress_session
+
+    def enqueue() -> None:
+        if settings.CELERY_TASK_ALWAYS_EAGER:
+            import threading
+
+            threading.Thread(
+                target=compress_session.apply,
+                kwargs={"args": [str(session_id), reason]},
+                daemon=True,
+                name=f"compress-{session_id}",
+            ).start()
+        else:
+            compress_session.delay(str(session_id), reason)
+
+    transaction.on_commit(enqueue)
+
+
+def compression_maybe_schedule(*, session_id: UUID) -> bool:
+    """After a message is stored: schedule a compression when the budget says it is due."""
+    session = Session.objects.get(pk=session_id)
+    if not session_config(session).compression.enabled:
+        return False
+    budget = session_budget(session=session)
+    if not budget.compression_due:
+        return False
+    compression_schedule(session_id=session.pk, reason=f"{budget.active_tokens:,} of {budget.trigger_at:,} tokens")
+    return True

@@ -1,0 +1,221 @@
+"""The compression coordinator on real data: the summaries come over real HTTP from
+the Ollama stand-in (the real model, or a canned reply where a test needs a bad one)."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+from django.test import override_settings
+from django.utils import timezone
+
+from chat.models import Message, Session
+from chat.services import message_create, session_create
+from contextmgr.core.aging import Level
+from contextmgr.core.window import chat_messages
+from contextmgr.llm.gateway import Gateway
+from contextmgr.llm.ollama_backend import OllamaBackend
+from contextmgr.models import Checkpoint, ContextEvent, Snapshot
+from contextmgr.selectors import session_budget, session_state, session_window
+from contextmgr.services.compression import compression_maybe_schedule, compression_run
+from contextmgr.services.events import event_record
+from contextmgr.services.goals import decision_record, goal_create
+from contextmgr.tasks import compress_session
+from tests.support.fake_ollama import SERVED_MODEL
+
+SMALL = {SERVED_MODEL: {8192: 1200}}  # an 8K (Tier 2) selection squeezed to 1,200 tokens
+ANSWER = (
+    "The handler validates the form, hashes the password with argon2 and compares it in constant time. "
+    "It then issues a short-lived token and records the login in the audit log for later review. "
+)
+
+
+@pytest.fixture
+def gateway(fake_ollama):
+    return Gateway(mode="ollama", embedded=None, ollama=OllamaBackend(host=fake_ollama.url, timeout=30))
+
+
+@pytest.fixture
+def due_session(user):
+    """A session whose active conversation has reached the trigger."""
+    with override_settings(OLLM_MODEL_CONTEXT_OVERRIDES=SMALL):
+        session = session_create(
+            owner=user,
+            model=SERVED_MODEL,
+            context_size=8192,
+            system_prompt="Be brief.",
+            settings={"compression": {"summary_max_tokens": 48}},
+        )
+    for index in range(18):
+        message_create(session=session, role="user", content=f"Question {index} about logins?")
+        markers = "[DECISION] Use argon2 for passwords - LOCKED\n[ARTIFACT] Created src/auth/hash.ts\n"
+        extra = markers if index == 1 else ""
+        message_create(session=session, role="assistant", content=extra + ANSWER)
+    budget = session_budget(session=session)
+    assert budget.compression_due
+    return session
+
+
+def frozen(session: Session):
+    """Everything a failed compression must leave as it was."""
+    session.refresh_from_db()
+    state = session_state(session=session)
+    return state, chat_messages(session_window(session=session)), session.compression_count
+
+
+def events(session: Session) -> list[str]:
+    return list(ContextEvent.objects.filter(session=session).order_by("id").values_list("type", flat=True))
+
+
+@pytest.mark.django_db
+def test_a_due_session_is_compressed_with_a_real_summary(due_session, gateway):
+    before = session_budget(session=due_session)
+    outcome = compression_run(session_id=due_session.pk, gateway=gateway)
+    assert (outcome.status, outcome.reason) == ("compressed", "summarize")
+    assert outcome.checkpoint_id is not None
+    checkpoint = Checkpoint.objects.get(pk=outcome.checkpoint_id)
+    assert checkpoint.level == Level.RECENT
+    assert checkpoint.summary
+    assert checkpoint.key_decisions == ["Use argon2 for passwords"]
+    assert checkpoint.files_modified == ["src/auth/hash.ts"]
+    compressed = Message.objects.filter(compressed_into=checkpoint)
+    assert compressed.exists()
+    assert set(compressed.values_list("role", flat=True)) == {"assistant"}
+    after = session_budget(session=due_session)
+    assert after.active_tokens < before.active_tokens
+    assert not after.compression_due
+    assert events(due_session) == ["auto-snapshot-created", "checkpoint-created", "compressed"]
+    payload = ContextEvent.objects.get(session=due_session, type="compressed").payload
+    assert payload["tokens_before"] == before.used
+    assert payload["tokens_after"] == after.used
+    assert Snapshot.objects.get(session=due_session).kind == "auto"
+    # Every user message is still in the active context, verbatim.
+    prompt_users = [c for r, c in chat_messages(session_window(session=due_session)) if r == "user"]
+    assert prompt_users == [f"Question {i} about logins?" for i in range(18)]
+
+
+@pytest.mark.django_db
+def test_not_due_is_recorded_as_skipped(user, gateway):
+    session = session_create(owner=user, model=SERVED_MODEL, context_size=8192)
+    message_create(session=session, role="assistant", content="short")
+    outcome = compression_run(session_id=session.pk, gateway=gateway)
+    assert outcome.status == "skipped"
+    assert "not needed" in outcome.reason
+    assert events(session) == ["compression-skipped"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("behaviour", "error"),
+    [({"fail_status": 500}, "LLMRequestError"), ({"delay_seconds": 1.0}, "LLMTimeout")],
+)
+def test_an_llm_failure_changes_nothing(due_session, fake_ollama, behaviour, error):
+    for name, value in behaviour.items():
+        setattr(fake_ollama.behaviour, name, value)
+    gateway = Gateway(mode="ollama", embedded=None, ollama=OllamaBackend(host=fake_ollama.url, timeout=0.5))
+    before = frozen(due_session)
+    outcome = compression_run(session_id=due_session.pk, gateway=gateway)
+    assert outcome.status == "error"
+    assert frozen(due_session) == before
+    failure = ContextEvent.objects.get(session=due_session, type="compression-error")
+    assert failure.payload["error"] == error
+    assert not Checkpoint.objects.filter(session=due_session).exists()
+
+
+@pytest.mark.django_db
+def test_an_unreachable_llm_changes_nothing(due_session, closed_port_url):
+    gateway = Gateway(mode="ollama", embedded=None, ollama=OllamaBackend(host=closed_port_url))
+    before = frozen(due_session)
+    assert compression_run(session_id=due_session.pk, gateway=gateway).status == "error"
+    assert frozen(due_session) == before
+    assert "not reachable" in ContextEvent.objects.get(type="compression-error").payload["reason"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("reply", "why"), [("", "truncate: empty"), ("padding " * 400, "truncate: ")])
+def test_an_empty_or_inflated_summary_falls_back_to_truncation(due_session, gateway, fake_ollama, reply, why):
+    fake_ollama.behaviour.canned_reply = reply
+    outcome = compression_run(session_id=due_session.pk, gateway=gateway)
+    assert outcome.status == "compressed"
+    assert outcome.reason.startswith(why)
+    assert outcome.checkpoint_id is not None
+    checkpoint = Checkpoint.objects.get(pk=outcome.checkpoint_id)
+    assert checkpoint.strategy == "truncate"
+    assert checkpoint.current_tokens < checkpoint.original_tokens
+    assert "padding" not in checkpoint.summary
+    assert ContextEvent.objects.get(type="compressed").payload["how"].startswith(why)
+
+
+@pytest.mark.django_db
+def test_a_database_error_in_the_final_transaction_changes_nothing(due_session, gateway, fake_ollama, monkeypatch):
+    fake_ollama.behaviour.canned_reply = "Logins are validated and audited."
+
+    def failing(**kwargs):
+        if kwargs["type"] == "compressed":
+            raise RuntimeError("disk I/O error")
+        return event_record(**kwargs)
+
+    monkeypatch.setattr("contextmgr.services.checkpoints.event_record", failing)
+    before = frozen(due_session)
+    outcome = compression_run(session_id=due_session.pk, gateway=gateway)
+    assert (outcome.status, outcome.reason) == ("error", "disk I/O error")
+    assert frozen(due_session) == before
+    assert not Checkpoint.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_compressions_at_once_make_one_checkpoint(due_session, gateway, fake_ollama):
+    fake_ollama.behaviour.canned_reply = "Logins are validated and audited."
+    fake_ollama.behaviour.delay_seconds = 0.5
+    outcomes = []
+    threads = [
+        threading.Thread(target=lambda: outcomes.append(compression_run(session_id=due_session.pk, gateway=gateway)))
+        for _ in range(2)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(o.status for o in outcomes) == ["compressed", "skipped"]
+    assert Checkpoint.objects.filter(session=due_session).count() == 1
+    skipped = ContextEvent.objects.get(session=due_session, type="compression-skipped")
+    assert skipped.payload["reason"] == "another compression of this session is running"
+    due_session.refresh_from_db()
+    assert due_session.compression_started_at is None
+
+
+@pytest.mark.django_db
+def test_a_lease_left_by_a_dead_worker_expires(due_session, gateway, fake_ollama):
+    fake_ollama.behaviour.canned_reply = "Logins are validated and audited."
+    Session.objects.filter(pk=due_session.pk).update(compression_started_at=timezone.now() - timedelta(minutes=11))
+    assert compression_run(session_id=due_session.pk, gateway=gateway).status == "compressed"
+
+
+@pytest.mark.django_db
+def test_turned_off_compression_is_not_run(due_session, gateway):
+    Session.objects.filter(pk=due_session.pk).update(settings={"compression": {"enabled": False}})
+    outcome = compression_run(session_id=due_session.pk, gateway=gateway, force=True)
+    assert outcome.reason == "compression is turned off for this session"
+    assert not compression_maybe_schedule(session_id=due_session.pk)
+
+
+@pytest.mark.django_db
+def test_the_celery_task_runs_a_compression(due_session, fake_ollama, monkeypatch, gateway):
+    fake_ollama.behaviour.canned_reply = "Logins are validated and audited."
+    monkeypatch.setattr("contextmgr.services.compression.get_gateway", lambda: gateway)
+    assert compress_session.apply(args=[str(due_session.pk), "test"]).get() == "compressed"
+
+
+@pytest.mark.django_db
+def test_goal_and_locked_decisions_survive_and_steer_the_summary(due_session, gateway, fake_ollama):
+    fake_ollama.behaviour.canned_reply = "Progress on logins."
+    goal = goal_create(session=due_session, description="Ship secure logins", priority="high")
+    decision_record(session=due_session, description="Argon2 only", locked=True, goal=goal)
+    compression_run(session_id=due_session.pk, gateway=gateway)
+    prompt = next(r for r in fake_ollama.behaviour.requests if r["path"] == "/api/chat")["messages"][0]["content"]
+    assert prompt.startswith("ACTIVE GOAL: Ship secure logins\nPriority: high")
+    assert "🔒 Argon2 only" in prompt
+    system = chat_messages(session_window(session=due_session))[0][1]
+    assert "ACTIVE GOAL: Ship secure logins" in system
+    assert "🔒 Argon2 only" in system

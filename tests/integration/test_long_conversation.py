@@ -1,0 +1,154 @@
+"""Long conversations with the real embedded model: the prompt never exceeds
+num_ctx, what must never be compressed is always in it, checkpoints age."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.test import override_settings
+
+from chat.models import Message, Session
+from chat.services import session_create
+from chat.turn import turn_run
+from contextmgr.core.aging import Level
+from contextmgr.llm.embedded import MODEL_NAME
+from contextmgr.llm.gateway import Gateway
+from contextmgr.llm.types import ChatMessage, ChatStream
+from contextmgr.models import Checkpoint, CheckpointRevision, ContextEvent
+from contextmgr.services.compression import compression_running
+from contextmgr.services.goals import decision_record, goal_create
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.long_model]
+
+TOPICS = ["the login form", "password hashing", "JWT expiry", "refresh tokens", "rate limits", "audit logs"]
+LOCKED = "Use JWT for authentication"
+
+
+class RecordingGateway(Gateway):
+    """The real gateway, noting the exact size of every prompt it sends."""
+
+    def __init__(self, embedded) -> None:
+        super().__init__(mode="embedded", embedded=embedded, ollama=None)
+        self.calls: list[tuple[list[ChatMessage], int, int, int]] = []
+
+    def chat(
+        self, messages: Sequence[ChatMessage], *, model: str, num_ctx: int, max_tokens: int, **kwargs
+    ) -> ChatStream:
+        assert self.embedded is not None
+        exact = self.embedded.count_prompt_tokens(messages)
+        self.calls.append((list(messages), exact, max_tokens, num_ctx))
+        return super().chat(messages, model=model, num_ctx=num_ctx, max_tokens=max_tokens, **kwargs)
+
+
+@pytest.fixture
+def gateway(embedded_backend, monkeypatch):
+    gateway = RecordingGateway(embedded_backend)
+    monkeypatch.setattr("contextmgr.services.compression.get_gateway", lambda: gateway)
+    monkeypatch.setattr("chat.turn.get_gateway", lambda: gateway)
+    return gateway
+
+
+def converse(session: Session, gateway: RecordingGateway, turns: int) -> list[str]:
+    sent = []
+    for index in range(turns):
+        text = f"{index}: explain {TOPICS[index % len(TOPICS)]} in detail."
+        async_to_sync(turn_run)(session_id=session.pk, content=text, gateway=gateway)
+        sent.append(text)
+    # Let a compression that the last turn scheduled finish.
+    for _ in range(600):
+        if not compression_running(session_id=session.pk):
+            break
+        time.sleep(0.1)
+    return sent
+
+
+def assert_every_prompt_kept_what_matters(session, gateway, sent, *, num_ctx):
+    """Every call fits num_ctx with its reply cap, carries the goal and the locked
+    decision verbatim, and carries the user's messages verbatim: all of them until
+    a rollover moves the oldest behind the ultra checkpoint, never one from the middle."""
+    calls = chat_calls(gateway)
+    assert len(calls) == len(sent)
+    rolled = False
+    for index, (messages, exact, max_tokens, call_ctx) in enumerate(calls):
+        assert call_ctx == num_ctx
+        assert exact + max_tokens <= num_ctx
+        assert "ACTIVE GOAL: Harden the login flow" in messages[0].content
+        assert f"🔒 {LOCKED}" in messages[0].content
+        user_texts = [m.content for m in messages if m.role == "user"]
+        oldest_kept = index + 1 - len(user_texts)
+        assert user_texts == sent[oldest_kept : index + 1]
+        rolled = rolled or oldest_kept > 0
+        if not rolled:
+            assert user_texts == sent[: index + 1]
+    has_rollover = ContextEvent.objects.filter(session=session, type="rollover-complete").exists()
+    assert rolled <= has_rollover  # user messages left the prompt only through a rollover
+
+
+def chat_calls(gateway: RecordingGateway) -> list[tuple[list[ChatMessage], int, int, int]]:
+    """The chat replies (summaries and aging prompts are single user messages without a system one)."""
+    return [call for call in gateway.calls if call[0][0].role == "system"]
+
+
+@override_settings(
+    OLLM_REPLY_MAX_TOKENS=80,
+    OLLM_CHAT_TEMPERATURE=0.0,
+    OLLM_MODEL_CONTEXT_OVERRIDES={MODEL_NAME: {16384: 2000}},
+)
+def test_sixty_turns_in_a_tier_three_window_age_checkpoints(user, gateway):
+    # A 16K selection (Tier 3: three checkpoints) squeezed to 2,000 tokens for the embedded model.
+    session = session_create(
+        owner=user,
+        model=MODEL_NAME,
+        context_size=16384,
+        system_prompt="You are a concise security engineer.",
+        settings={"compression": {"summary_max_tokens": 160}},
+    )
+    assert (session.max_tokens, session.tier) == (2000, 3)
+    goal = goal_create(session=session, description="Harden the login flow", priority="high")
+    decision_record(session=session, description=LOCKED, locked=True, goal=goal)
+    sent = converse(session, gateway, 60)
+
+    assert_every_prompt_kept_what_matters(session, gateway, sent, num_ctx=2000)
+    session.refresh_from_db()
+    assert session.compression_count >= 3
+    levels_seen = set(CheckpointRevision.objects.filter(checkpoint__session=session).values_list("level", flat=True))
+    assert {Level.RECENT, Level.OLD, Level.ANCIENT, Level.ULTRA} <= levels_seen
+    for checkpoint in Checkpoint.objects.filter(session=session):
+        tokens = [r.tokens for r in checkpoint.revisions.order_by("id") if r.reason == "aged"]
+        assert tokens == sorted(tokens, reverse=True)
+    # The full history holds every message, unchanged.
+    stored = list(
+        Message.objects.filter(session=session, role="user").order_by("position").values_list("content", flat=True)
+    )
+    assert stored == sent
+    assert Message.objects.filter(session=session, role="assistant").count() == 60
+    assert not ContextEvent.objects.filter(session=session, type="compression-error").exists()
+
+
+@override_settings(OLLM_REPLY_MAX_TOKENS=60, OLLM_CHAT_TEMPERATURE=0.0)
+def test_sixty_turns_at_2k_roll_over(user, gateway):
+    session = session_create(
+        owner=user,
+        model=MODEL_NAME,
+        context_size=2048,
+        system_prompt="You are a concise security engineer.",
+        settings={"compression": {"summary_max_tokens": 160}},
+    )
+    assert (session.max_tokens, session.tier) == (1700, 1)
+    goal = goal_create(session=session, description="Harden the login flow", priority="high")
+    decision_record(session=session, description=LOCKED, locked=True, goal=goal)
+    sent = converse(session, gateway, 60)
+
+    assert_every_prompt_kept_what_matters(session, gateway, sent, num_ctx=1700)
+    assert ContextEvent.objects.filter(session=session, type="rollover-complete").count() >= 2
+    # Tier 1 keeps no level-3/2/1 checkpoints: everything lives in one ultra checkpoint.
+    active = Checkpoint.objects.filter(session=session, merged_into__isnull=True, retired=False)
+    assert [cp.level for cp in active] == [Level.ULTRA]
+    stored = list(
+        Message.objects.filter(session=session, role="user").order_by("position").values_list("content", flat=True)
+    )
+    assert stored == sent
+    assert not ContextEvent.objects.filter(session=session, type="compression-error").exists()
