@@ -158,10 +158,15 @@ def session_state(*, session: Session) -> dict[str, Any]:
             "compression_count": session.compression_count,
         },
         "messages": [
-            {"id": m.id, "position": m.position, "compressed_into": m.compressed_into_id}
+            {
+                "id": m.id,
+                "position": m.position,
+                "compressed_into": m.compressed_into_id,
+                "excluded_from_context": m.excluded_from_context,
+            }
             for m in Message.objects.filter(session=session)
             .order_by("position")
-            .only("id", "position", "compressed_into_id")
+            .only("id", "position", "compressed_into_id", "excluded_from_context")
         ],
         "checkpoints": [
             {

@@ -1,11 +1,49 @@
 from __future__ import annotations
 
+import logging
 from typing import Any
+from uuid import UUID
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
 
 from chat.models import Session
 from contextmgr.models import ContextEvent, EventType
 
+logger = logging.getLogger(__name__)
+
+
+def session_group(session_id: UUID) -> str:
+    """The channel-layer group of a session's open pages."""
+    return f"session-{session_id}"
+
+
+def event_message(event: ContextEvent) -> dict[str, Any]:
+    return {
+        "type": "context.event",
+        "event": {
+            "id": event.id,
+            "type": event.type,
+            "payload": event.payload,
+            "created_at": event.created_at.isoformat(),
+        },
+    }
+
+
+def _publish(event: ContextEvent) -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        async_to_sync(layer.group_send)(session_group(event.session_id), event_message(event))
+    except Exception:  # a page missing one live update must not undo the event
+        logger.exception("could not publish %s event %s", event.type, event.id)
+
 
 def event_record(*, session: Session, type: EventType, payload: dict[str, Any] | None = None) -> ContextEvent:
-    """Persist one of the spec's events for a session (inside the caller's transaction, if any)."""
-    return ContextEvent.objects.create(session=session, type=type, payload=payload or {})
+    """Persist one of the spec's events (inside the caller's transaction, if any) and, once that
+    commits, publish it to the session's group so open pages see it as it happens."""
+    event = ContextEvent.objects.create(session=session, type=type, payload=payload or {})
+    transaction.on_commit(lambda: _publish(event))
+    return event

@@ -23,6 +23,7 @@ from contextmgr.services.reliability import session_refresh_reliability
 @transaction.atomic
 def snapshot_create(*, session: Session, kind: Snapshot.Kind, reason: str = "") -> Snapshot:
     """Capture the session's full state as an immutable snapshot and record the event."""
+    session.refresh_from_db()  # the caller's copy may predate a compression
     state = session_state(session=session)
     snapshot = Snapshot.objects.create(
         session=session,
@@ -56,28 +57,34 @@ def _restore_rows(model: type[Any], session: Session, rows: list[dict[str, Any]]
         )
 
 
-@transaction.atomic
 def snapshot_restore(*, snapshot: Snapshot) -> Snapshot:
     """Return the session's active context to the snapshot's; returns the snapshot taken just before.
 
     The current state is snapshotted first, so a restore can itself be undone.
     Messages written after the snapshot stay in the full history, out of the
-    active context; checkpoints created after it are retired. Locks the
-    session row for the transaction.
+    active context; checkpoints created after it are retired. All of it
+    happens in one transaction; if anything fails nothing changes, a
+    ``snapshot-error`` event says why and SnapshotError is raised.
     """
+    try:
+        return _restore(snapshot)
+    except Exception as exc:
+        event_record(
+            session=snapshot.session,
+            type=EventType.SNAPSHOT_ERROR,
+            payload={"snapshot": snapshot.id, "reason": f"{type(exc).__name__}: {exc}"},
+        )
+        raise SnapshotError(f"snapshot {snapshot.id} could not be restored: {type(exc).__name__}: {exc}") from exc
+
+
+@transaction.atomic
+def _restore(snapshot: Snapshot) -> Snapshot:
+    """Precondition: called by snapshot_restore. Locks the session row for the transaction."""
     session = Session.objects.select_for_update().get(pk=snapshot.session_id)
     state = snapshot.state
-    try:
-        saved_session = state["session"]
-        messages = {row["id"]: row for row in state["messages"]}
-        checkpoints = {row["id"]: row for row in state["checkpoints"]}
-    except (KeyError, TypeError) as exc:
-        event_record(
-            session=session,
-            type=EventType.SNAPSHOT_ERROR,
-            payload={"snapshot": snapshot.id, "reason": f"the snapshot is incomplete: {exc!r}"},
-        )
-        raise SnapshotError(f"snapshot {snapshot.id} is incomplete and cannot be restored") from exc
+    saved_session = state["session"]
+    messages = {row["id"]: row for row in state["messages"]}
+    checkpoints = {row["id"]: row for row in state["checkpoints"]}
     before = snapshot_create(
         session=session, kind=Snapshot.Kind.AUTO, reason=f"Before restoring snapshot {snapshot.id}"
     )

@@ -1,0 +1,103 @@
+"""One chat turn with the real embedded model."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.test import override_settings
+from django.utils import timezone
+
+from chat.models import Message, Session
+from chat.services import session_create
+from chat.turn import turn_run
+from contextmgr.llm.embedded import MODEL_NAME
+from contextmgr.llm.gateway import Gateway
+from contextmgr.llm.types import ContextOverflow, LLMTimeout, ModelNotFound
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def gateway(embedded_backend):
+    return Gateway(mode="embedded", embedded=embedded_backend, ollama=None)
+
+
+@pytest.fixture
+def small_session(user):
+    return session_create(owner=user, model=MODEL_NAME, context_size=2048, system_prompt="Answer in one sentence.")
+
+
+@override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=24)
+async def test_a_turn_streams_and_stores_both_messages(small_session, gateway):
+    deltas: list[str] = []
+
+    async def collect(delta: str) -> None:
+        deltas.append(delta)
+
+    outcome = await turn_run(
+        session_id=small_session.pk, content="What is a context window?", gateway=gateway, on_delta=collect
+    )
+    assert outcome.user_message.position == 1
+    assert outcome.assistant_message.position == 2
+    assert outcome.assistant_message.content == "".join(deltas)
+    assert len(deltas) >= 2
+    assert outcome.prompt_exact
+    assert outcome.result.prompt_tokens == outcome.prompt_tokens
+    assert outcome.assistant_message.tokens_exact
+    assert outcome.assistant_message.done_reason in {"stop", "length"}
+    assert outcome.cut_by_cap == (outcome.assistant_message.done_reason == "length")
+
+
+@override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=4)
+async def test_a_reply_cut_by_the_cap_says_so(small_session, gateway):
+    outcome = await turn_run(session_id=small_session.pk, content="Describe the history of Rome.", gateway=gateway)
+    assert outcome.cut_by_cap
+    assert outcome.result.completion_tokens == 4
+    assert (await Message.objects.aget(pk=outcome.assistant_message.pk)).done_reason == "length"
+
+
+async def test_with_compression_off_an_overflowing_message_is_refused_but_kept(user, gateway):
+    session = await Session.objects.acreate(
+        owner=user,
+        title="t",
+        model=MODEL_NAME,
+        context_size=2048,
+        max_tokens=1700,
+        settings={"compression": {"enabled": False}},
+    )
+    text = "Please read this. " * 500
+    with pytest.raises(ContextOverflow, match="compression is turned off"):
+        await turn_run(session_id=session.pk, content=text, gateway=gateway)
+    assert [m.content async for m in Message.objects.filter(session=session)] == [text]
+
+
+async def test_a_message_larger_than_the_context_is_refused_but_kept(small_session, gateway):
+    text = "A very long paste. " * 500
+    with pytest.raises(ContextOverflow, match="Your message does not fit"):
+        await turn_run(session_id=small_session.pk, content=text, gateway=gateway)
+    assert await Message.objects.filter(session=small_session, content=text).aexists()
+
+
+@override_settings(OLLM_COMPRESSION_WAIT_SECONDS=0.3)
+async def test_a_turn_that_needs_room_waits_for_the_running_compression(small_session, gateway):
+    await Session.objects.filter(pk=small_session.pk).aupdate(compression_started_at=timezone.now())
+    text = "A long question. " * 450
+    with pytest.raises(LLMTimeout, match="still running; your message is saved"):
+        await turn_run(session_id=small_session.pk, content=text, gateway=gateway)
+    assert await Message.objects.filter(session=small_session, content=text).aexists()
+
+
+async def test_an_unknown_model_keeps_the_message(user, gateway):
+    session = await Session.objects.acreate(
+        owner=user, title="t", model="mistral:7b", context_size=8192, max_tokens=6800
+    )
+    with pytest.raises(ModelNotFound):
+        await turn_run(session_id=session.pk, content="hello?", gateway=gateway)
+    stored = await Message.objects.aget(session=session)
+    assert (stored.content, stored.tokens_exact) == ("hello?", False)
+
+
+async def test_empty_input_stores_nothing(small_session, gateway):
+    with pytest.raises(ValidationError, match="The message is empty"):
+        await turn_run(session_id=small_session.pk, content="   ", gateway=gateway)
+    assert not await Message.objects.filter(session=small_session).aexists()
