@@ -37,6 +37,9 @@ class Session(models.Model):
     system_prompt_tokens = models.PositiveIntegerField(default=0)
     settings = models.JSONField(default=dict, blank=True, help_text="This session's overrides of the context defaults.")
     compression_count = models.PositiveIntegerField(default=0)
+    context_version = models.PositiveBigIntegerField(
+        default=0, help_text="Raised by every write that changes which messages are in the active context."
+    )
     compression_started_at = models.DateTimeField(
         null=True, blank=True, help_text="Set while a compression runs: at most one per session (a lease)."
     )
@@ -51,6 +54,12 @@ class Session(models.Model):
 
     def __str__(self) -> str:
         return self.title
+
+    def next_context_version(self) -> int:
+        """Raise the context version; precondition: the session row is locked in the current transaction."""
+        self.context_version += 1
+        Session.objects.filter(pk=self.pk).update(context_version=self.context_version)
+        return self.context_version
 
     @property
     def profile(self) -> ContextProfile:
@@ -81,6 +90,9 @@ class Message(models.Model):
     done_reason = models.CharField(
         max_length=16, blank=True, help_text='How a reply ended: "stop", "length" (cut by the cap) or "cancelled".'
     )
+    context_version = models.PositiveBigIntegerField(
+        default=0, help_text="The session's context_version when this message's context state last changed."
+    )
     excluded_from_context = models.BooleanField(
         default=False, help_text="Written after the snapshot that was restored; kept in the full history only."
     )
@@ -94,6 +106,17 @@ class Message(models.Model):
     class Meta:
         ordering = ["session", "position"]
         constraints = [models.UniqueConstraint(fields=["session", "position"], name="message_position_unique")]
+        indexes = [
+            # The active context is read on every turn; this keeps that read (and
+            # the budget's sum) proportional to the active messages, not the history.
+            models.Index(
+                fields=["session", "position"],
+                condition=models.Q(compressed_into__isnull=True, excluded_from_context=False),
+                name="message_active_idx",
+            ),
+            # Snapshots store only the messages changed since the previous one.
+            models.Index(fields=["session", "context_version"], name="message_version_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"#{self.position} {self.role}"

@@ -127,6 +127,7 @@ def message_create(
     count = token_count or (counter or TiktokenCounter()).count(content)
     message = Message.objects.create(
         session=locked,
+        context_version=locked.next_context_version(),
         position=last + 1,
         role=role,
         content=content,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import QuerySet, Sum
+from django.db.models import Max, QuerySet, Sum
 
 from chat.models import Message, Session
 from contextmgr.core.aging import Level
@@ -27,7 +27,7 @@ from contextmgr.core.window import (
     render_checkpoint,
     render_system,
 )
-from contextmgr.models import Checkpoint, Decision, Goal
+from contextmgr.models import Checkpoint, Decision, Goal, Snapshot
 
 
 def active_checkpoints(*, session: Session) -> QuerySet[Checkpoint]:
@@ -143,6 +143,45 @@ def session_context_line(*, session: Session) -> str:
     )
 
 
+def message_states(*, session: Session) -> dict[str, Any]:
+    """The messages' context state as a delta on the session's latest snapshot.
+
+    Only messages whose state changed since that snapshot (``context_version``)
+    are listed, so a snapshot costs what changed, not the length of the
+    history; ``snapshot_message_states`` rebuilds the whole map from the chain.
+    The version is read before the rows, so a concurrent change is at worst
+    listed twice, never missed.
+    """
+    version = Session.objects.values_list("context_version", flat=True).get(pk=session.pk)
+    base = (
+        Snapshot.objects.filter(session=session).order_by("-id").values_list("id", "state__messages__version").first()
+    )
+    base_id, base_version = base if base is not None else (None, 0)
+    changed = (
+        Message.objects.filter(session=session, context_version__gt=base_version)
+        .order_by("position")
+        .values_list("id", "compressed_into_id", "excluded_from_context")
+    )
+    return {
+        "base": base_id,
+        "version": version,
+        "last_position": Message.objects.filter(session=session).aggregate(last=Max("position"))["last"] or 0,
+        "changed": [list(row) for row in changed],
+    }
+
+
+def snapshot_message_states(*, snapshot: Snapshot) -> dict[int, tuple[int | None, bool]]:
+    """Every message's ``(compressed_into, excluded_from_context)`` as of ``snapshot``."""
+    chain = [snapshot.state["messages"]]
+    while chain[-1]["base"] is not None:
+        chain.append(Snapshot.objects.only("state").get(pk=chain[-1]["base"]).state["messages"])
+    states: dict[int, tuple[int | None, bool]] = {}
+    for part in reversed(chain):
+        for message_id, compressed_into, excluded in part["changed"]:
+            states[message_id] = (compressed_into, excluded)
+    return states
+
+
 def session_state(*, session: Session) -> dict[str, Any]:
     """Everything needed to rebuild the session's active context exactly, as JSON-ready data."""
     return {
@@ -157,17 +196,7 @@ def session_state(*, session: Session) -> dict[str, Any]:
             "settings": session.settings,
             "compression_count": session.compression_count,
         },
-        "messages": [
-            {
-                "id": m.id,
-                "position": m.position,
-                "compressed_into": m.compressed_into_id,
-                "excluded_from_context": m.excluded_from_context,
-            }
-            for m in Message.objects.filter(session=session)
-            .order_by("position")
-            .only("id", "position", "compressed_into_id", "excluded_from_context")
-        ],
+        "messages": message_states(session=session),
         "checkpoints": [
             {
                 "id": cp.id,

@@ -12,6 +12,7 @@ import asyncio
 import importlib.util
 import threading
 import time
+from collections import deque
 from collections.abc import AsyncGenerator, Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,8 +59,8 @@ class EmbeddedBackend:
         self._n_threads = n_threads
         self._loaded: _Loaded | None = None
         self._load_lock = threading.Lock()
-        # The end of the latest generation, cancelled ones included (for logs and tests).
-        self.last_result: ChatResult | None = None
+        # How the latest generations ended, cancelled ones included (for logs and tests).
+        self.recent_results: deque[ChatResult] = deque(maxlen=32)
         self._message_overhead: int | None = None
 
     def _load(self) -> _Loaded:
@@ -178,7 +179,7 @@ class EmbeddedBackend:
                 chunks.close()
             ended = time.perf_counter()
             first = first_token_at or ended
-            self.last_result = ChatResult(
+            result = ChatResult(
                 prompt_tokens=prompt_tokens,
                 completion_tokens=sampled,
                 done_reason=done_reason,
@@ -187,7 +188,8 @@ class EmbeddedBackend:
                 backend=self.name,
                 model=model,
             )
-            yield self.last_result
+            self.recent_results.append(result)
+            yield result
 
     def chat(
         self,
@@ -225,10 +227,10 @@ class EmbeddedBackend:
 
         def run() -> None:
             try:
+                # Run to the end even when cancelled: generate() stops at the next
+                # token, records how the run ended and lets go of the model's lock.
                 for part in self.generate(messages, cancel=cancel, **options):
                     put(part)
-                    if cancel.is_set():
-                        return
             except BaseException as exc:  # handed to the consumer, raised there
                 put(exc)
 

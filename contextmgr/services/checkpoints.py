@@ -180,7 +180,9 @@ def compression_commit(
     checkpoint.current_tokens = _count(checkpoint, counter)
     checkpoint.save()
     _revise(checkpoint, reason=CheckpointRevision.Reason.CREATED)
-    Message.objects.filter(pk__in=[m.pk for m in messages]).update(compressed_into=checkpoint)
+    Message.objects.filter(pk__in=[m.pk for m in messages]).update(
+        compressed_into=checkpoint, context_version=locked.next_context_version()
+    )
     Session.objects.filter(pk=locked.pk).update(compression_count=locked.compression_count)
     event_record(
         session=locked,
@@ -269,7 +271,9 @@ def rollover_commit(
     carrier.save()
     Checkpoint.objects.filter(pk__in=[cp.pk for cp in checkpoints[1:]]).update(merged_into=carrier)
     _revise(carrier, reason=CheckpointRevision.Reason.MERGED if checkpoints else CheckpointRevision.Reason.CREATED)
-    Message.objects.filter(pk__in=[m.pk for m in messages]).update(compressed_into=carrier)
+    Message.objects.filter(pk__in=[m.pk for m in messages]).update(
+        compressed_into=carrier, context_version=locked.next_context_version()
+    )
     Session.objects.filter(pk=locked.pk).update(compression_count=locked.compression_count)
     event_record(
         session=locked,

@@ -15,7 +15,7 @@ from contextmgr.models import (
     GoalCheckpoint,
     Snapshot,
 )
-from contextmgr.selectors import session_budget, session_state
+from contextmgr.selectors import session_budget, session_state, snapshot_message_states
 from contextmgr.services.events import event_record
 from contextmgr.services.reliability import session_refresh_reliability
 
@@ -31,7 +31,7 @@ def snapshot_create(*, session: Session, kind: Snapshot.Kind, reason: str = "") 
         reason=reason[:200],
         state=state,
         token_count=session_budget(session=session).used,
-        message_count=len(state["messages"]),
+        message_count=state["messages"]["last_position"],
         checkpoint_count=sum(1 for cp in state["checkpoints"] if cp["merged_into"] is None),
         model=session.model,
         tier=session.tier,
@@ -83,7 +83,7 @@ def _restore(snapshot: Snapshot) -> Snapshot:
     session = Session.objects.select_for_update().get(pk=snapshot.session_id)
     state = snapshot.state
     saved_session = state["session"]
-    messages = {row["id"]: row for row in state["messages"]}
+    messages = snapshot_message_states(snapshot=snapshot)
     checkpoints = {row["id"]: row for row in state["checkpoints"]}
     before = snapshot_create(
         session=session, kind=Snapshot.Kind.AUTO, reason=f"Before restoring snapshot {snapshot.id}"
@@ -98,12 +98,16 @@ def _restore(snapshot: Snapshot) -> Snapshot:
         max_tokens=saved_session["max_tokens"],
     )
     excluded = 0
-    for message in Message.objects.filter(session=session).only("id", "compressed_into_id", "excluded_from_context"):
-        saved = messages.get(message.id)
-        message.compressed_into_id = saved["compressed_into"] if saved else message.compressed_into_id
-        message.excluded_from_context = saved["excluded_from_context"] if saved else True
-        excluded += saved is None
-        message.save(update_fields=["compressed_into", "excluded_from_context"])
+    version = session.next_context_version()
+    rows = Message.objects.filter(session=session).values_list("id", "compressed_into_id", "excluded_from_context")
+    for message_id, compressed_into, was_excluded in rows:
+        # Messages written after the snapshot keep their checkpoint but leave the context.
+        target = messages.get(message_id, (compressed_into, True))
+        excluded += message_id not in messages
+        if target != (compressed_into, was_excluded):
+            Message.objects.filter(pk=message_id).update(
+                compressed_into=target[0], excluded_from_context=target[1], context_version=version
+            )
     retired = 0
     for checkpoint in Checkpoint.objects.filter(session=session):
         saved = checkpoints.get(checkpoint.id)

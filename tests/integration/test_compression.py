@@ -58,10 +58,17 @@ def due_session(user):
 
 
 def frozen(session: Session):
-    """Everything a failed compression must leave as it was."""
+    """Everything a failed compression must leave as it was: the full history, the
+    checkpoints, the goal state and the prompt the next call would send."""
     session.refresh_from_db()
     state = session_state(session=session)
-    return state, chat_messages(session_window(session=session)), session.compression_count
+    del state["messages"]  # a delta on the latest snapshot, which a compression may add
+    history = list(
+        Message.objects.filter(session=session)
+        .order_by("position")
+        .values_list("id", "role", "content", "tokens", "compressed_into_id", "excluded_from_context")
+    )
+    return state, history, chat_messages(session_window(session=session)), session.compression_count
 
 
 def events(session: Session) -> list[str]:

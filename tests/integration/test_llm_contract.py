@@ -68,18 +68,20 @@ async def test_closing_the_stream_stops_generation(backend_and_model, embedded_b
             break
     await stream.aclose()
     # Both paths end in the same model: wait until the generation has let go of it,
-    # then read how its last run ended.
+    # then find how this prompt's run ended.
+    prompt_tokens = embedded_backend.count_prompt_tokens(LONG)
     lock = embedded_backend._load().lock
+    ours = []
     for _ in range(100):
         await asyncio.sleep(0.05)
         if await asyncio.to_thread(lock.acquire, True, 60):
             lock.release()
-        if embedded_backend.last_result is not None and embedded_backend.last_result.done_reason == "cancelled":
+        ours = [r for r in embedded_backend.recent_results if r.prompt_tokens == prompt_tokens]
+        if ours and ours[-1].done_reason == "cancelled":
             break
-    last = embedded_backend.last_result
-    assert last is not None
-    assert last.done_reason == "cancelled"
-    assert last.completion_tokens < 100  # uncancelled, this prompt runs to the 400-token cap
+    assert ours
+    assert ours[-1].done_reason == "cancelled"
+    assert ours[-1].completion_tokens < 100  # uncancelled, this prompt runs to the 400-token cap
 
 
 async def test_model_info_and_list(backend_and_model):

@@ -1,0 +1,194 @@
+"""A long conversation through the embedded model, and the non-LLM cost of a compression.
+
+Part 1: a scripted conversation (200 turns by default) at a 4K selection
+(Tier 1: every compression is a rollover) through the real SmolLM2 model.
+Prints the compressions, the largest prompt sent against num_ctx (exact
+counts), the tokens each compression saved, and the time spent in chat vs
+in compression.
+
+Part 2: the non-LLM overhead of one compression (selection, snapshot, DB
+writes, events; the ``truncate`` strategy, so no model call) in sessions whose
+history holds 1,000 and 10,000 messages but whose active context is the same,
+to show the cost follows the messages compressed, not the session's length.
+
+    .venv/bin/python bench/conversation.py [--turns 200] [--skip-conversation]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+DB = Path(tempfile.mkdtemp()) / "bench.sqlite3"
+os.environ.update(
+    {
+        "DJANGO_SETTINGS_MODULE": "ollm_site.settings",
+        "SECRET_KEY": "bench-only",
+        "DATABASE_URL": f"sqlite:///{DB}",
+        "OLLM_ENV_FILE": str(DB.with_suffix(".env")),
+        "LOG_LEVEL": "WARNING",
+    }
+)
+
+import django  # noqa: E402
+
+django.setup()
+
+from asgiref.sync import async_to_sync  # noqa: E402
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.test.utils import override_settings  # noqa: E402
+
+from chat.models import Message, Session  # noqa: E402
+from chat.services import session_create  # noqa: E402
+from chat.turn import turn_run  # noqa: E402
+from contextmgr.llm.embedded import MODEL_NAME, EmbeddedBackend  # noqa: E402
+from contextmgr.llm.gateway import Gateway  # noqa: E402
+from contextmgr.models import Checkpoint, ContextEvent, Snapshot  # noqa: E402
+from contextmgr.services.compression import compression_run, compression_running  # noqa: E402
+from contextmgr.services.snapshots import snapshot_create  # noqa: E402
+
+TOPICS = ["the login form", "password hashing", "JWT expiry", "refresh tokens", "rate limits", "audit logs"]
+
+
+class RecordingGateway(Gateway):
+    def __init__(self, embedded: EmbeddedBackend) -> None:
+        super().__init__(mode="embedded", embedded=embedded, ollama=None)
+        self.prompts: list[tuple[int, int]] = []
+
+    def chat(self, messages, *, model, num_ctx, max_tokens, **kwargs):  # type: ignore[no-untyped-def]
+        if messages and messages[0].role == "system":
+            assert self.embedded is not None
+            self.prompts.append((self.embedded.count_prompt_tokens(messages), max_tokens))
+        return super().chat(messages, model=model, num_ctx=num_ctx, max_tokens=max_tokens, **kwargs)
+
+
+def conversation(owner, turns: int) -> None:  # type: ignore[no-untyped-def]
+    import contextmgr.services.compression as compression
+
+    gateway = RecordingGateway(EmbeddedBackend(n_ctx=4096))
+    compression.get_gateway = lambda: gateway  # type: ignore[assignment,attr-defined]
+    session = session_create(
+        owner=owner,
+        model=MODEL_NAME,
+        context_size=4096,
+        system_prompt="You are a concise security engineer.",
+        settings={"compression": {"summary_max_tokens": 256}},
+    )
+    chat_seconds = 0.0
+    started = time.perf_counter()
+    with override_settings(OLLM_REPLY_MAX_TOKENS=64, OLLM_CHAT_TEMPERATURE=0.0):
+        for index in range(turns):
+            text = f"{index}: explain {TOPICS[index % len(TOPICS)]} in detail."
+            t0 = time.perf_counter()
+            async_to_sync(turn_run)(session_id=session.pk, content=text, gateway=gateway)
+            chat_seconds += time.perf_counter() - t0
+    while compression_running(session_id=session.pk):
+        time.sleep(0.2)
+    wall = time.perf_counter() - started
+    done = ContextEvent.objects.filter(session=session, type__in=["compressed", "rollover-complete"]).order_by("id")
+    saved = [e.payload["tokens_before"] - e.payload["tokens_after"] for e in done]
+    compress_seconds = sum(e.payload.get("duration_ms", 0) for e in done) / 1000
+    largest = max(p for p, _ in gateway.prompts)
+    largest_with_reply = max(p + r for p, r in gateway.prompts)
+    print(f"== {turns} turns at 4K (num_ctx {session.max_tokens:,}) with {MODEL_NAME}")
+    print(
+        f"compressions: {len(done)} ({sum(1 for e in done if e.type == 'rollover-complete')} rollovers), "
+        f"errors: {ContextEvent.objects.filter(session=session, type='compression-error').count()}"
+    )
+    print(
+        f"largest prompt: {largest:,} tokens; largest prompt + reply cap: {largest_with_reply:,} "
+        f"(num_ctx {session.max_tokens:,})"
+    )
+    if saved:
+        print(
+            f"tokens saved per compression: median {statistics.median(saved):,.0f}, min {min(saved):,}, "
+            f"max {max(saved):,}"
+        )
+    print(
+        f"time: {wall:.0f} s wall; turns {chat_seconds:.0f} s (waits for compressions included); "
+        f"compressions {compress_seconds:.0f} s (in the background)"
+    )
+
+
+def overhead(owner, history: int, rounds: int = 5) -> float:  # type: ignore[no-untyped-def]
+    """Median ms of one truncate-strategy compression in a session with ``history`` messages."""
+    timings = []
+    for _ in range(rounds):
+        # An Ollama model: the truncate strategy calls no model, so none is loaded.
+        session = session_create(
+            owner=owner,
+            model="llama3.2:3b",
+            context_size=8192,
+            settings={"compression": {"strategy": "truncate", "summary_max_tokens": 64}},
+        )
+        old = Checkpoint.objects.create(
+            session=session,
+            number=1,
+            level=0,
+            range_label="Messages 1-x",
+            summary="old",
+            original_tokens=history * 20,
+            current_tokens=10,
+        )
+        Message.objects.bulk_create(
+            Message(
+                session=session,
+                position=i + 1,
+                role="assistant" if i % 2 else "user",
+                content=f"old {i}",
+                tokens=20,
+                compressed_into=old if i % 2 else None,
+                excluded_from_context=not i % 2,
+                context_version=1,
+            )
+            for i in range(history)
+        )
+        session.compression_count, session.context_version = 1, 1
+        session.save(update_fields=["compression_count", "context_version"])
+        # The snapshot an earlier compression would have taken.
+        snapshot_create(session=session, kind=Snapshot.Kind.AUTO, reason="earlier compression")
+        # The same active context in every session: 40 messages, 6,000 tokens.
+        Message.objects.bulk_create(
+            Message(
+                session=session,
+                position=history + i + 1,
+                role="assistant" if i % 2 else "user",
+                content="An answer with some detail. " * 20,
+                tokens=150,
+                context_version=2,
+            )
+            for i in range(40)
+        )
+        Session.objects.filter(pk=session.pk).update(context_version=2)
+        t0 = time.perf_counter()
+        outcome = compression_run(session_id=session.pk, reason="bench", force=True)
+        timings.append((time.perf_counter() - t0) * 1000)
+        assert outcome.status == "compressed", outcome
+    return statistics.median(timings)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--skip-conversation", action="store_true")
+    args = parser.parse_args()
+    call_command("migrate", verbosity=0)
+    owner = get_user_model().objects.create_user(username="bench")
+    if not args.skip_conversation:
+        conversation(owner, args.turns)
+    print("== non-LLM overhead of one compression (truncate strategy, same 40-message active context)")
+    for history in (1_000, 10_000):
+        print(f"history of {history:>6,} messages: {overhead(owner, history):7.1f} ms (median of 5)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
