@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 from uuid import UUID
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import connections
 
 from chat.models import Message, Session
 from chat.services import message_create
@@ -47,6 +49,14 @@ class TurnOutcome:
     @property
     def cut_by_cap(self) -> bool:
         return self.result.done_reason == "length"
+
+
+def _compress_now(**options: Any) -> None:
+    """A compression in a worker thread of its own, which must not keep a database connection open."""
+    try:
+        compression_run(**options)
+    finally:
+        connections.close_all()
 
 
 def _counter(gateway: Gateway, model: str) -> TokenCounter:
@@ -83,7 +93,7 @@ async def _prompt_with_room(session: Session, gateway: Gateway) -> tuple[list[Ch
         if "compress" not in tried or "rollover" not in tried:
             mode = "compress" if "compress" not in tried else "rollover"
             tried.add(mode)
-            await sync_to_async(compression_run, thread_sensitive=False)(
+            await sync_to_async(_compress_now, thread_sensitive=False)(
                 session_id=session.pk,
                 reason="no room for a reply",
                 force=True,

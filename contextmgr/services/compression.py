@@ -9,6 +9,7 @@ compression per session at a time, on SQLite and PostgreSQL alike.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from uuid import UUID
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -342,16 +343,16 @@ def compression_schedule(*, session_id: UUID, reason: str) -> None:
     """
     from contextmgr.tasks import compress_session
 
+    def run_here() -> None:
+        try:
+            compress_session.apply(args=[str(session_id), reason])
+        finally:
+            # This thread's database connection would otherwise stay open for good.
+            connections.close_all()
+
     def enqueue() -> None:
         if settings.CELERY_TASK_ALWAYS_EAGER:
-            import threading
-
-            threading.Thread(
-                target=compress_session.apply,
-                kwargs={"args": [str(session_id), reason]},
-                daemon=True,
-                name=f"compress-{session_id}",
-            ).start()
+            threading.Thread(target=run_here, daemon=True, name=f"compress-{session_id}").start()
         else:
             compress_session.delay(str(session_id), reason)
 

@@ -7,6 +7,7 @@ import threading
 from datetime import timedelta
 
 import pytest
+from django.db import connections
 from django.test import override_settings
 from django.utils import timezone
 
@@ -176,10 +177,14 @@ def test_two_compressions_at_once_make_one_checkpoint(due_session, gateway, fake
     fake_ollama.behaviour.canned_reply = "Logins are validated and audited."
     fake_ollama.behaviour.delay_seconds = 0.5
     outcomes = []
-    threads = [
-        threading.Thread(target=lambda: outcomes.append(compression_run(session_id=due_session.pk, gateway=gateway)))
-        for _ in range(2)
-    ]
+
+    def compress() -> None:
+        try:
+            outcomes.append(compression_run(session_id=due_session.pk, gateway=gateway))
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=compress) for _ in range(2)]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from chat.models import Session
+from chat.services import session_create
+from chat.turn import turn_run
+from contextmgr.llm import LLMError, get_gateway
+from contextmgr.models import ContextEvent
+from contextmgr.selectors import session_context_line
+
+
+class Command(BaseCommand):
+    help = "Chat in a terminal: one line of stdin per message; prints the streamed reply, the context line and events."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--user", required=True, help="Owner of the session.")
+        parser.add_argument("--session", help="Continue this session (id); default: start a new one.")
+        parser.add_argument("--model", help="Model of a new session (default: the backend's default).")
+        parser.add_argument("--context-size", type=int, default=4096)
+        parser.add_argument("--system", default="", help="System prompt of a new session.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        owner = get_user_model().objects.filter(username=options["user"]).first()
+        if owner is None:
+            raise CommandError(f"There is no user {options['user']!r}.")
+        if options["session"]:
+            session = Session.objects.filter(pk=options["session"], owner=owner).first()
+            if session is None:
+                raise CommandError(f"{options['user']} has no session {options['session']}.")
+        else:
+            model = options["model"] or async_to_sync(get_gateway().status)().default_model
+            if model is None:
+                raise CommandError("No model is available: start Ollama or install the embedded model.")
+            try:
+                session = session_create(
+                    owner=owner,
+                    model=model,
+                    context_size=options["context_size"],
+                    system_prompt=options["system"],
+                    title="Terminal chat",
+                )
+            except ValidationError as exc:
+                raise CommandError("; ".join(exc.messages)) from exc
+        self.stdout.write(f"Session {session.id} ({session.model}, num_ctx {session.max_tokens:,})")
+        seen = ContextEvent.objects.filter(session=session).order_by("-id").values_list("id", flat=True).first() or 0
+
+        async def show(delta: str) -> None:
+            self.stdout.write(delta, ending="")
+            self.stdout.flush()
+
+        for line in sys.stdin:
+            text = line.rstrip("\n")
+            if not text.strip():
+                continue
+            self.stdout.write(f"> {text}\n< ", ending="")
+            try:
+                outcome = async_to_sync(turn_run)(session_id=session.pk, content=text, on_delta=show)
+                cut = " [cut at the reply cap]" if outcome.cut_by_cap else ""
+                exact = "exact" if outcome.prompt_exact else "estimated"
+                self.stdout.write(f"{cut}\n  prompt {outcome.prompt_tokens:,} tokens ({exact})")
+            except (LLMError, ValidationError) as exc:
+                self.stdout.write(self.style.ERROR(f"\n  error: {exc}"))
+            session.refresh_from_db()
+            self.stdout.write(f"  {session_context_line(session=session)}")
+            for event in ContextEvent.objects.filter(session=session, id__gt=seen).order_by("id"):
+                self.stdout.write(f"  event {event.type}: {event.payload}")
+                seen = event.id
