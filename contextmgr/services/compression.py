@@ -47,7 +47,7 @@ from contextmgr.services.checkpoints import (
     compression_commit,
     rollover_commit,
 )
-from contextmgr.services.events import event_record
+from contextmgr.services.events import event_record, progress_publish
 from contextmgr.services.snapshots import snapshot_create
 
 logger = logging.getLogger(__name__)
@@ -227,6 +227,7 @@ def _compress(
     goal = active_goal(session=session)
     prompt = build_goal_summary_prompt(goal_view(goal=goal), transcript) if goal else build_summary_prompt(transcript)
     target = config.compression.summary_max_tokens
+    progress_publish(session_id=session.pk, text=f"Compressing {len(chosen)} messages ({selection.tokens:,} tokens)…")
     summary, how = summarizer.shrink(text, prompt, target, strategy=config.compression.strategy)
     facts = marker_facts(m.content for m in chosen)
 
@@ -238,7 +239,8 @@ def _compress(
     )
     by_id = {cp.id: cp for cp in checkpoints}
     aged = []
-    for step in plan.steps:
+    for number, step in enumerate(plan.steps, start=1):
+        progress_publish(session_id=session.pk, text=f"Aging checkpoint {number} of {len(plan.steps)}…")
         source = by_id[step.checkpoint_id].summary
         shorter, _ = summarizer.shrink(
             source,
@@ -250,6 +252,7 @@ def _compress(
     merged = None
     if plan.merge is not None:
         parts = [by_id[i].summary for i in plan.merge.checkpoint_ids]
+        progress_publish(session_id=session.pk, text=f"Merging {len(parts)} checkpoints into the ultra checkpoint…")
         joined, _ = summarizer.shrink(
             "\n".join(parts),
             build_merge_prompt(parts, target_tokens=plan.merge.target_tokens),
@@ -310,6 +313,9 @@ def _rollover(
     parts = [cp.summary for cp in checkpoints] + ["\n".join(f"{m.role}: {m.content}" for m in moved)]
     parts = [part for part in parts if part]
     target = max(level_target(Level.ULTRA, config.compression.summary_max_tokens), 16)
+    progress_publish(
+        session_id=session.pk, text=f"Rolling over: {len(checkpoints)} checkpoints and {len(moved)} messages…"
+    )
     summary, how = summarizer.shrink(
         "\n".join(parts), build_merge_prompt(parts, target_tokens=target), target, strategy=config.compression.strategy
     )

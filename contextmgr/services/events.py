@@ -41,6 +41,19 @@ def _publish(event: ContextEvent) -> None:
         logger.exception("could not publish %s event %s", event.type, event.id)
 
 
+def progress_publish(*, session_id: UUID, text: str) -> None:
+    """A passing progress line for open pages ("Aging checkpoint 2 of 3…"); not stored.
+
+    Precondition: called outside a transaction (from the compression's LLM phase)."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        async_to_sync(layer.group_send)(session_group(session_id), {"type": "context.progress", "text": text})
+    except Exception:
+        logger.exception("could not publish progress for session %s", session_id)
+
+
 def event_record(*, session: Session, type: EventType, payload: dict[str, Any] | None = None) -> ContextEvent:
     """Persist one of the spec's events (inside the caller's transaction, if any) and, once that
     commits, publish it to the session's group so open pages see it as it happens."""

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
@@ -41,3 +43,41 @@ async def test_an_event_rolled_back_is_never_published(chat_session):
     await sync_to_async(event_record)(session=chat_session, type=EventType.CHECKPOINT_CREATED)
     message = await layer.receive(channel)
     assert message["event"]["type"] == "checkpoint-created"
+
+
+async def test_a_compression_reports_its_progress_and_events_live(fake_ollama, user):
+    from django.test import override_settings
+
+    from chat.services import message_create, session_create
+    from contextmgr.llm.gateway import Gateway
+    from contextmgr.llm.ollama_backend import OllamaBackend
+    from contextmgr.services.compression import compression_run
+    from tests.support.fake_ollama import SERVED_MODEL
+
+    fake_ollama.behaviour.canned_reply = "Short summary."
+    gateway = Gateway(mode="ollama", embedded=None, ollama=OllamaBackend(host=fake_ollama.url))
+
+    def build():
+        with override_settings(OLLM_MODEL_CONTEXT_OVERRIDES={SERVED_MODEL: {8192: 600}}):
+            session = session_create(owner=user, model=SERVED_MODEL, context_size=8192)
+        for index in range(10):
+            message_create(session=session, role="user", content=f"q{index}")
+            message_create(session=session, role="assistant", content="A fairly long answer here. " * 8)
+        return session
+
+    session = await sync_to_async(build)()
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(session_group(session.pk), channel)
+    outcome = await sync_to_async(compression_run)(session_id=session.pk, gateway=gateway)
+    assert outcome.status == "compressed"
+    received = []
+    while True:
+        message = await layer.receive(channel)
+        received.append(message)
+        if message["type"] == "context.event" and message["event"]["type"] == "compressed":
+            break
+    lines = [m["text"] for m in received if m["type"] == "context.progress"]
+    assert re.fullmatch(r"Compressing \d+ messages \([\d,]+ tokens\)…", lines[0])
+    kinds = [m["event"]["type"] for m in received if m["type"] == "context.event"]
+    assert kinds == ["auto-snapshot-created", "checkpoint-created", "compressed"]
