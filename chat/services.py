@@ -50,9 +50,11 @@ def session_create(
     title: str = "",
     system_prompt: str = "",
     parameter_size_b: float | None = None,
+    context_limit: int | None = None,
     settings: dict[str, Any] | None = None,
 ) -> Session:
-    """Start a conversation. ``max_tokens`` is the Ollama size of the selection, never the selection itself."""
+    """Start a conversation. ``max_tokens`` is the Ollama size of the selection, never the selection
+    itself, and never more than ``context_limit`` (the model's own context length, when known)."""
     title = storable_text(title).strip() or DEFAULT_TITLE
     model = storable_text(model).strip()
     system_prompt = storable_text(system_prompt)
@@ -67,6 +69,8 @@ def session_create(
         )
     except UnknownContextSize as exc:
         raise ValidationError({"context_size": str(exc)}) from exc
+    if context_limit:
+        max_tokens = min(max_tokens, context_limit)
     try:
         context_config_from_mapping(settings)
     except ConfigError as exc:

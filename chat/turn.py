@@ -10,6 +10,7 @@ its goal markers and schedules a compression when the budget says so.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +35,7 @@ from contextmgr.services.compression import (
 )
 from contextmgr.services.goals import goal_apply_markers
 
+logger = logging.getLogger(__name__)
 OnDelta = Callable[[str], Awaitable[None]]
 POLL_SECONDS = 0.2
 
@@ -57,6 +59,16 @@ def _compress_now(**options: Any) -> None:
         compression_run(**options)
     finally:
         connections.close_all()
+
+
+async def _count(counter: TokenCounter, text: str) -> TokenCount:
+    """Count off the event loop (the embedded tokenizer may have to load the model first);
+    if the model's counter fails, the estimate will do: nothing may stop a message being stored."""
+    try:
+        return await asyncio.to_thread(counter.count, text)
+    except Exception:
+        logger.exception("exact token count failed; storing the estimate")
+        return TiktokenCounter().count(text)
 
 
 def _counter(gateway: Gateway, model: str) -> TokenCounter:
@@ -120,7 +132,7 @@ async def turn_run(
     session = await Session.objects.aget(pk=session_id)
     counter = _counter(gateway, session.model)
     user_message = await sync_to_async(message_create)(
-        session=session, role=Message.Role.USER, content=content, token_count=counter.count(content)
+        session=session, role=Message.Role.USER, content=content, token_count=await _count(counter, content)
     )
     await sync_to_async(compression_maybe_schedule)(session_id=session.pk)
 
@@ -149,7 +161,7 @@ async def turn_run(
         session=session,
         role=Message.Role.ASSISTANT,
         content=text,
-        token_count=counter.count(text),
+        token_count=await _count(counter, text),
         done_reason=result.done_reason,
     )
     await sync_to_async(goal_apply_markers)(session=session, text=text)

@@ -103,7 +103,8 @@ class TiktokenCounter:
 
 CALIBRATION_WEIGHT = 0.3
 # Tokenizers differ from cl100k by tens of percent, not by factors: a ratio
-# outside this range is a miscount (a cached prompt, a proxy), not a tokenizer.
+# outside this range is a miscount (a cached or truncated prompt), not a
+# tokenizer, and is not learned from.
 CALIBRATION_BOUNDS = (0.5, 2.0)
 
 
@@ -122,9 +123,9 @@ class TokenCalibration:
         return self._factors.get(model, 1.0)
 
     def observe(self, model: str, *, exact: int, estimated: int) -> float:
-        if exact > 0 and estimated > 0:
-            low, high = CALIBRATION_BOUNDS
-            ratio = min(high, max(low, exact / estimated))
+        low, high = CALIBRATION_BOUNDS
+        if exact > 0 and estimated > 0 and low <= exact / estimated <= high:
+            ratio = exact / estimated
             current = self._factors.get(model, ratio)
             self._factors[model] = current + CALIBRATION_WEIGHT * (ratio - current)
         return self.factor(model)

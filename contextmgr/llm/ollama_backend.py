@@ -7,8 +7,10 @@ the gateway's own, with a message that says what to do.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
+import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -46,7 +48,21 @@ class OllamaBackend:
 
     def __init__(self, *, host: str, timeout: float = 120.0, connect_timeout: float = 3.0) -> None:
         self.host = host
-        self._client = ollama.AsyncClient(host=host, timeout=httpx.Timeout(timeout, connect=connect_timeout))
+        self._timeout = httpx.Timeout(timeout, connect=connect_timeout)
+        # httpx connections belong to the event loop that opened them, and this
+        # backend is called from several (the server's, and the ones async_to_sync
+        # makes in worker threads): one client per loop.
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ollama.AsyncClient] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    @property
+    def _client(self) -> ollama.AsyncClient:
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            client = self._clients[loop] = ollama.AsyncClient(host=self.host, timeout=self._timeout)
+        return client
 
     @asynccontextmanager
     async def _errors(self, model: str | None = None) -> AsyncIterator[None]:

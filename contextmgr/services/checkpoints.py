@@ -150,8 +150,8 @@ def compression_commit(
     messages = list(Message.objects.filter(session=locked, pk__in=message_ids).order_by("position"))
     if not messages or len(messages) != len(set(message_ids)):
         raise CompressionConflict("some messages to compress are not in this session")
-    if any(m.compressed_into_id is not None for m in messages):
-        raise CompressionConflict("some messages were compressed meanwhile")
+    if any(m.compressed_into_id is not None or m.excluded_from_context for m in messages):
+        raise CompressionConflict("some messages left the active context meanwhile")
     if any(m.role not in (Message.Role.ASSISTANT, Message.Role.TOOL) for m in messages):
         raise CompressionConflict("only assistant messages and tool outputs are compressed")
     current = {cp.id: cp for cp in active_checkpoints(session=locked)}

@@ -13,15 +13,12 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Literal
 from uuid import UUID
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db import connections, transaction
-from django.db.models import Q
-from django.utils import timezone
 
 from chat.models import Message, Session
 from contextmgr.core.aging import CheckpointInfo, Level, level_target, plan_aging
@@ -48,12 +45,11 @@ from contextmgr.services.checkpoints import (
     rollover_commit,
 )
 from contextmgr.services.events import event_record, progress_publish
+from contextmgr.services.lease import lease_acquire, lease_held, lease_release
 from contextmgr.services.snapshots import snapshot_create
 
 logger = logging.getLogger(__name__)
 
-# A compression whose lease is older than this is taken to have died with its worker.
-LEASE_TIMEOUT = timedelta(minutes=10)
 # The fewest tokens a reply must have room for before the turn waits for (or runs) a compression.
 REPLY_MIN_TOKENS = 32
 # Summaries are asked for at their target; output above this share of it is shortened.
@@ -74,19 +70,9 @@ def session_config(session: Session) -> ContextConfig:
     )
 
 
-def compression_lease_acquire(*, session_id: UUID) -> bool:
-    now = timezone.now()
-    free = Q(compression_started_at__isnull=True) | Q(compression_started_at__lt=now - LEASE_TIMEOUT)
-    return Session.objects.filter(Q(pk=session_id) & free).update(compression_started_at=now) == 1
-
-
-def compression_lease_release(*, session_id: UUID) -> None:
-    Session.objects.filter(pk=session_id).update(compression_started_at=None)
-
-
 def compression_running(*, session_id: UUID) -> bool:
-    cutoff = timezone.now() - LEASE_TIMEOUT
-    return Session.objects.filter(pk=session_id, compression_started_at__gte=cutoff).exists()
+    """Whether a compression (or a restore) of the session holds its lease right now."""
+    return lease_held(session_id=session_id)
 
 
 def _record_skip(session: Session, reason: str, **payload: object) -> CompressionOutcome:
@@ -108,7 +94,9 @@ def compression_run(
     Precondition: not inside a transaction. Everything the LLM produces is
     applied in one transaction at the end; any failure before or during it
     leaves the history and the active context exactly as they were, and is
-    recorded as ``compression-error``.
+    recorded as ``compression-error``. A rollover that follows a compression
+    is a transaction of its own: if it fails, the compression stands and the
+    error is recorded.
     """
     session = Session.objects.get(pk=session_id)
     config = session_config(session)
@@ -121,7 +109,8 @@ def compression_run(
             f"not needed: {budget.active_tokens:,} active tokens, trigger at {budget.trigger_at:,}",
             trigger=reason,
         )
-    if not compression_lease_acquire(session_id=session.pk):
+    token = lease_acquire(session_id=session.pk)
+    if token is None:
         return _record_skip(session, "another compression of this session is running", trigger=reason)
     started = time.perf_counter()
     try:
@@ -139,7 +128,7 @@ def compression_run(
         )
         return CompressionOutcome("error", str(exc) or type(exc).__name__)
     finally:
-        compression_lease_release(session_id=session.pk)
+        lease_release(session_id=session.pk, token=token)
 
 
 class _Summarizer:
@@ -279,7 +268,20 @@ def _compress(
     after = session_budget(session=session)
     if after.free < REPLY_MIN_TOKENS or after.compression_due:
         # Even compressed, the uncompressible part leaves no room: roll over.
-        return _rollover(session, config, summarizer, reason="no room after compression", started=started)
+        try:
+            return _rollover(session, config, summarizer, reason="no room after compression", started=started)
+        except Exception as exc:
+            # The compression itself is applied; only the rollover (its own transaction) failed.
+            logger.exception("rollover after compression of session %s failed", session.pk)
+            event_record(
+                session=session,
+                type=EventType.COMPRESSION_ERROR,
+                payload={
+                    "reason": f"the rollover after compression {checkpoint.number} failed: {exc}",
+                    "error": type(exc).__name__,
+                    "trigger": "no room after compression",
+                },
+            )
     return CompressionOutcome("compressed", how, checkpoint.id)
 
 
@@ -292,7 +294,7 @@ def _rollover(
     under half the trigger; the newest ``preserve_recent`` tokens stay.
     """
     session.refresh_from_db()
-    if config.snapshots.enabled:
+    if config.snapshots.enabled and config.snapshots.auto_create:
         snapshot_create(session=session, kind=Snapshot.Kind.AUTO, reason="Before rollover")
     budget = session_budget(session=session)
     checkpoints = list(active_checkpoints(session=session))
@@ -307,6 +309,13 @@ def _rollover(
         keep_from = index
     # The newest message is the one being answered: it always stays.
     keep_from = min(keep_from, max(len(active) - 1, 0))
+    # A tool call and its results move together or not at all.
+    while (
+        0 < keep_from < len(active)
+        and active[keep_from].tool_call_id
+        and (active[keep_from].tool_call_id == active[keep_from - 1].tool_call_id)
+    ):
+        keep_from -= 1
     moved = active[:keep_from]
     if not moved and not checkpoints:
         return _record_skip(session, "nothing to roll over: the newest message alone fills the context")

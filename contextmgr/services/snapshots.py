@@ -17,6 +17,7 @@ from contextmgr.models import (
 )
 from contextmgr.selectors import session_budget, session_state, snapshot_message_states
 from contextmgr.services.events import event_record
+from contextmgr.services.lease import lease_acquire, lease_release
 from contextmgr.services.reliability import session_refresh_reliability
 
 
@@ -62,10 +63,18 @@ def snapshot_restore(*, snapshot: Snapshot) -> Snapshot:
 
     The current state is snapshotted first, so a restore can itself be undone.
     Messages written after the snapshot stay in the full history, out of the
-    active context; checkpoints created after it are retired. All of it
+    active context; checkpoints created after it are retired. It takes the
+    session's lease, so it never overlaps a compression. All of it
     happens in one transaction; if anything fails nothing changes, a
     ``snapshot-error`` event says why and SnapshotError is raised.
     """
+    token = lease_acquire(session_id=snapshot.session_id)
+    if token is None:
+        reason = "a compression of this session is running; restore when it has finished"
+        event_record(
+            session=snapshot.session, type=EventType.SNAPSHOT_ERROR, payload={"snapshot": snapshot.id, "reason": reason}
+        )
+        raise SnapshotError(f"snapshot {snapshot.id} was not restored: {reason}")
     try:
         return _restore(snapshot)
     except Exception as exc:
@@ -75,6 +84,8 @@ def snapshot_restore(*, snapshot: Snapshot) -> Snapshot:
             payload={"snapshot": snapshot.id, "reason": f"{type(exc).__name__}: {exc}"},
         )
         raise SnapshotError(f"snapshot {snapshot.id} could not be restored: {type(exc).__name__}: {exc}") from exc
+    finally:
+        lease_release(session_id=snapshot.session_id, token=token)
 
 
 @transaction.atomic

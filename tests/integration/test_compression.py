@@ -231,3 +231,38 @@ def test_goal_and_locked_decisions_survive_and_steer_the_summary(due_session, ga
     system = chat_messages(session_window(session=due_session))[0][1]
     assert "ACTIVE GOAL: Ship secure logins" in system
     assert "🔒 Argon2 only" in system
+
+
+@pytest.mark.django_db
+def test_a_lease_is_given_back_only_by_its_holder(due_session):
+    from contextmgr.services.lease import lease_acquire, lease_held, lease_release
+
+    first = lease_acquire(session_id=due_session.pk)
+    assert first is not None
+    assert lease_acquire(session_id=due_session.pk) is None
+    # The first holder's lease expires and a second job takes over ...
+    Session.objects.filter(pk=due_session.pk).update(compression_started_at=first - timedelta(minutes=11))
+    second = lease_acquire(session_id=due_session.pk)
+    assert second is not None
+    # ... so the first holder, finishing late, must not free the second's lease.
+    lease_release(session_id=due_session.pk, token=first)
+    assert lease_held(session_id=due_session.pk)
+    lease_release(session_id=due_session.pk, token=second)
+    assert not lease_held(session_id=due_session.pk)
+
+
+@pytest.mark.django_db
+def test_a_failed_rollover_after_a_compression_keeps_the_compression(due_session, gateway, fake_ollama, monkeypatch):
+    fake_ollama.behaviour.canned_reply = "Logins are validated and audited."
+
+    def failing_rollover(*args, **kwargs):
+        raise RuntimeError("rollover broke")
+
+    monkeypatch.setattr("contextmgr.services.compression._rollover", failing_rollover)
+    # Leave no room after the compression, so that a rollover is due.
+    monkeypatch.setattr("contextmgr.services.compression.REPLY_MIN_TOKENS", 10_000)
+    outcome = compression_run(session_id=due_session.pk, gateway=gateway)
+    assert outcome.status == "compressed"
+    assert Checkpoint.objects.filter(session=due_session).count() == 1
+    error = ContextEvent.objects.get(session=due_session, type="compression-error")
+    assert error.payload["reason"] == "the rollover after compression 1 failed: rollover broke"

@@ -198,3 +198,11 @@ async def test_gateway_modes_switch_backends_off(embedded_backend, fake_ollama, 
     assert not await only_ollama.health()
     with pytest.raises(ValueError, match="OLLM_LLM_BACKEND must be one of auto, ollama, embedded"):
         Gateway(mode="cloud", embedded=None, ollama=None)
+
+
+def test_one_backend_serves_calls_from_several_event_loops(fake_ollama):
+    # As compressions do: each async_to_sync call in a worker thread runs its own loop.
+    backend = OllamaBackend(host=fake_ollama.url)
+    for _ in range(3):
+        completion = asyncio.run(backend.chat(HELLO, model=SERVED_MODEL, num_ctx=2048, max_tokens=3).collect())
+        assert completion.result.completion_tokens > 0

@@ -24,6 +24,12 @@ def test_session_takes_the_ollama_size_and_counts_its_system_prompt(user):
     assert session.reliability_score == pytest.approx(0.30)
 
 
+def test_the_models_own_context_length_caps_max_tokens(user):
+    session = session_create(owner=user, model="embedded/smollm2-135m", context_size=16384, context_limit=8192)
+    assert (session.max_tokens, session.tier) == (8192, 3)
+    assert session_create(owner=user, model="m", context_size=4096, context_limit=8192).max_tokens == 3400
+
+
 @override_settings(OLLM_MODEL_CONTEXT_OVERRIDES={"tiny:1b": {16384: 9000}})
 def test_per_model_override_sets_max_tokens(user):
     assert session_create(owner=user, model="tiny:1b", context_size=16384).max_tokens == 9000

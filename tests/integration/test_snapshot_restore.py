@@ -96,3 +96,16 @@ def test_a_broken_snapshot_changes_nothing_and_says_why(due_session):  # noqa: F
     error = ContextEvent.objects.get(session=due_session, type="snapshot-error")
     assert error.payload["snapshot"] == broken.id
     assert Snapshot.objects.filter(session=due_session).count() == 1
+
+
+def test_a_restore_waits_for_no_compression(due_session):  # noqa: F811
+    from django.utils import timezone
+
+    from chat.models import Session
+
+    snapshot = snapshot_create(session=due_session, kind=Snapshot.Kind.MANUAL)
+    Session.objects.filter(pk=due_session.pk).update(compression_started_at=timezone.now())
+    with pytest.raises(SnapshotError, match="a compression of this session is running"):
+        snapshot_restore(snapshot=snapshot)
+    assert ContextEvent.objects.filter(session=due_session, type="snapshot-error").count() == 1
+    assert not ContextEvent.objects.filter(session=due_session, type="snapshot-restored").exists()

@@ -92,5 +92,5 @@ def test_calibration_moves_a_third_of_the_way_to_each_observed_ratio():
     assert calibration.estimate("m", 100) == 111
     assert calibration.observe("m", exact=0, estimated=100) == pytest.approx(1.11)
     assert calibration.factor("other") == 1.0
-    assert calibration.observe("odd", exact=1, estimated=600) == 0.5
-    assert calibration.observe("odder", exact=6000, estimated=600) == 2.0
+    assert calibration.observe("odd", exact=1, estimated=600) == 1.0
+    assert calibration.observe("m", exact=6000, estimated=600) == pytest.approx(1.11)

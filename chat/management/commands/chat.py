@@ -39,15 +39,20 @@ class Command(BaseCommand):
             if model is None:
                 raise CommandError("No model is available: start Ollama or install the embedded model.")
             try:
+                info = async_to_sync(get_gateway().model_info)(model)
                 session = session_create(
                     owner=owner,
                     model=model,
                     context_size=options["context_size"],
                     system_prompt=options["system"],
                     title="Terminal chat",
+                    parameter_size_b=info.parameter_size_b,
+                    context_limit=info.context_length,
                 )
             except ValidationError as exc:
                 raise CommandError("; ".join(exc.messages)) from exc
+            except LLMError as exc:
+                raise CommandError(str(exc)) from exc
         self.stdout.write(f"Session {session.id} ({session.model}, num_ctx {session.max_tokens:,})")
         seen = ContextEvent.objects.filter(session=session).order_by("-id").values_list("id", flat=True).first() or 0
 
