@@ -49,6 +49,7 @@ llm-check: $(RUN_STAMP) .env
 
 bench: $(DEV_STAMP) .env
 	$(BIN)/python bench/gateway_throughput.py
+	$(BIN)/python bench/conversation.py
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check .

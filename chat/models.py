@@ -107,13 +107,10 @@ class Message(models.Model):
         ordering = ["session", "position"]
         constraints = [models.UniqueConstraint(fields=["session", "position"], name="message_position_unique")]
         indexes = [
-            # The active context is read on every turn; this keeps that read (and
-            # the budget's sum) proportional to the active messages, not the history.
-            models.Index(
-                fields=["session", "position"],
-                condition=models.Q(compressed_into__isnull=True, excluded_from_context=False),
-                name="message_active_idx",
-            ),
+            # The active context is read on every turn: with the session and the
+            # null checkpoint both matched by this index, that read (and the budget's
+            # sum) stays proportional to the uncompressed messages, not the history.
+            models.Index(fields=["session", "compressed_into", "position"], name="message_active_idx"),
             # Snapshots store only the messages changed since the previous one.
             models.Index(fields=["session", "context_version"], name="message_version_idx"),
         ]
