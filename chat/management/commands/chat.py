@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -14,6 +15,7 @@ from chat.turn import turn_run
 from contextmgr.llm import LLMError, get_gateway
 from contextmgr.models import ContextEvent
 from contextmgr.selectors import session_context_line
+from contextmgr.services.compression import compression_running
 
 
 class Command(BaseCommand):
@@ -72,8 +74,19 @@ class Command(BaseCommand):
                 self.stdout.write(f"{cut}\n  prompt {outcome.prompt_tokens:,} tokens ({exact})")
             except (LLMError, ValidationError) as exc:
                 self.stdout.write(self.style.ERROR(f"\n  error: {exc}"))
-            session.refresh_from_db()
-            self.stdout.write(f"  {session_context_line(session=session)}")
-            for event in ContextEvent.objects.filter(session=session, id__gt=seen).order_by("id"):
-                self.stdout.write(f"  event {event.type}: {event.payload}")
-                seen = event.id
+            seen = self._report(session, seen)
+        if compression_running(session_id=session.pk):
+            # Background compressions run in this process's threads: let the last one finish.
+            self.stdout.write("  (waiting for the running compression to finish)")
+            while compression_running(session_id=session.pk):
+                time.sleep(0.2)
+            self._report(session, seen)
+
+    def _report(self, session: Session, seen: int) -> int:
+        """Print the context line and the events after ``seen``; returns the last event id."""
+        session.refresh_from_db()
+        self.stdout.write(f"  {session_context_line(session=session)}")
+        for event in ContextEvent.objects.filter(session=session, id__gt=seen).order_by("id"):
+            self.stdout.write(f"  event {event.type}: {event.payload}")
+            seen = event.id
+        return seen
