@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from chat.models import Message, Session
 from contextmgr.core.aging import Level
+from contextmgr.core.budget import Budget
 from contextmgr.core.tokens import TiktokenCounter, TokenCounter
 from contextmgr.core.window import render_checkpoint
 from contextmgr.models import Checkpoint, CheckpointRevision, EventType
@@ -125,6 +126,19 @@ def _merge(session: Session, checkpoints: list[Checkpoint], *, summary: str, cou
     return carrier
 
 
+def _outcome_payload(session: Session, before: Budget, reliability: float, draft: CheckpointDraft) -> dict[str, Any]:
+    """What a compression or rollover did to the budget, for its event."""
+    after = session_budget(session=session)
+    return {
+        "tokens_before": before.used,
+        "tokens_after": after.used,
+        "available_before": before.available,
+        "available_after": after.available,
+        "reliability": round(reliability, 4),
+        **draft.payload,
+    }
+
+
 @transaction.atomic
 def compression_commit(
     *,
@@ -196,7 +210,6 @@ def compression_commit(
         },
     )
     reliability = session_refresh_reliability(session=locked)
-    after = session_budget(session=locked)
     event_record(
         session=locked,
         type=EventType.COMPRESSED,
@@ -205,12 +218,7 @@ def compression_commit(
             "compression": checkpoint.number,
             "strategy": checkpoint.strategy,
             "messages": len(messages),
-            "tokens_before": before.used,
-            "tokens_after": after.used,
-            "available_before": before.available,
-            "available_after": after.available,
-            "reliability": round(reliability, 4),
-            **draft.payload,
+            **_outcome_payload(locked, before, reliability, draft),
         },
     )
     # Only now, with every write done, does the caller's object change.
@@ -287,7 +295,6 @@ def rollover_commit(
         },
     )
     reliability = session_refresh_reliability(session=locked)
-    after = session_budget(session=locked)
     event_record(
         session=locked,
         type=EventType.ROLLOVER_COMPLETE,
@@ -297,12 +304,7 @@ def rollover_commit(
             "checkpoints_merged": len(checkpoints),
             "messages": len(messages),
             "user_messages": sum(1 for m in messages if m.role == Message.Role.USER),
-            "tokens_before": before.used,
-            "tokens_after": after.used,
-            "available_before": before.available,
-            "available_after": after.available,
-            "reliability": round(reliability, 4),
-            **draft.payload,
+            **_outcome_payload(locked, before, reliability, draft),
         },
     )
     session.compression_count = locked.compression_count

@@ -36,7 +36,10 @@ def test_chatting_in_a_terminal(user, embedded_gateway, monkeypatch):
     assert text.count("tokens (exact)") == 2
     assert text.count("Context: ") == 2
     assert list(Message.objects.filter(session=session).values_list("role", flat=True)) == [
-        "user", "assistant", "user", "assistant"
+        "user",
+        "assistant",
+        "user",
+        "assistant",
     ]
 
 

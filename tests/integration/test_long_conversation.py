@@ -51,6 +51,30 @@ def gateway(embedded_backend, monkeypatch):
     return gateway
 
 
+def pinned_session(user, *, context_size: int) -> Session:
+    """A session with a goal and a locked decision, which every prompt must carry verbatim."""
+    session = session_create(
+        owner=user,
+        model=MODEL_NAME,
+        context_size=context_size,
+        system_prompt="You are a concise security engineer.",
+        settings={"compression": {"summary_max_tokens": 160}},
+    )
+    goal = goal_create(session=session, description="Harden the login flow", priority="high")
+    decision_record(session=session, description=LOCKED, locked=True, goal=goal)
+    return session
+
+
+def assert_history_intact(session: Session, sent: list[str]) -> None:
+    """The full history holds every message, unchanged, and no compression failed."""
+    stored = list(
+        Message.objects.filter(session=session, role="user").order_by("position").values_list("content", flat=True)
+    )
+    assert stored == sent
+    assert Message.objects.filter(session=session, role="assistant").count() == len(sent)
+    assert not ContextEvent.objects.filter(session=session, type="compression-error").exists()
+
+
 def converse(session: Session, gateway: RecordingGateway, turns: int) -> list[str]:
     sent = []
     for index in range(turns):
@@ -99,16 +123,8 @@ def chat_calls(gateway: RecordingGateway) -> list[tuple[list[ChatMessage], int, 
 )
 def test_sixty_turns_in_a_tier_three_window_age_checkpoints(user, gateway):
     # A 16K selection (Tier 3: three checkpoints) squeezed to 2,000 tokens for the embedded model.
-    session = session_create(
-        owner=user,
-        model=MODEL_NAME,
-        context_size=16384,
-        system_prompt="You are a concise security engineer.",
-        settings={"compression": {"summary_max_tokens": 160}},
-    )
+    session = pinned_session(user, context_size=16384)
     assert (session.max_tokens, session.tier) == (2000, 3)
-    goal = goal_create(session=session, description="Harden the login flow", priority="high")
-    decision_record(session=session, description=LOCKED, locked=True, goal=goal)
     sent = converse(session, gateway, 60)
 
     assert_every_prompt_kept_what_matters(session, gateway, sent, num_ctx=2000)
@@ -119,27 +135,13 @@ def test_sixty_turns_in_a_tier_three_window_age_checkpoints(user, gateway):
     for checkpoint in Checkpoint.objects.filter(session=session):
         tokens = [r.tokens for r in checkpoint.revisions.order_by("id") if r.reason == "aged"]
         assert tokens == sorted(tokens, reverse=True)
-    # The full history holds every message, unchanged.
-    stored = list(
-        Message.objects.filter(session=session, role="user").order_by("position").values_list("content", flat=True)
-    )
-    assert stored == sent
-    assert Message.objects.filter(session=session, role="assistant").count() == 60
-    assert not ContextEvent.objects.filter(session=session, type="compression-error").exists()
+    assert_history_intact(session, sent)
 
 
 @override_settings(OLLM_REPLY_MAX_TOKENS=60, OLLM_CHAT_TEMPERATURE=0.0)
 def test_sixty_turns_at_2k_roll_over(user, gateway):
-    session = session_create(
-        owner=user,
-        model=MODEL_NAME,
-        context_size=2048,
-        system_prompt="You are a concise security engineer.",
-        settings={"compression": {"summary_max_tokens": 160}},
-    )
+    session = pinned_session(user, context_size=2048)
     assert (session.max_tokens, session.tier) == (1700, 1)
-    goal = goal_create(session=session, description="Harden the login flow", priority="high")
-    decision_record(session=session, description=LOCKED, locked=True, goal=goal)
     sent = converse(session, gateway, 60)
 
     assert_every_prompt_kept_what_matters(session, gateway, sent, num_ctx=1700)
@@ -147,8 +149,4 @@ def test_sixty_turns_at_2k_roll_over(user, gateway):
     # Tier 1 keeps no level-3/2/1 checkpoints: everything lives in one ultra checkpoint.
     active = Checkpoint.objects.filter(session=session, merged_into__isnull=True, retired=False)
     assert [cp.level for cp in active] == [Level.ULTRA]
-    stored = list(
-        Message.objects.filter(session=session, role="user").order_by("position").values_list("content", flat=True)
-    )
-    assert stored == sent
-    assert not ContextEvent.objects.filter(session=session, type="compression-error").exists()
+    assert_history_intact(session, sent)
