@@ -145,16 +145,16 @@ class _Summarizer:
         return self.counter.count(text).tokens
 
     def fit(self, prompt: str, target: int) -> tuple[str, int]:
-        """Shorten ``prompt`` until it leaves room for ``target`` tokens of reply."""
+        """``prompt``, shortened if it leaves no room for ``target`` tokens of reply, and its token count."""
         room = self.num_ctx - target - REPLY_MIN_TOKENS
-        if self.gateway.count_prompt([ChatMessage("user", prompt)], self.model).tokens <= room:
-            return prompt, target
+        tokens = self.gateway.count_prompt([ChatMessage("user", prompt)], self.model).tokens
+        if tokens <= room:
+            return prompt, tokens
         shortened = shorten_extractive(prompt, max(room - 16, 16), self.tokens)
-        return shortened, target
+        return shortened, self.gateway.count_prompt([ChatMessage("user", shortened)], self.model).tokens
 
     def ask(self, prompt: str, target: int) -> str:
-        prompt, target = self.fit(prompt, target)
-        prompt_tokens = self.gateway.count_prompt([ChatMessage("user", prompt)], self.model).tokens
+        prompt, prompt_tokens = self.fit(prompt, target)
         max_tokens = max(1, min(target, self.num_ctx - prompt_tokens))
         completion = async_to_sync(self.gateway.complete)(
             [ChatMessage("user", prompt)],
