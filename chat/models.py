@@ -34,6 +34,9 @@ class Session(models.Model):
     context_size = models.PositiveIntegerField(choices=CONTEXT_SIZE_CHOICES, help_text="The user's selection.")
     max_tokens = models.PositiveIntegerField(help_text="The Ollama context size (num_ctx) of the selection.")
     system_prompt = models.TextField(blank=True, max_length=MAX_SYSTEM_PROMPT_CHARS)
+    summary_model = models.CharField(
+        max_length=MAX_MODEL_NAME_LENGTH, blank=True, help_text="Model that writes checkpoints; empty: the chat model."
+    )
     system_prompt_tokens = models.PositiveIntegerField(default=0)
     settings = models.JSONField(default=dict, blank=True, help_text="This session's overrides of the context defaults.")
     compression_count = models.PositiveIntegerField(default=0)
@@ -60,6 +63,10 @@ class Session(models.Model):
         self.context_version += 1
         Session.objects.filter(pk=self.pk).update(context_version=self.context_version)
         return self.context_version
+
+    @property
+    def summarizer(self) -> str:
+        return self.summary_model or self.model
 
     @property
     def profile(self) -> ContextProfile:

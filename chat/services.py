@@ -63,14 +63,7 @@ def session_create(
     _check_length("title", title, MAX_TITLE_LENGTH)
     _check_length("model", model, MAX_MODEL_NAME_LENGTH)
     _check_length("system_prompt", system_prompt, MAX_SYSTEM_PROMPT_CHARS)
-    try:
-        max_tokens = ollama_context_size(
-            context_size, model=model, overrides=django_settings.OLLM_MODEL_CONTEXT_OVERRIDES
-        )
-    except UnknownContextSize as exc:
-        raise ValidationError({"context_size": str(exc)}) from exc
-    if context_limit:
-        max_tokens = min(max_tokens, context_limit)
+    max_tokens = _max_tokens(context_size, model, context_limit)
     try:
         context_config_from_mapping(settings)
     except ConfigError as exc:
@@ -94,6 +87,77 @@ def session_create(
     )
     session_refresh_reliability(session=session)
     return session
+
+
+def _max_tokens(context_size: int, model: str, context_limit: int | None) -> int:
+    try:
+        max_tokens = ollama_context_size(
+            context_size, model=model, overrides=django_settings.OLLM_MODEL_CONTEXT_OVERRIDES
+        )
+    except UnknownContextSize as exc:
+        raise ValidationError({"context_size": str(exc)}) from exc
+    return min(max_tokens, context_limit) if context_limit else max_tokens
+
+
+@transaction.atomic
+def session_update(
+    *,
+    session: Session,
+    title: str | None = None,
+    model: str | None = None,
+    context_size: int | None = None,
+    system_prompt: str | None = None,
+    summary_model: str | None = None,
+    parameter_size_b: float | None = None,
+    context_limit: int | None = None,
+) -> Session:
+    """Change what the user may change about a session; ``None`` leaves a field as it is.
+
+    A new model or context size re-evaluates the budget at once: the caller
+    schedules a compression (``compression_maybe_schedule``) after commit
+    when the session is now over its trigger.
+    """
+    locked = Session.objects.select_for_update().get(pk=session.pk)
+    if title is not None:
+        locked.title = storable_text(title).strip() or DEFAULT_TITLE
+        _check_length("title", locked.title, MAX_TITLE_LENGTH)
+    if summary_model is not None:
+        locked.summary_model = storable_text(summary_model).strip()
+        _check_length("summary_model", locked.summary_model, MAX_MODEL_NAME_LENGTH)
+    if model is not None:
+        model = storable_text(model).strip()
+        if not model:
+            raise ValidationError({"model": "Choose a model."})
+        _check_length("model", model, MAX_MODEL_NAME_LENGTH)
+        if model != locked.model:
+            locked.model = model
+            locked.model_parameter_size_b = (
+                parameter_size_b if parameter_size_b is not None else parameter_size_from_tag(model)
+            )
+    if system_prompt is not None:
+        locked.system_prompt = storable_text(system_prompt)
+        _check_length("system_prompt", locked.system_prompt, MAX_SYSTEM_PROMPT_CHARS)
+        locked.system_prompt_tokens = _system_prompt_tokens(locked.system_prompt)
+    if context_size is not None:
+        locked.context_size = context_size
+    if model is not None or context_size is not None or context_limit is not None:
+        locked.max_tokens = _max_tokens(locked.context_size, locked.model, context_limit)
+    if locked.system_prompt_tokens >= locked.max_tokens:
+        raise ValidationError(
+            {
+                "system_prompt": f"The system prompt is {locked.system_prompt_tokens:,} tokens; "
+                f"the context holds {locked.max_tokens:,}."
+            }
+        )
+    locked.save()
+    session_refresh_reliability(session=locked)
+    return locked
+
+
+@transaction.atomic
+def session_delete(*, session: Session) -> None:
+    """Delete a session with its whole history, checkpoints, goals, snapshots and events."""
+    Session.objects.filter(pk=session.pk).delete()
 
 
 @transaction.atomic

@@ -138,7 +138,7 @@ class _Summarizer:
         self.session = session
         self.gateway = gateway
         self.counter = counter
-        self.model = session.model
+        self.model = session.summarizer
         self.num_ctx = session.max_tokens
 
     def tokens(self, text: str) -> int:

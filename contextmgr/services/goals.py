@@ -30,37 +30,63 @@ def _text(field: str, value: str, limit: int = MAX_GOAL_CHARS) -> str:
 def goal_create(*, session: Session, description: str, priority: str = Goal.Priority.MEDIUM) -> Goal:
     """Make a new active goal; the previously active one is paused (one active goal per session)."""
     description = _text("description", description)
-    if priority not in Goal.Priority.values:
-        raise ValidationError({"priority": f"priority must be one of {', '.join(Goal.Priority.values)}."})
+    _choice("priority", priority, Goal.Priority.values)
     Goal.objects.filter(session=session, status=Goal.Status.ACTIVE).update(status=Goal.Status.PAUSED)
     return Goal.objects.create(session=session, description=description, priority=priority)
 
 
+def _choice(field: str, value: str, choices: list[str]) -> str:
+    if value not in choices:
+        raise ValidationError({field: f"{field} must be one of {', '.join(choices)}."})
+    return value
+
+
 @transaction.atomic
-def goal_set_status(*, goal: Goal, status: str) -> Goal:
-    if status not in Goal.Status.values:
-        raise ValidationError({"status": f"status must be one of {', '.join(Goal.Status.values)}."})
-    if status == Goal.Status.ACTIVE:
-        Goal.objects.filter(session=goal.session, status=Goal.Status.ACTIVE).exclude(pk=goal.pk).update(
-            status=Goal.Status.PAUSED
-        )
-    goal.status = status
-    goal.completed_at = timezone.now() if status == Goal.Status.COMPLETED else None
-    goal.save(update_fields=["status", "completed_at", "updated_at"])
+def goal_update(
+    *, goal: Goal, description: str | None = None, priority: str | None = None, status: str | None = None
+) -> Goal:
+    """Edit a goal; ``None`` leaves a field as it is. Activating a goal pauses the active one."""
+    if description is not None:
+        goal.description = _text("description", description)
+    if priority is not None:
+        goal.priority = _choice("priority", priority, Goal.Priority.values)
+    if status is not None:
+        goal.status = _choice("status", status, Goal.Status.values)
+        if status == Goal.Status.ACTIVE:
+            Goal.objects.filter(session=goal.session, status=Goal.Status.ACTIVE).exclude(pk=goal.pk).update(
+                status=Goal.Status.PAUSED
+            )
+        goal.completed_at = timezone.now() if status == Goal.Status.COMPLETED else None
+    goal.save()
     return goal
+
+
+@transaction.atomic
+def goal_delete(*, goal: Goal) -> None:
+    """Delete a goal and its checkpoints; its decisions and artifacts stay with the session."""
+    goal.delete()
 
 
 @transaction.atomic
 def goal_checkpoint_set(*, goal: Goal, description: str, status: str = GoalCheckpoint.Status.PENDING) -> GoalCheckpoint:
     """Add a goal checkpoint, or update the status of the one with the same description."""
     description = _text("description", description)
-    if status not in GoalCheckpoint.Status.values:
-        raise ValidationError({"status": f"status must be one of {', '.join(GoalCheckpoint.Status.values)}."})
+    _choice("status", status, GoalCheckpoint.Status.values)
     checkpoint = goal.checkpoints.filter(description__iexact=description).first()
     if checkpoint is None:
         return GoalCheckpoint.objects.create(goal=goal, description=description, status=status)
-    checkpoint.status = status
-    checkpoint.save(update_fields=["status", "updated_at"])
+    return goal_checkpoint_update(checkpoint=checkpoint, status=status)
+
+
+@transaction.atomic
+def goal_checkpoint_update(
+    *, checkpoint: GoalCheckpoint, description: str | None = None, status: str | None = None
+) -> GoalCheckpoint:
+    if description is not None:
+        checkpoint.description = _text("description", description)
+    if status is not None:
+        checkpoint.status = _choice("status", status, GoalCheckpoint.Status.values)
+    checkpoint.save()
     return checkpoint
 
 
@@ -78,23 +104,24 @@ def decision_record(
         return Decision.objects.create(session=session, goal=goal, description=description, locked=locked)
     if decision.locked and source == "marker":
         return decision
-    decision.locked = locked
-    decision.save(update_fields=["locked", "updated_at"])
-    return decision
+    return decision_update(decision=decision, locked=locked)
 
 
 @transaction.atomic
-def decision_set_locked(*, decision: Decision, locked: bool) -> Decision:
-    decision.locked = locked
-    decision.save(update_fields=["locked", "updated_at"])
+def decision_update(*, decision: Decision, description: str | None = None, locked: bool | None = None) -> Decision:
+    """The user's edit of a decision (markers go through ``decision_record``, which respects the lock)."""
+    if description is not None:
+        decision.description = _text("description", description)
+    if locked is not None:
+        decision.locked = locked
+    decision.save()
     return decision
 
 
 @transaction.atomic
 def artifact_record(*, session: Session, path: str, action: str, goal: Goal | None = None) -> Artifact:
     path = _text("path", path, MAX_PATH_CHARS)
-    if action not in Artifact.Action.values:
-        raise ValidationError({"action": f"action must be one of {', '.join(Artifact.Action.values)}."})
+    _choice("action", action, Artifact.Action.values)
     latest = Artifact.objects.filter(session=session, path=path).order_by("-id").first()
     if latest is not None and latest.action == action:
         return latest

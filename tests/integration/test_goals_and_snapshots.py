@@ -5,16 +5,18 @@ from django.core.exceptions import ValidationError
 
 from chat.services import message_create
 from contextmgr.core.tokens import count_text_tokens
-from contextmgr.models import Artifact, ContextEvent, Decision, Goal, ImmutableError, Snapshot
+from contextmgr.models import Artifact, ContextEvent, Decision, Goal, GoalCheckpoint, ImmutableError, Snapshot
 from contextmgr.selectors import active_goal, pinned_block, session_budget
 from contextmgr.services.goals import (
     artifact_record,
     decision_record,
-    decision_set_locked,
+    decision_update,
     goal_apply_markers,
     goal_checkpoint_set,
+    goal_checkpoint_update,
     goal_create,
-    goal_set_status,
+    goal_delete,
+    goal_update,
 )
 from contextmgr.services.snapshots import snapshot_create
 
@@ -66,7 +68,7 @@ def test_markers_never_unlock_a_locked_decision_but_the_user_can(chat_session):
     goal_apply_markers(session=chat_session, text="[DECISION] Use JWT for authentication - UNLOCKED")
     decision = Decision.objects.get(description="Use JWT for authentication")
     assert decision.locked
-    decision_set_locked(decision=decision, locked=False)
+    decision_update(decision=decision, locked=False)
     decision.refresh_from_db()
     assert not decision.locked
 
@@ -81,10 +83,10 @@ def test_one_active_goal_at_a_time(chat_session):
     second = goal_create(session=chat_session, description="Second")
     first.refresh_from_db()
     assert (first.status, second.status) == ("paused", "active")
-    goal_set_status(goal=first, status="active")
+    goal_update(goal=first, status="active")
     second.refresh_from_db()
     assert second.status == "paused"
-    done = goal_set_status(goal=first, status="completed")
+    done = goal_update(goal=first, status="completed")
     assert done.completed_at is not None
     assert active_goal(session=chat_session) is None
 
@@ -95,7 +97,7 @@ def test_one_active_goal_at_a_time(chat_session):
         (lambda s: goal_create(session=s, description="  "), "description is empty"),
         (lambda s: goal_create(session=s, description="x", priority="urgent"), "priority must be one of"),
         (lambda s: goal_create(session=s, description="x" * 2001), "the limit is 2,000"),
-        (lambda s: goal_set_status(goal=goal_create(session=s, description="x"), status="gone"), "status must be"),
+        (lambda s: goal_update(goal=goal_create(session=s, description="x"), status="gone"), "status must be"),
         (
             lambda s: goal_checkpoint_set(
                 goal=goal_create(session=s, description="x"), description="c", status="later"
@@ -147,3 +149,26 @@ def test_locked_decisions_stay_pinned_without_a_goal(chat_session):
     decision_record(session=chat_session, description="Never use eval()", locked=True)
     decision_record(session=chat_session, description="Maybe Redis")
     assert pinned_block(session=chat_session) == "Locked decisions (never change these):\n🔒 Never use eval()"
+
+
+def test_user_edits_of_goals_checkpoints_and_decisions(chat_session):
+    goal = goal_create(session=chat_session, description="Ship login")
+    edited = goal_update(goal=goal, description="Ship login and logout", priority="high")
+    edited.refresh_from_db()
+    assert (edited.description, edited.priority, edited.status) == ("Ship login and logout", "high", "active")
+
+    step = goal_checkpoint_set(goal=goal, description="Write the form")
+    goal_checkpoint_update(checkpoint=step, status="completed", description="Write the login form")
+    step.refresh_from_db()
+    assert (step.description, step.status) == ("Write the login form", "completed")
+
+    decision = decision_record(session=chat_session, description="Use sessions", goal=goal)
+    decision_update(decision=decision, description="Use server sessions", locked=True)
+    decision.refresh_from_db()
+    assert (decision.description, decision.locked) == ("Use server sessions", True)
+
+    goal_delete(goal=goal)
+    assert not Goal.objects.filter(pk=goal.pk).exists()
+    assert not GoalCheckpoint.objects.filter(pk=step.pk).exists()
+    decision.refresh_from_db()
+    assert decision.goal_id is None

@@ -110,3 +110,49 @@ def test_context_line_of_a_fresh_session(chat_session):
     message_create(session=chat_session, role="user", content="Hello")
     used = session_budget(session=chat_session).used
     assert session_context_line(session=chat_session) == f"Context: {used:,}/13,600 🔴 30% (0 compressions)"
+
+
+def test_session_update_changes_size_model_and_prompt_and_recounts(user):
+    from chat.services import session_update
+
+    session = session_create(owner=user, model="llama3.2:3b", context_size=16384)
+    updated = session_update(
+        session=session,
+        title="  Renamed ",
+        model="qwen2.5:7b",
+        context_size=4096,
+        system_prompt="Be brief.",
+        summary_model="embedded/smollm2-135m",
+    )
+    updated.refresh_from_db()
+    assert (updated.title, updated.model, updated.context_size, updated.max_tokens) == (
+        "Renamed",
+        "qwen2.5:7b",
+        4096,
+        3400,
+    )
+    assert updated.model_parameter_size_b == 7.0
+    assert updated.system_prompt_tokens == count_text_tokens("Be brief.")
+    assert (updated.summary_model, updated.summarizer) == ("embedded/smollm2-135m", "embedded/smollm2-135m")
+    assert session_update(session=updated, summary_model="").summarizer == "qwen2.5:7b"
+
+
+def test_session_update_refuses_bad_values_and_changes_nothing(user):
+    from chat.services import session_update
+
+    session = session_create(owner=user, model="llama3.2:3b", context_size=16384)
+    with pytest.raises(ValidationError, match="context_size"):
+        session_update(session=session, title="New", context_size=12345)
+    with pytest.raises(ValidationError, match="the context holds"):
+        session_update(session=session, system_prompt="word " * 4000, context_size=2048)
+    session.refresh_from_db()
+    assert (session.title, session.context_size, session.system_prompt) == ("New conversation", 16384, "")
+
+
+def test_session_delete_removes_its_history(user):
+    from chat.services import session_delete
+
+    session = session_create(owner=user, model="llama3.2:3b", context_size=16384)
+    message_create(session=session, role="user", content="hello")
+    session_delete(session=session)
+    assert not Message.objects.filter(session_id=session.pk).exists()

@@ -8,7 +8,7 @@ from contextmgr.core.window import chat_messages
 from contextmgr.models import Checkpoint, ContextEvent, Decision, Snapshot
 from contextmgr.selectors import session_budget, session_window
 from contextmgr.services.compression import compression_run
-from contextmgr.services.goals import artifact_record, decision_record, decision_set_locked, goal_create
+from contextmgr.services.goals import artifact_record, decision_record, decision_update, goal_create
 from contextmgr.services.snapshots import SnapshotError, snapshot_create, snapshot_restore
 from tests.integration.test_compression import due_session, gateway  # noqa: F401  (fixtures)
 
@@ -38,7 +38,7 @@ def test_snapshot_then_changes_then_restore_gives_the_same_prompt(due_session, g
     fake_ollama.behaviour.canned_reply = "Second summary."
     assert compression_run(session_id=due_session.pk, gateway=gateway, force=True).status == "compressed"
     goal_create(session=due_session, description="Something else entirely")
-    decision_set_locked(decision=decision, locked=False)
+    decision_update(decision=decision, locked=False)
     artifact_record(session=due_session, path="src/new.ts", action="created")
     changed = prompt(due_session)
     assert changed != before
