@@ -18,6 +18,7 @@ from uuid import UUID
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import connections
 
 from chat.models import Message, Session
@@ -37,6 +38,7 @@ from contextmgr.services.goals import goal_apply_markers
 
 logger = logging.getLogger(__name__)
 OnDelta = Callable[[str], Awaitable[None]]
+OnStored = Callable[[Message], Awaitable[None]]
 POLL_SECONDS = 0.2
 
 
@@ -121,9 +123,15 @@ async def _prompt_with_room(session: Session, gateway: Gateway) -> tuple[list[Ch
 
 
 async def turn_run(
-    *, session_id: UUID, content: str, gateway: Gateway | None = None, on_delta: OnDelta | None = None
+    *,
+    session_id: UUID,
+    content: str,
+    gateway: Gateway | None = None,
+    on_delta: OnDelta | None = None,
+    on_stored: OnStored | None = None,
 ) -> TurnOutcome:
-    """Run one turn; ``on_delta`` receives the reply as it streams.
+    """Run one turn; ``on_stored`` hears of the user's message once it is safe in the history,
+    ``on_delta`` receives the reply as it streams.
 
     Raises a ValidationError for bad input (nothing stored), an LLMError
     when no reply can be had (the user's message stays stored).
@@ -134,8 +142,34 @@ async def turn_run(
     user_message = await sync_to_async(message_create)(
         session=session, role=Message.Role.USER, content=content, token_count=await _count(counter, content)
     )
-    await sync_to_async(compression_maybe_schedule)(session_id=session.pk)
+    if on_stored is not None:
+        await on_stored(user_message)
+    return await _reply(session, gateway, counter, user_message, on_delta)
 
+
+async def turn_retry(
+    *,
+    session_id: UUID,
+    gateway: Gateway | None = None,
+    on_delta: OnDelta | None = None,
+    on_stored: OnStored | None = None,
+) -> TurnOutcome:
+    """Answer the session's last message again when it is a user message left without a reply
+    (the backend failed, or the user stopped it); nothing is stored twice."""
+    gateway = gateway or get_gateway()
+    session = await Session.objects.aget(pk=session_id)
+    last = await session.messages.order_by("-position").afirst()
+    if last is None or last.role != Message.Role.USER:
+        raise ValidationError({"content": "There is no unanswered message to retry."})
+    if on_stored is not None:
+        await on_stored(last)
+    return await _reply(session, gateway, _counter(gateway, session.model), last, on_delta)
+
+
+async def _reply(
+    session: Session, gateway: Gateway, counter: TokenCounter, user_message: Message, on_delta: OnDelta | None
+) -> TurnOutcome:
+    await sync_to_async(compression_maybe_schedule)(session_id=session.pk)
     messages, prompt = await _prompt_with_room(session, gateway)
     max_tokens = min(settings.OLLM_REPLY_MAX_TOKENS, session.max_tokens - prompt.tokens)
     stream = gateway.chat(
@@ -146,13 +180,27 @@ async def turn_run(
         temperature=settings.OLLM_CHAT_TEMPERATURE,
     )
     parts: list[str] = []
+    stopped = False
     try:
         async for delta in stream:
             parts.append(delta)
             if on_delta is not None:
                 await on_delta(delta)
+    except asyncio.CancelledError:
+        stopped = True
     finally:
         await stream.aclose()
+    if stopped:
+        # The user saw this much of the reply and may refer to it: it is kept, marked as stopped.
+        if "".join(parts).strip():
+            await sync_to_async(message_create)(
+                session=session,
+                role=Message.Role.ASSISTANT,
+                content="".join(parts),
+                token_count=await _count(counter, "".join(parts)),
+                done_reason="cancelled",
+            )
+        raise asyncio.CancelledError
     result = stream.result
     if result is None:
         raise LLMError("the reply ended without its final counts")

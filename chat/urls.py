@@ -5,4 +5,13 @@ from django.urls import path
 from chat import views
 
 app_name = "chat"
-urlpatterns = [path("", views.session_list, name="session_list")]
+urlpatterns = [
+    path("", views.session_list, name="session_list"),
+    path("sessions/new/", views.session_new, name="session_new"),
+    path("sessions/<uuid:session_id>/", views.chat_page, name="chat"),
+    path("sessions/<uuid:session_id>/rename/", views.session_rename, name="session_rename"),
+    path("sessions/<uuid:session_id>/delete/", views.session_remove, name="session_remove"),
+    path("sessions/<uuid:session_id>/export/", views.session_export, name="session_export"),
+    path("sessions/<uuid:session_id>/context/", views.context_window, name="context_window"),
+    path("sessions/<uuid:session_id>/meter/", views.context_meter_partial, name="context_meter"),
+]

@@ -1,14 +1,250 @@
+"""Pages of the dashboard. Thin: parse, check who may see what, call a service, render."""
+
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+import contextlib
+from itertools import groupby
+from typing import Any
+from uuid import UUID
 
-from chat.selectors import sessions_for_user
-from contextmgr.selectors import session_context_line
+from asgiref.sync import async_to_sync
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from chat.export import session_file
+from chat.forms import RenameForm, SessionForm
+from chat.models import Session
+from chat.selectors import session_for_owner, session_for_viewer, session_history, sessions_for_user
+from chat.services import session_create, session_delete, session_update
+from contextmgr.core.reliability import ReliabilityLevel, low_reliability_warning
+from contextmgr.llm import LLMError, get_gateway
+from contextmgr.llm.gateway import BackendStatus
+from contextmgr.selectors import (
+    context_counts_exact,
+    context_meter,
+    prompt_blocks,
+    session_context_line,
+    session_reliability,
+)
+from contextmgr.services.goals import goal_create
+
+
+def viewable(request: HttpRequest, session_id: UUID) -> Session:
+    session = session_for_viewer(user=request.user, session_id=session_id)
+    if session is None:
+        raise Http404("No such session.")
+    return session
+
+
+def owned(request: HttpRequest, session_id: UUID) -> Session:
+    session = session_for_owner(user=request.user, session_id=session_id)
+    if session is None:
+        raise Http404("No such session.")
+    return session
+
+
+def backend_status() -> BackendStatus:
+    return async_to_sync(get_gateway().status)()
+
+
+def _model_names() -> list[str]:
+    try:
+        return [info.name for info in async_to_sync(get_gateway().list_models)()]
+    except LLMError:
+        return []
+
+
+def context_panel(session: Session) -> dict[str, Any]:
+    """What the meter, the reliability badge and the warning panel show."""
+    reliability = session_reliability(session=session)
+    warning = low_reliability_warning(
+        model=session.model,
+        parameter_size_b=session.model_parameter_size_b,
+        compression_count=session.compression_count,
+    )
+    return {
+        "meter": context_meter(session=session),
+        "context_line": session_context_line(session=session),
+        "exact": context_counts_exact(session=session),
+        "reliability": reliability,
+        "warning": warning,
+        # Before any compression nothing is compressed to distrust, whatever the model's size.
+        "reliability_low": session.compression_count > 0
+        and reliability.level in (ReliabilityLevel.LOW, ReliabilityLevel.CRITICAL),
+    }
 
 
 @login_required
+@require_GET
 def session_list(request: HttpRequest) -> HttpResponse:
-    rows = [(session, session_context_line(session=session)) for session in sessions_for_user(user=request.user)]
-    return render(request, "chat/session_list.html", {"rows": rows})
+    form = SessionForm(models=_model_names())
+    return _list_page(request, form)
+
+
+def _list_page(request: HttpRequest, form: SessionForm, status: int = 200) -> HttpResponse:
+    rows = []
+    for session in sessions_for_user(user=request.user):
+        panel = context_panel(session)
+        rows.append({"session": session, **panel})
+    return render(
+        request,
+        "chat/session_list.html",
+        {"rows": rows, "form": form, "backend": backend_status()},
+        status=status,
+    )
+
+
+@login_required
+@require_POST
+def session_new(request: HttpRequest) -> HttpResponse:
+    models = _model_names()
+    form = SessionForm(request.POST, models=models)
+    if not form.is_valid():
+        return _list_page(request, form, status=422)
+    data = form.cleaned_data
+    context_limit = None
+    with contextlib.suppress(LLMError):  # unknown length: the tier table alone decides
+        context_limit = async_to_sync(get_gateway().model_info)(data["model"]).context_length
+    try:
+        with transaction.atomic():
+            session = session_create(
+                owner=request.user,
+                model=data["model"],
+                context_size=data["context_size"],
+                title=data["title"],
+                system_prompt=data["system_prompt"],
+                context_limit=context_limit,
+            )
+            if data["goal"].strip():
+                goal_create(session=session, description=data["goal"])
+    except ValidationError as exc:
+        for field, errors in exc.message_dict.items():
+            form.add_error(field if field in form.fields else None, errors)
+        return _list_page(request, form, status=422)
+    return redirect("chat:chat", session_id=session.pk)
+
+
+@login_required
+@require_POST
+def session_rename(request: HttpRequest, session_id: UUID) -> HttpResponse:
+    session = owned(request, session_id)
+    form = RenameForm(request.POST)
+    if form.is_valid():
+        try:
+            session = session_update(session=session, title=form.cleaned_data["title"])
+        except ValidationError as exc:
+            form.add_error("title", exc.messages)
+    status = 200 if form.is_valid() and not form.errors else 422
+    return render(request, "chat/_title.html", {"session": session, "form": form}, status=status)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def session_remove(request: HttpRequest, session_id: UUID) -> HttpResponse:
+    session = owned(request, session_id)
+    if request.method == "POST":
+        session_delete(session=session)
+        return redirect("chat:session_list")
+    return render(request, "chat/session_delete.html", {"session": session, "messages_count": session.messages.count()})
+
+
+@login_required
+@require_GET
+def session_export(request: HttpRequest, session_id: UUID) -> HttpResponse:
+    session = viewable(request, session_id)
+    response = JsonResponse(session_file(session=session), json_dumps_params={"indent": 2, "ensure_ascii": False})
+    response["Content-Disposition"] = f'attachment; filename="ollm-session-{session.pk}.json"'
+    return response
+
+
+@login_required
+@require_GET
+def chat_page(request: HttpRequest, session_id: UUID) -> HttpResponse:
+    from contextmgr.views import goals_context, snapshots_context
+
+    session = viewable(request, session_id)
+    return render(
+        request,
+        "chat/chat.html",
+        {
+            "session": session,
+            **history_groups(session),
+            "can_write": session.owner_id == request.user.pk,
+            "backend": backend_status(),
+            "rename_form": RenameForm(initial={"title": session.title}),
+            **context_panel(session),
+            **goals_context(session),
+            **snapshots_context(session),
+        },
+    )
+
+
+@login_required
+@require_GET
+def context_meter_partial(request: HttpRequest, session_id: UUID) -> HttpResponse:
+    session = viewable(request, session_id)
+    return render(request, "chat/_meter.html", {"session": session, **context_panel(session)})
+
+
+@login_required
+@require_GET
+def context_window(request: HttpRequest, session_id: UUID) -> HttpResponse:
+    session = viewable(request, session_id)
+    blocks = prompt_blocks(session=session)
+    return render(
+        request,
+        "chat/context.html",
+        {
+            "session": session,
+            "blocks": blocks,
+            "total": sum(block.tokens for block in blocks),
+            **context_panel(session),
+        },
+    )
+
+
+HISTORY_WINDOW = 300
+
+
+def history_groups(session: Session) -> dict[str, Any]:
+    """The latest messages, consecutive ones compressed into the same checkpoint grouped
+    under its marker; older messages stay in the export and the admin."""
+    total = session.messages.count()
+    messages = list(session_history(session=session)[max(total - HISTORY_WINDOW, 0) :])
+    groups = [
+        (checkpoint_id and rows[0].compressed_into, rows)
+        for checkpoint_id, rows in (
+            (key, list(group)) for key, group in groupby(messages, key=lambda m: m.compressed_into_id)
+        )
+    ]
+    return {"groups": groups, "hidden_count": max(total - HISTORY_WINDOW, 0)}
+
+
+def chat_fragments(kind: str, session_id: UUID, **extra: Any) -> str:
+    """HTML frames for the chat socket, swapped into the page out of band by id.
+
+    ``turn_start``: the stored user message and an empty reply; ``turn_done``,
+    ``turn_stopped`` and ``history``: the history and panels again; ``event``: a
+    context event's line, and the history unless a reply is streaming.
+    """
+    from contextmgr.presentation import describe_event
+    from contextmgr.views import goals_context, snapshots_context
+
+    session = Session.objects.get(pk=session_id)
+    context: dict[str, Any] = {"session": session, "kind": kind, "can_write": True, "oob": True, **extra}
+    if kind != "turn_start":
+        context.update(context_panel(session))
+        context.update(goals_context(session))
+    if kind in ("turn_done", "turn_stopped", "history") or (kind == "event" and extra.get("with_history")):
+        context.update(history_groups(session))
+        context["with_history"] = True
+    if kind == "event":
+        event = extra["event"]
+        context["event_line"] = describe_event(event["type"], event["payload"])
+        context.update(snapshots_context(session))
+    return render_to_string("chat/ws/_fragments.html", context)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db.models import Max, QuerySet, Sum
@@ -9,6 +11,7 @@ from django.db.models import Max, QuerySet, Sum
 from chat.models import Message, Session
 from contextmgr.core.aging import Level
 from contextmgr.core.budget import Budget
+from contextmgr.core.meter import Meter, build_meter
 from contextmgr.core.prompts import (
     ArtifactView,
     DecisionView,
@@ -27,7 +30,16 @@ from contextmgr.core.window import (
     render_checkpoint,
     render_system,
 )
-from contextmgr.models import Checkpoint, Decision, Goal, Snapshot
+from contextmgr.models import (
+    Artifact,
+    Checkpoint,
+    ContextEvent,
+    Decision,
+    EventType,
+    Goal,
+    GoalCheckpoint,
+    Snapshot,
+)
 
 
 def active_checkpoints(*, session: Session) -> QuerySet[Checkpoint]:
@@ -238,3 +250,129 @@ def session_state(*, session: Session) -> dict[str, Any]:
             {"id": a.id, "goal": a.goal_id, "path": a.path, "action": a.action} for a in session.artifacts.all()
         ],
     }
+
+
+def context_meter(*, session: Session) -> Meter:
+    """The meter's segments in prompt order: system prompt, pinned goal, checkpoints, then the
+    active user and assistant messages."""
+    budget = session_budget(session=session)
+    by_role = dict(
+        active_messages(session=session).values_list("role").annotate(total=Sum("tokens")).values_list("role", "total")
+    )
+    pinned = budget.system_prompt_tokens - session.system_prompt_tokens
+    return build_meter(
+        budget,
+        [
+            ("system", "system prompt", session.system_prompt_tokens),
+            ("goal", "goal and locked decisions", pinned),
+            ("checkpoints", "checkpoints", budget.checkpoint_tokens),
+            ("user", "your messages", by_role.get(Message.Role.USER, 0)),
+            (
+                "assistant",
+                "assistant messages",
+                by_role.get(Message.Role.ASSISTANT, 0) + by_role.get(Message.Role.TOOL, 0),
+            ),
+        ],
+    )
+
+
+def context_counts_exact(*, session: Session) -> bool:
+    """Whether every active message was counted by the model's own tokenizer."""
+    return not active_messages(session=session).filter(tokens_exact=False).exists()
+
+
+def session_checkpoints(*, session: Session) -> QuerySet[Checkpoint]:
+    """Every checkpoint the session ever had, active or not, with its revisions, oldest first."""
+    return Checkpoint.objects.filter(session=session).prefetch_related("revisions").order_by("number")
+
+
+def session_events(*, session: Session, after: int | None = None) -> QuerySet[ContextEvent]:
+    events = ContextEvent.objects.filter(session=session).order_by("id")
+    return events.filter(id__gt=after) if after is not None else events
+
+
+def reliability_history(*, session: Session) -> list[tuple[datetime, float]]:
+    """The reliability score after each compression or rollover, from their events."""
+    points = []
+    for created_at, payload in (
+        session_events(session=session)
+        .filter(type__in=[EventType.COMPRESSED, EventType.ROLLOVER_COMPLETE])
+        .values_list("created_at", "payload")
+    ):
+        if isinstance(payload, dict) and isinstance(payload.get("reliability"), int | float):
+            points.append((created_at, float(payload["reliability"])))
+    return points
+
+
+@dataclass(frozen=True)
+class PromptBlock:
+    """One block of the next prompt as the context window viewer shows it."""
+
+    kind: str  # system, goal, checkpoint or message
+    role: str
+    title: str
+    content: str
+    tokens: int
+
+
+def prompt_blocks(*, session: Session) -> list[PromptBlock]:
+    """The next prompt block by block, in the order it is sent. The system prompt, the
+    pinned block and the checkpoints travel together as the one system message."""
+    blocks = []
+    if session.system_prompt:
+        blocks.append(
+            PromptBlock("system", "system", "System prompt", session.system_prompt, session.system_prompt_tokens)
+        )
+    pinned = pinned_block(session=session)
+    if pinned:
+        blocks.append(PromptBlock("goal", "system", "Goal and locked decisions", pinned, count_text_tokens(pinned)))
+    for checkpoint in active_checkpoints(session=session):
+        level = f"level {checkpoint.level} ({checkpoint.level_label})"
+        title = f"Checkpoint #{checkpoint.number} · {checkpoint.range_label} · {level}"
+        blocks.append(
+            PromptBlock(
+                "checkpoint", "system", title, render_checkpoint(checkpoint_view(checkpoint)), checkpoint.current_tokens
+            )
+        )
+    for message in active_messages(session=session):
+        blocks.append(
+            PromptBlock("message", message.role, f"#{message.position} {message.role}", message.content, message.tokens)
+        )
+    return blocks
+
+
+def goals_of_session(*, session: Session) -> QuerySet[Goal]:
+    return Goal.objects.filter(session=session).prefetch_related("checkpoints").order_by("-status", "-id")
+
+
+def owned_goal(*, user: Any, goal_id: int) -> Goal | None:
+    return Goal.objects.select_related("session").filter(pk=goal_id, session__owner=user).first()
+
+
+def owned_goal_checkpoint(*, user: Any, checkpoint_id: int) -> GoalCheckpoint | None:
+    return (
+        GoalCheckpoint.objects.select_related("goal__session")
+        .filter(pk=checkpoint_id, goal__session__owner=user)
+        .first()
+    )
+
+
+def owned_decision(*, user: Any, decision_id: int) -> Decision | None:
+    return Decision.objects.select_related("session").filter(pk=decision_id, session__owner=user).first()
+
+
+def owned_snapshot(*, user: Any, snapshot_id: int) -> Snapshot | None:
+    return Snapshot.objects.select_related("session").filter(pk=snapshot_id, session__owner=user).first()
+
+
+def decisions_of_session(*, session: Session) -> QuerySet[Decision]:
+    """Locked decisions first: they are the ones pinned in every prompt."""
+    return Decision.objects.filter(session=session).order_by("-locked", "id")
+
+
+def artifacts_of_session(*, session: Session) -> QuerySet[Artifact]:
+    return Artifact.objects.filter(session=session).order_by("-id")
+
+
+def snapshots_of_session(*, session: Session) -> QuerySet[Snapshot]:
+    return Snapshot.objects.filter(session=session).order_by("-id")

@@ -1,4 +1,8 @@
-"""ASGI entry point: HTTP through Django, websockets through Channels (added by the chat app)."""
+"""ASGI entry point: HTTP through Django, websockets through Channels.
+
+Websockets need a logged-in user (the session cookie) and an Origin among
+ALLOWED_HOSTS, so another site cannot open a socket with the user's cookie.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,15 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ollm_site.settings")
 django_asgi_app = get_asgi_application()
 
-from channels.routing import ProtocolTypeRouter  # noqa: E402  (needs Django set up first)
+from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up first)
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-application = ProtocolTypeRouter({"http": django_asgi_app})
+from chat.routing import websocket_urlpatterns  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": django_asgi_app,
+        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+    }
+)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 admin.site.site_header = "ollm-site review"
@@ -8,5 +9,8 @@ admin.site.site_title = "ollm-site"
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("", include("contextmgr.urls")),
     path("", include("chat.urls")),
 ]

@@ -350,8 +350,9 @@ def _rollover(
     return CompressionOutcome("rolled-over", how, checkpoint.id)
 
 
-def compression_schedule(*, session_id: UUID, reason: str) -> None:
-    """Run a compression in the background once the current transaction commits.
+def compression_schedule(*, session_id: UUID, reason: str, force: bool = False) -> None:
+    """Run a compression in the background once the current transaction commits
+    (``force``: even when the budget does not call for one, as "Compress now" asks).
 
     With a broker, a Celery worker runs it; without one (the embedded default)
     the same task runs in a thread of this process, so the turn does not wait.
@@ -360,7 +361,7 @@ def compression_schedule(*, session_id: UUID, reason: str) -> None:
 
     def run_here() -> None:
         try:
-            compress_session.apply(args=[str(session_id), reason])
+            compress_session.apply(args=[str(session_id), reason, force])
         finally:
             # This thread's database connection would otherwise stay open for good.
             connections.close_all()
@@ -369,7 +370,7 @@ def compression_schedule(*, session_id: UUID, reason: str) -> None:
         if settings.CELERY_TASK_ALWAYS_EAGER:
             threading.Thread(target=run_here, daemon=True, name=f"compress-{session_id}").start()
         else:
-            compress_session.delay(str(session_id), reason)
+            compress_session.delay(str(session_id), reason, force)
 
     transaction.on_commit(enqueue)
 

@@ -1,17 +1,19 @@
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 from uuid import UUID
 
 from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import transaction
 
 from chat.models import Session
 from contextmgr.models import ContextEvent, EventType
 
 logger = logging.getLogger(__name__)
+PUBLISH_TIMEOUT_SECONDS = 5
 
 
 def session_group(session_id: UUID) -> str:
@@ -31,12 +33,39 @@ def event_message(event: ContextEvent) -> dict[str, Any]:
     }
 
 
-def _publish(event: ContextEvent) -> None:
+# The event loop the websocket consumers of this process run on. The in-memory channel
+# layer's queues belong to it: a compression thread must hand its sends to that loop,
+# or a waiting consumer is only woken by the loop's next unrelated wake-up.
+_consumer_loop: asyncio.AbstractEventLoop | None = None
+
+
+def consumer_loop_register(loop: asyncio.AbstractEventLoop) -> None:
+    global _consumer_loop
+    _consumer_loop = loop
+
+
+def _group_send(session_id: UUID, message: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
+    loop = _consumer_loop
+    in_memory = isinstance(layer, InMemoryChannelLayer)
+    if in_memory and loop is not None and loop.is_running():
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is not loop:
+            asyncio.run_coroutine_threadsafe(layer.group_send(session_group(session_id), message), loop).result(
+                timeout=PUBLISH_TIMEOUT_SECONDS
+            )
+            return
+    async_to_sync(layer.group_send)(session_group(session_id), message)
+
+
+def _publish(event: ContextEvent) -> None:
     try:
-        async_to_sync(layer.group_send)(session_group(event.session_id), event_message(event))
+        _group_send(event.session_id, event_message(event))
     except Exception:  # a page missing one live update must not undo the event
         logger.exception("could not publish %s event %s", event.type, event.id)
 
@@ -45,11 +74,8 @@ def progress_publish(*, session_id: UUID, text: str) -> None:
     """A passing progress line for open pages ("Aging checkpoint 2 of 3…"); not stored.
 
     Precondition: called outside a transaction (from the compression's LLM phase)."""
-    layer = get_channel_layer()
-    if layer is None:
-        return
     try:
-        async_to_sync(layer.group_send)(session_group(session_id), {"type": "context.progress", "text": text})
+        _group_send(session_id, {"type": "context.progress", "text": text})
     except Exception:
         logger.exception("could not publish progress for session %s", session_id)
 

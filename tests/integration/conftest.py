@@ -41,3 +41,14 @@ def closed_port_url():
 @pytest.fixture
 def ollama_backend(fake_ollama):
     return OllamaBackend(host=fake_ollama.url, timeout=60)
+
+
+@pytest.fixture
+def app_gateway(embedded_backend, monkeypatch):
+    """The gateway the pages, the socket and the compressions use: the real embedded model."""
+    from contextmgr.llm.gateway import Gateway
+
+    gateway = Gateway(mode="embedded", embedded=embedded_backend, ollama=None)
+    for module in ("chat.turn", "chat.views", "contextmgr.services.compression"):
+        monkeypatch.setattr(f"{module}.get_gateway", lambda: gateway)
+    return gateway

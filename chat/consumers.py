@@ -1,0 +1,181 @@
+"""The chat websocket: one per open chat page.
+
+Frames from the page are JSON (htmx's ws extension sends the form's values);
+frames to the page are HTML fragments that htmx swaps out of band by id. A
+reply streams in its own task so Stop and the session's live events are
+handled while it runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+from uuid import UUID
+
+from asgiref.sync import sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.core.exceptions import ValidationError
+from django.template.loader import render_to_string
+from django.utils.html import escape
+
+from chat.models import MAX_MESSAGE_CHARS
+from chat.selectors import session_for_owner
+from chat.turn import turn_retry, turn_run
+from chat.views import chat_fragments
+from contextmgr.llm import LLMError
+from contextmgr.services.events import consumer_loop_register, session_group
+
+logger = logging.getLogger(__name__)
+
+# Room for the form's other fields and htmx's HEADERS around the longest message.
+MAX_FRAME_CHARS = MAX_MESSAGE_CHARS + 10_000
+ACTIONS = ("send", "stop", "retry")
+
+
+class FrameError(ValueError):
+    pass
+
+
+def parse_frame(text: str | None, session_id: UUID) -> tuple[str, str]:
+    """``(action, message)`` from a page's frame, or FrameError with what is wrong."""
+    if text is None:
+        raise FrameError("Frames must be text.")
+    if len(text) > MAX_FRAME_CHARS:
+        raise FrameError(f"The message is too long: the limit is {MAX_MESSAGE_CHARS:,} characters.")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        raise FrameError("Frames must be JSON objects.") from None
+    if not isinstance(data, dict):
+        raise FrameError("Frames must be JSON objects.")
+    action = data.get("action", "send")
+    if action not in ACTIONS:
+        raise FrameError(f"Unknown action {action!r}: use one of {', '.join(ACTIONS)}.")
+    if "session" in data and str(data["session"]) != str(session_id):
+        raise FrameError("This socket belongs to another session.")
+    message = data.get("message", "")
+    if not isinstance(message, str):
+        raise FrameError("The message must be text.")
+    if action == "send" and not message.strip():
+        raise FrameError("The message is empty.")
+    return action, message
+
+
+class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels ships no type hints
+    session_id: UUID
+    turn: asyncio.Task[None] | None = None
+    turn_number = 0
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=4401)
+            return
+        session = await sync_to_async(session_for_owner)(
+            user=user, session_id=self.scope["url_route"]["kwargs"]["session_id"]
+        )
+        if session is None:
+            await self.close(code=4404)
+            return
+        self.session_id = session.pk
+        consumer_loop_register(asyncio.get_running_loop())
+        await self.channel_layer.group_add(session_group(self.session_id), self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        if self.turn is not None:
+            self.turn.cancel()
+        if hasattr(self, "session_id"):
+            await self.channel_layer.group_discard(session_group(self.session_id), self.channel_name)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        try:
+            action, message = parse_frame(text_data, self.session_id)
+        except FrameError as exc:
+            await self.send_error(str(exc))
+            return
+        if action == "stop":
+            if self.turn is not None:
+                self.turn.cancel()
+            return
+        if self.turn is not None and not self.turn.done():
+            await self.send_error("A reply is still coming: wait for it or press Stop.")
+            return
+        self.turn_number += 1
+        self.turn = asyncio.create_task(self.run_turn(self.turn_number, message if action == "send" else None))
+
+    async def run_turn(self, number: int, content: str | None) -> None:
+        """Stream one reply into the page; ``content`` None re-answers the last unanswered message."""
+        reply_id = f"reply-{number}"
+        started = False
+
+        async def on_delta(delta: str) -> None:
+            nonlocal started
+            if not started:
+                started = True
+                await self.send(text_data=f'<div id="{reply_id}-body" hx-swap-oob="innerHTML"></div>')
+            await self.send(text_data=f'<div id="{reply_id}-body" hx-swap-oob="beforeend">{escape(delta)}</div>')
+
+        async def on_stored(user_message: Any) -> None:
+            await self.send(
+                text_data=await sync_to_async(chat_fragments)(
+                    "turn_start", self.session_id, user_message=user_message, reply_id=reply_id
+                )
+            )
+
+        try:
+            if content is None:
+                outcome = await turn_retry(session_id=self.session_id, on_delta=on_delta, on_stored=on_stored)
+            else:
+                outcome = await turn_run(
+                    session_id=self.session_id, content=content, on_delta=on_delta, on_stored=on_stored
+                )
+        except asyncio.CancelledError:
+            await self.send(
+                text_data=await sync_to_async(chat_fragments)("turn_stopped", self.session_id, reply_id=reply_id)
+            )
+            raise
+        except ValidationError as exc:
+            await self.send_error(" ".join(exc.messages), reply_id=reply_id)
+        except LLMError as exc:
+            await self.send_error(str(exc), reply_id=reply_id, retry=True)
+        except Exception:
+            logger.exception("turn failed in session %s", self.session_id)
+            await self.send_error(
+                "Something went wrong on the server; your message is saved.", reply_id=reply_id, retry=True
+            )
+        else:
+            await self.send(
+                text_data=await sync_to_async(chat_fragments)(
+                    "turn_done", self.session_id, reply_id=reply_id, assistant_message=outcome.assistant_message
+                )
+            )
+            await self.channel_layer.group_send(
+                session_group(self.session_id), {"type": "chat.changed", "origin": self.channel_name}
+            )
+
+    async def send_error(self, text: str, *, reply_id: str | None = None, retry: bool = False) -> None:
+        await self.send(
+            text_data=render_to_string("chat/ws/_error.html", {"text": text, "reply_id": reply_id, "retry": retry})
+        )
+
+    async def chat_changed(self, message: dict[str, Any]) -> None:
+        """Another page of this session finished a turn: show the new history here too."""
+        if message.get("origin") != self.channel_name and not self.streaming:
+            await self.send(text_data=await sync_to_async(chat_fragments)("history", self.session_id))
+
+    async def context_event(self, message: dict[str, Any]) -> None:
+        event = message["event"]
+        html = await sync_to_async(chat_fragments)(
+            "event", self.session_id, event=event, with_history=not self.streaming
+        )
+        await self.send(text_data=html)
+
+    async def context_progress(self, message: dict[str, Any]) -> None:
+        await self.send(text_data=render_to_string("chat/_progress.html", {"text": message["text"], "oob": True}))
+
+    @property
+    def streaming(self) -> bool:
+        return self.turn is not None and not self.turn.done()

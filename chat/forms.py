@@ -1,0 +1,28 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from chat.models import CONTEXT_SIZE_CHOICES, MAX_SYSTEM_PROMPT_CHARS, MAX_TITLE_LENGTH
+from contextmgr.models import MAX_GOAL_CHARS
+
+
+class SessionForm(forms.Form):
+    title = forms.CharField(max_length=MAX_TITLE_LENGTH, required=False)
+    model = forms.ChoiceField(choices=[])
+    context_size = forms.TypedChoiceField(choices=CONTEXT_SIZE_CHOICES, coerce=int, initial=4096)
+    system_prompt = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}), required=False, max_length=MAX_SYSTEM_PROMPT_CHARS
+    )
+    goal = forms.CharField(max_length=MAX_GOAL_CHARS, required=False, help_text="Optional: pinned, never compressed.")
+
+    def __init__(self, *args: Any, models: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["model"]
+        assert isinstance(field, forms.ChoiceField)
+        field.choices = [(name, name) for name in models]
+
+
+class RenameForm(forms.Form):
+    title = forms.CharField(max_length=MAX_TITLE_LENGTH)

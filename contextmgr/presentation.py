@@ -1,0 +1,73 @@
+"""Plain-language lines and a small chart for the timeline; pure functions over stored data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+CHART_WIDTH = 320
+CHART_HEIGHT = 80
+
+
+def describe_event(event_type: str, payload: Any) -> str:
+    """One line a user understands, from an event's stored payload."""
+    data = payload if isinstance(payload, dict) else {}
+
+    def number(key: str) -> str:
+        value = data.get(key)
+        return f"{value:,}" if isinstance(value, int) else "?"
+
+    if event_type == "compressed":
+        seconds = data.get("duration_ms", 0) / 1000 if isinstance(data.get("duration_ms"), int) else 0
+        return (
+            f"Compression #{data.get('compression', '?')}: {number('messages')} messages, "
+            f"{number('tokens_before')} → {number('tokens_after')} tokens in context, {seconds:.1f} s "
+            f"({data.get('how') or data.get('strategy') or ''})"
+        )
+    if event_type == "rollover-complete":
+        return f"Rolled over: {number('tokens_before')} → {number('tokens_after')} tokens in context"
+    if event_type == "checkpoint-created":
+        return (
+            f"Checkpoint #{data.get('number', '?')} created for {data.get('range', '?')}: "
+            f"{number('original_tokens')} → {number('tokens')} tokens"
+        )
+    if event_type == "checkpoint-aged":
+        merged = data.get("merged")
+        what = f"{len(merged)} checkpoints merged into" if isinstance(merged, list) else "Checkpoint"
+        return (
+            f"{what} #{data.get('number', '?')} at level {data.get('from_level', '?')} → {data.get('to_level', '?')}: "
+            f"{number('tokens_before')} → {number('tokens_after')} tokens"
+        )
+    if event_type in ("compression-skipped", "compression-error", "snapshot-error"):
+        return str(data.get("reason", "no reason recorded"))
+    if event_type in ("snapshot-created", "auto-snapshot-created"):
+        return f"Snapshot {data.get('snapshot', '?')} ({number('tokens')} tokens) {data.get('reason', '')}".strip()
+    if event_type == "snapshot-restored":
+        return f"Restored snapshot {data.get('snapshot', '?')}"
+    return event_type
+
+
+@dataclass(frozen=True)
+class Chart:
+    points: str
+    dots: tuple[tuple[float, float, int], ...]
+    width: int = CHART_WIDTH
+    height: int = CHART_HEIGHT
+
+    def y(self, score: float) -> float:
+        return round(self.height - score * self.height, 1)
+
+    @property
+    def bands(self) -> tuple[tuple[str, float], ...]:
+        """The level bounds (85/60/40%) as horizontal guide lines."""
+        return (("High", self.y(0.85)), ("Medium", self.y(0.6)), ("Low", self.y(0.4)))
+
+
+def reliability_chart(scores: list[float]) -> Chart:
+    """SVG coordinates for the reliability after each compression (the first point is the start)."""
+    step = CHART_WIDTH / max(len(scores) - 1, 1)
+    dots = tuple(
+        (round(i * step, 1), round(CHART_HEIGHT - min(max(s, 0.0), 1.0) * CHART_HEIGHT, 1), round(s * 100))
+        for i, s in enumerate(scores)
+    )
+    return Chart(points=" ".join(f"{x},{y}" for x, y, _ in dots), dots=dots)

@@ -1,0 +1,94 @@
+"""A real server (daphne, as `make run` starts it) on its own SQLite file, and Debian's Chromium."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = os.environ.get("OLLM_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+USERNAME, PASSWORD = "e2e-user", "e2e-pass-9472"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def live_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    work = tmp_path_factory.mktemp("e2e")
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "ollm_site.settings",
+        "OLLM_ENV_FILE": str(work / "none.env"),
+        "SECRET_KEY": "e2e-only-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz",
+        "DATABASE_URL": f"sqlite:///{work / 'e2e.sqlite3'}",
+        "OLLM_LLM_BACKEND": "embedded",
+        "OLLM_EMBEDDED_N_CTX": "2048",
+        "OLLM_REPLY_MAX_TOKENS": "40",
+        "OLLM_CHAT_TEMPERATURE": "0",
+    }
+    env.pop("REDIS_URL", None)
+    python = sys.executable
+    manage = [python, str(ROOT / "manage.py")]
+    subprocess.run([*manage, "migrate", "--noinput"], env=env, check=True, capture_output=True)
+    subprocess.run([*manage, "collectstatic", "--noinput", "--verbosity", "0"], env=env, check=True)
+    create = (
+        "from django.contrib.auth import get_user_model; "
+        f"get_user_model().objects.create_user('{USERNAME}', password='{PASSWORD}')"
+    )
+    subprocess.run([*manage, "shell", "-c", create], env=env, check=True)
+    port = _free_port()
+    log = (work / "daphne.log").open("w")
+    server = subprocess.Popen(
+        [str(Path(python).with_name("daphne")), "-b", "127.0.0.1", "-p", str(port), "ollm_site.asgi:application"],
+        env=env,
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the server did not start: {(work / 'daphne.log').read_text()}") from None
+            time.sleep(0.2)
+    yield f"http://127.0.0.1:{port}"
+    server.terminate()
+    server.wait(timeout=20)
+    log.close()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[object]:
+    if not shutil.which(CHROMIUM):
+        pytest.fail(f"Chromium is not installed at {CHROMIUM}: `make test` installs Debian's chromium package.")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()

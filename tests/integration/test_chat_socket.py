@@ -1,0 +1,209 @@
+"""The chat websocket, through the real ASGI stack (origin check, cookie auth, routing)."""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+import re
+import uuid
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.test import Client, override_settings
+
+from chat.models import Message
+from chat.services import message_create, session_create
+from contextmgr.llm.embedded import MODEL_NAME
+from ollm_site.asgi import application
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TIMEOUT = 120
+
+
+@pytest.fixture
+def small_session(user):
+    return session_create(owner=user, model=MODEL_NAME, context_size=2048, system_prompt="Answer in one sentence.")
+
+
+def _cookie(user) -> bytes:
+    client = Client()
+    client.force_login(user)
+    return f"sessionid={client.cookies['sessionid'].value}".encode()
+
+
+async def socket(session_id, user=None, origin: bytes = b"http://localhost") -> WebsocketCommunicator:
+    headers = [(b"origin", origin)]
+    if user is not None:
+        headers.append((b"cookie", await sync_to_async(_cookie)(user)))
+    return WebsocketCommunicator(application, f"/ws/sessions/{session_id}/", headers=headers)
+
+
+async def frames_until(communicator: WebsocketCommunicator, marker: str) -> list[str]:
+    """Every frame up to and including the first that contains ``marker``."""
+    frames = []
+    while True:
+        frame = await communicator.receive_from(timeout=TIMEOUT)
+        frames.append(frame)
+        if marker in frame:
+            return frames
+
+
+def streamed_text(frames: list[str], reply_id: str) -> str:
+    pattern = re.compile(rf'<div id="{reply_id}-body" hx-swap-oob="beforeend">(.*?)</div>', re.S)
+    return "".join(html.unescape(match) for frame in frames for match in pattern.findall(frame))
+
+
+async def test_anonymous_sockets_are_refused(small_session):
+    communicator = await socket(small_session.pk)
+    connected, code = await communicator.connect()
+    assert (connected, code) == (False, 4401)
+
+
+async def test_another_users_session_is_refused(small_session, other_user):
+    communicator = await socket(small_session.pk, other_user)
+    connected, code = await communicator.connect()
+    assert (connected, code) == (False, 4404)
+
+
+async def test_a_foreign_origin_is_refused(small_session, user):
+    communicator = await socket(small_session.pk, user, origin=b"http://evil.example")
+    connected, _ = await communicator.connect()
+    assert not connected
+
+
+@override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=24)
+async def test_a_reply_streams_in_order_and_is_stored(small_session, user, app_gateway):
+    communicator = await socket(small_session.pk, user)
+    assert (await communicator.connect())[0]
+    await communicator.send_to(text_data=json.dumps({"action": "send", "message": "What is a <b>context</b> window?"}))
+    frames = await frames_until(communicator, 'id="history" hx-swap-oob="true"')
+    await communicator.disconnect()
+
+    user_message, reply = [m async for m in Message.objects.filter(session=small_session).order_by("position")]
+    start = next(i for i, f in enumerate(frames) if f"msg-{user_message.id}" in f)
+    deltas = [i for i, f in enumerate(frames) if f.startswith('<div id="reply-1-body" hx-swap-oob="beforeend">')]
+    assert start < deltas[0]
+    assert deltas == sorted(deltas)
+    assert deltas[-1] < len(frames) - 1
+    # The user's text is escaped in the fragment, never markup.
+    assert "What is a &lt;b&gt;context&lt;/b&gt; window?" in frames[start]
+    assert "<b>context</b>" not in frames[start]
+    assert streamed_text(frames, "reply-1") == reply.content
+    assert reply.role == "assistant"
+    assert reply.done_reason in {"stop", "length"}
+    # The last frame brings the history, the meter and the panels back in step.
+    assert f"msg-{reply.id}" in frames[-1]
+    assert 'id="context-meter"' in frames[-1]
+
+
+@override_settings(OLLM_CHAT_TEMPERATURE=0.7, OLLM_REPLY_MAX_TOKENS=400)
+async def test_stop_cancels_the_reply_and_keeps_what_came(small_session, user, app_gateway, embedded_backend):
+    communicator = await socket(small_session.pk, user)
+    assert (await communicator.connect())[0]
+    await communicator.send_to(text_data=json.dumps({"message": "Write a long story about a lighthouse keeper."}))
+    await frames_until(communicator, '<div id="reply-1-body" hx-swap-oob="beforeend">')
+    await communicator.send_to(text_data=json.dumps({"action": "stop"}))
+    frames = await frames_until(communicator, "Stopped.")
+    assert any("stopped" in f for f in frames)
+    await communicator.disconnect()
+
+    reply = await Message.objects.filter(session=small_session, role="assistant").alast()
+    assert reply is not None
+    assert reply.done_reason == "cancelled"
+    assert 0 < reply.tokens < 400
+    assert embedded_backend.recent_results[-1].done_reason == "cancelled"
+
+
+@pytest.mark.parametrize(
+    ("frame", "error"),
+    [
+        ("not json", "Frames must be JSON objects."),
+        ("[1, 2]", "Frames must be JSON objects."),
+        ('{"action": "dance"}', "Unknown action"),
+        ('{"action": "send"}', "The message is empty."),
+        ('{"message": 42}', "The message must be text."),
+        (json.dumps({"message": "x" * 1_048_576}), "The message is too long"),
+        (json.dumps({"message": "hi", "session": str(uuid.uuid4())}), "This socket belongs to another session."),
+    ],
+)
+async def test_malformed_frames_get_an_error_and_the_socket_stays_usable(small_session, user, frame, error):
+    communicator = await socket(small_session.pk, user)
+    assert (await communicator.connect())[0]
+    await communicator.send_to(text_data=frame)
+    reply = await communicator.receive_from(timeout=TIMEOUT)
+    assert 'id="chat-status"' in reply
+    assert html.escape(error, quote=False) in reply
+    assert await Message.objects.filter(session=small_session).acount() == 0
+    # Still open and answering: a stop with nothing running is accepted silently,
+    # and the next bad frame gets its own error.
+    await communicator.send_to(text_data=json.dumps({"action": "stop"}))
+    await communicator.send_to(text_data="{")
+    assert "Frames must be JSON objects." in await communicator.receive_from(timeout=TIMEOUT)
+    await communicator.disconnect()
+
+
+async def test_an_unreachable_backend_keeps_the_message_and_retry_does_not_duplicate_it(
+    user, monkeypatch, closed_port_url
+):
+    from contextmgr.llm.gateway import Gateway
+    from contextmgr.llm.ollama_backend import OllamaBackend
+
+    gateway = Gateway(mode="ollama", embedded=None, ollama=OllamaBackend(host=closed_port_url, timeout=5))
+    monkeypatch.setattr("chat.turn.get_gateway", lambda: gateway)
+    session = await sync_to_async(session_create)(owner=user, model="llama3.2:3b", context_size=4096)
+    communicator = await socket(session.pk, user)
+    assert (await communicator.connect())[0]
+    await communicator.send_to(text_data=json.dumps({"message": "Are you there?"}))
+    frames = await frames_until(communicator, 'class="status error"')
+    assert "not reachable" in frames[-1]
+    assert 'value="retry"' in frames[-1]
+    await communicator.send_to(text_data=json.dumps({"action": "retry"}))
+    await frames_until(communicator, 'class="status error"')
+    await communicator.disconnect()
+    assert [m.content async for m in Message.objects.filter(session=session)] == ["Are you there?"]
+
+
+async def test_retry_without_an_unanswered_message_says_so(small_session, user):
+    await sync_to_async(message_create)(session=small_session, role="user", content="q")
+    await sync_to_async(message_create)(session=small_session, role="assistant", content="a")
+    communicator = await socket(small_session.pk, user)
+    assert (await communicator.connect())[0]
+    await communicator.send_to(text_data=json.dumps({"action": "retry"}))
+    assert "There is no unanswered message to retry." in await communicator.receive_from(timeout=TIMEOUT)
+    await communicator.disconnect()
+
+
+@override_settings(OLLM_CHAT_TEMPERATURE=0.0)
+async def test_compression_progress_and_events_reach_the_page(user, app_gateway):
+    session = await sync_to_async(session_create)(
+        owner=user,
+        model=MODEL_NAME,
+        context_size=16384,
+        settings={"compression": {"preserve_recent": 100, "summary_max_tokens": 48}},
+    )
+    for n in range(6):
+        await sync_to_async(message_create)(session=session, role="user", content=f"Question {n}: how do tides work?")
+        await sync_to_async(message_create)(
+            session=session, role="assistant", content=f"Answer {n}: the moon's gravity pulls the oceans. " * 8
+        )
+    communicator = await socket(session.pk, user)
+    assert (await communicator.connect())[0]
+    from django.db import transaction
+
+    from contextmgr.services.compression import compression_schedule
+
+    def compress_now() -> None:
+        with transaction.atomic():
+            compression_schedule(session_id=session.pk, reason="test", force=True)
+
+    await sync_to_async(compress_now)()
+    frames = await frames_until(communicator, "Compression #1")
+    assert any('id="progress"' in f and "Compressing" in f for f in frames)
+    assert "compressed into checkpoint #1 (level 3)" in frames[-1]
+    assert "1 compression)" in frames[-1]
+    await communicator.disconnect()
+    # Let the compression thread finish its last writes before the database goes.
+    await asyncio.sleep(0.5)

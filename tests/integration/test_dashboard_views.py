@@ -1,0 +1,293 @@
+"""Every page and form of the dashboard: who may see and change what, CSRF, HTMX partials, escaping."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from chat.models import Message, Session
+from chat.services import message_create, session_create
+from contextmgr.models import Decision, Goal, GoalCheckpoint, Snapshot
+from contextmgr.services.goals import decision_record, goal_checkpoint_set, goal_create
+from contextmgr.services.snapshots import snapshot_create
+
+pytestmark = pytest.mark.django_db
+
+XSS = '<script>alert("x")</script><img src=x onerror=alert(1)>'
+ESCAPED = "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;"
+
+
+@pytest.fixture
+def session(user):
+    return session_create(owner=user, model="llama3.2:3b", context_size=4096, system_prompt="Be brief.")
+
+
+@pytest.fixture
+def goal(session):
+    return goal_create(session=session, description="Ship the login page")
+
+
+@pytest.fixture
+def owner_client(user):
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def other_client(other_user):
+    client = Client()
+    client.force_login(other_user)
+    return client
+
+
+def page_urls(session):
+    return [
+        reverse("chat:session_list"),
+        reverse("chat:chat", args=[session.pk]),
+        reverse("chat:context_window", args=[session.pk]),
+        reverse("chat:context_meter", args=[session.pk]),
+        reverse("chat:session_export", args=[session.pk]),
+        reverse("chat:session_remove", args=[session.pk]),
+        reverse("contextmgr:timeline", args=[session.pk]),
+    ]
+
+
+def action_urls(session, goal):
+    checkpoint = goal_checkpoint_set(goal=goal, description="Form")
+    decision = decision_record(session=session, description="Use sessions")
+    snapshot = snapshot_create(session=session, kind=Snapshot.Kind.MANUAL)
+    return [
+        reverse("chat:session_new"),
+        reverse("chat:session_rename", args=[session.pk]),
+        reverse("chat:session_remove", args=[session.pk]),
+        reverse("contextmgr:compress_now", args=[session.pk]),
+        reverse("contextmgr:goal_new", args=[session.pk]),
+        reverse("contextmgr:decision_new", args=[session.pk]),
+        reverse("contextmgr:artifact_new", args=[session.pk]),
+        reverse("contextmgr:snapshot_new", args=[session.pk]),
+        reverse("contextmgr:goal_edit", args=[goal.pk]),
+        reverse("contextmgr:goal_remove", args=[goal.pk]),
+        reverse("contextmgr:goal_checkpoint_new", args=[goal.pk]),
+        reverse("contextmgr:goal_checkpoint_edit", args=[checkpoint.pk]),
+        reverse("contextmgr:decision_edit", args=[decision.pk]),
+        reverse("contextmgr:snapshot_restore", args=[snapshot.pk]),
+    ]
+
+
+def test_every_page_and_action_needs_a_login(session, goal):
+    client = Client()
+    for url in page_urls(session):
+        response = client.get(url)
+        assert response.status_code == 302, url
+        assert response["Location"].startswith("/accounts/login/"), url
+    for url in action_urls(session, goal):
+        response = client.post(url)
+        assert response.status_code == 302, url
+        assert response["Location"].startswith("/accounts/login/"), url
+    assert Session.objects.count() == 1
+    assert Goal.objects.count() == 1
+
+
+def test_other_users_get_404_and_change_nothing(session, goal, other_client):
+    for url in page_urls(session)[1:]:
+        assert other_client.get(url).status_code == 404, url
+    for url in action_urls(session, goal)[1:]:
+        assert other_client.post(url, {"title": "mine", "description": "x", "locked": "1"}).status_code == 404, url
+    session.refresh_from_db()
+    assert session.title == "New conversation"
+    assert not Decision.objects.filter(locked=True).exists()
+    assert Goal.objects.get().description == "Ship the login page"
+    assert b"New conversation" not in other_client.get(reverse("chat:session_list")).content
+
+
+def test_staff_may_look_but_not_touch(session, django_user_model):
+    staff = django_user_model.objects.create_user(username="reviewer", password="pw-review-1", is_staff=True)
+    client = Client()
+    client.force_login(staff)
+    page = client.get(reverse("chat:chat", args=[session.pk]))
+    assert page.status_code == 200
+    assert b'id="composer"' not in page.content
+    assert b"Read-only" in page.content
+    assert b"ws-connect" not in page.content
+    assert client.post(reverse("contextmgr:goal_new", args=[session.pk]), {"description": "x"}).status_code == 404
+
+
+def test_unsafe_requests_need_the_csrf_token(session, user):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    url = reverse("contextmgr:goal_new", args=[session.pk])
+    assert client.post(url, {"description": "No token"}).status_code == 403
+    page = client.get(reverse("chat:chat", args=[session.pk]))
+    token = page.cookies["csrftoken"].value
+    response = client.post(url, {"description": "With token"}, HTTP_X_CSRFTOKEN=token, HTTP_HX_REQUEST="true")
+    assert response.status_code == 200
+    assert list(Goal.objects.values_list("description", flat=True)) == ["With token"]
+
+
+def test_login_page_logs_in_and_has_no_default_account(user):
+    client = Client()
+    assert client.get("/accounts/login/").status_code == 200
+    response = client.post("/accounts/login/", {"username": "alice", "password": "pw-alice-123"})
+    assert response.status_code == 302
+    assert response["Location"] == "/"
+    bad = Client().post("/accounts/login/", {"username": "admin", "password": "admin"})
+    assert bad.status_code == 200
+    assert b"didn't match" in bad.content
+
+
+def test_user_and_model_text_is_escaped_everywhere(user, owner_client):
+    session = session_create(owner=user, model="llama3.2:3b", context_size=4096, title=XSS, system_prompt=XSS)
+    message_create(session=session, role="user", content=XSS)
+    message_create(session=session, role="assistant", content=f"Sure: {XSS}\n```html\n{XSS}\n```")
+    goal = goal_create(session=session, description=XSS)
+    goal_checkpoint_set(goal=goal, description=XSS)
+    decision_record(session=session, description=XSS, locked=True)
+    for url in page_urls(session):
+        if "export" in url:
+            continue
+        content = owner_client.get(url).content.decode()
+        assert "<script>alert" not in content, url
+        assert "<img src=x" not in content, url
+    chat = owner_client.get(reverse("chat:chat", args=[session.pk])).content.decode()
+    assert chat.count(ESCAPED) >= 5
+    assert '<pre><code class="language-html">' in chat
+
+
+def test_new_session_with_a_goal_then_rename_export_and_delete(owner_client, app_gateway):
+    response = owner_client.post(
+        reverse("chat:session_new"),
+        {
+            "title": "Tides",
+            "model": "embedded/smollm2-135m",
+            "context_size": 2048,
+            "system_prompt": "",
+            "goal": "Learn",
+        },
+    )
+    session = Session.objects.get()
+    assert response.status_code == 302
+    assert response["Location"] == f"/sessions/{session.pk}/"
+    assert (session.title, session.max_tokens, session.tier) == ("Tides", 1700, 1)
+    assert Goal.objects.get(session=session).description == "Learn"
+
+    renamed = owner_client.post(
+        reverse("chat:session_rename", args=[session.pk]), {"title": "Tides <b>2</b>"}, HTTP_HX_REQUEST="true"
+    )
+    assert renamed.status_code == 200
+    assert b"<html" not in renamed.content
+    assert b"Tides &lt;b&gt;2&lt;/b&gt;" in renamed.content
+    assert owner_client.post(reverse("chat:session_rename", args=[session.pk]), {"title": ""}).status_code == 422
+
+    message_create(session=session, role="user", content="hello")
+    exported = owner_client.get(reverse("chat:session_export", args=[session.pk]))
+    assert exported["Content-Disposition"].startswith("attachment;")
+    assert json.loads(exported.content)["messages"][0]["parts"][0]["text"] == "hello"
+
+    assert b"1 message," in owner_client.get(reverse("chat:session_remove", args=[session.pk])).content
+    assert owner_client.post(reverse("chat:session_remove", args=[session.pk])).status_code == 302
+    assert not Session.objects.exists()
+    assert not Message.objects.exists()
+
+
+def test_new_session_form_refuses_bad_input_clearly(owner_client, app_gateway):
+    response = owner_client.post(
+        reverse("chat:session_new"), {"model": "not-a-model", "context_size": 1234, "system_prompt": ""}
+    )
+    assert response.status_code == 422
+    assert b"Select a valid choice" in response.content
+    assert not Session.objects.exists()
+
+
+def test_session_list_shows_usage_tier_compressions_and_reliability(session, owner_client, app_gateway):
+    message_create(session=session, role="user", content="hello there")
+    page = owner_client.get(reverse("chat:session_list")).content.decode()
+    assert "4K · Tier 1 Minimal" in page
+    assert "🔴 Critical (30%)" in page  # a 3B model: 0.30 before any compression
+    assert "embedded/smollm2-135m" in page  # offered in the new-session form
+    assert "LLM: embedded" in page
+
+
+def test_goal_forms_answer_with_the_panel_and_the_meter(session, goal, owner_client):
+    url = reverse("contextmgr:goal_checkpoint_new", args=[goal.pk])
+    response = owner_client.post(url, {"description": "Write the form"}, HTTP_HX_REQUEST="true")
+    content = response.content.decode()
+    assert response.status_code == 200
+    assert "<html" not in content
+    assert 'id="goals-panel"' in content
+    assert "Write the form" in content
+    assert 'id="context-meter" class="meter" hx-swap-oob="true"' in content
+
+    checkpoint = GoalCheckpoint.objects.get()
+    owner_client.post(reverse("contextmgr:goal_checkpoint_edit", args=[checkpoint.pk]), {"status": "completed"})
+    checkpoint.refresh_from_db()
+    assert checkpoint.status == "completed"
+
+    owner_client.post(reverse("contextmgr:goal_edit", args=[goal.pk]), {"priority": "high", "status": "paused"})
+    goal.refresh_from_db()
+    assert (goal.priority, goal.status) == ("high", "paused")
+
+    bad = owner_client.post(reverse("contextmgr:goal_new", args=[session.pk]), {"description": "x", "priority": "asap"})
+    assert bad.status_code == 422
+    assert b"priority must be one of" in bad.content
+
+    owner_client.post(
+        reverse("contextmgr:artifact_new", args=[session.pk]), {"path": "src/login.py", "action": "created"}
+    )
+    assert b"src/login.py" in owner_client.get(reverse("chat:chat", args=[session.pk])).content
+    owner_client.post(reverse("contextmgr:goal_remove", args=[goal.pk]))
+    assert not Goal.objects.exists()
+
+
+def test_locking_a_decision_pins_it_and_marks_it(session, owner_client):
+    owner_client.post(reverse("contextmgr:decision_new", args=[session.pk]), {"description": "Use JWT"})
+    decision = Decision.objects.get()
+    assert not decision.locked
+    before = owner_client.get(reverse("chat:context_window", args=[session.pk])).content
+    assert b"Use JWT" not in before
+    response = owner_client.post(reverse("contextmgr:decision_edit", args=[decision.pk]), {"locked": "1"})
+    assert 'class="decision locked"' in response.content.decode()
+    decision.refresh_from_db()
+    assert decision.locked
+    after = owner_client.get(reverse("chat:context_window", args=[session.pk])).content
+    assert b"Use JWT" in after
+    assert b"Goal and locked decisions" in after
+
+
+def test_snapshot_create_and_restore_with_a_confirmation(session, owner_client):
+    message_create(session=session, role="user", content="first")
+    owner_client.post(reverse("contextmgr:snapshot_new", args=[session.pk]), HTTP_HX_REQUEST="true")
+    snapshot = Snapshot.objects.get(kind="manual")
+    message_create(session=session, role="user", content="second")
+    confirm = owner_client.get(reverse("contextmgr:snapshot_restore", args=[snapshot.pk])).content.decode()
+    assert "1 message written since stays in the full history" in confirm
+    response = owner_client.post(reverse("contextmgr:snapshot_restore", args=[snapshot.pk]))
+    assert response.status_code == 302
+    assert response["Location"] == f"/sessions/{session.pk}/"
+    chat = owner_client.get(response["Location"]).content.decode()
+    assert "not in context (after a restored snapshot)" in chat
+    assert Message.objects.get(content="second").excluded_from_context
+
+
+def test_compress_now_reports_a_running_compression(session, owner_client):
+    from contextmgr.services.lease import lease_acquire
+
+    assert lease_acquire(session_id=session.pk) is not None
+    response = owner_client.post(reverse("contextmgr:compress_now", args=[session.pk]), HTTP_HX_REQUEST="true")
+    assert b"already running" in response.content
+    assert b'id="progress"' in response.content
+
+
+def test_context_window_and_timeline_show_blocks_revisions_and_events(session, goal, owner_client):
+    message_create(session=session, role="user", content="What are tides?")
+    snapshot_create(session=session, kind=Snapshot.Kind.MANUAL, reason="before")
+    window = owner_client.get(reverse("chat:context_window", args=[session.pk])).content.decode()
+    for title in ("System prompt", "Goal and locked decisions", "#1 user"):
+        assert title in window
+    timeline = owner_client.get(reverse("contextmgr:timeline", args=[session.pk])).content.decode()
+    assert "snapshot-created" in timeline
+    assert "<svg" in timeline
+    assert "No compression yet." in timeline

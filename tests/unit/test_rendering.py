@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+from chat.rendering import render_markdown
+from contextmgr.presentation import describe_event, reliability_chart
+
+
+def test_everything_is_escaped_before_markup_is_added():
+    html = render_markdown('<script>alert("x")</script> **bold** `a<b`')
+    assert "<script>" not in html
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in html
+    assert "<strong>bold</strong>" in html
+    assert "<code>a&lt;b</code>" in html
+
+
+def test_code_blocks_keep_their_text_and_language():
+    html = render_markdown("Here:\n```python\nif a < b:\n    print('<x>')\n```\nDone.")
+    assert '<pre><code class="language-python">if a &lt; b:\n    print(&#x27;&lt;x&gt;&#x27;)</code></pre>' in html
+    assert html.startswith("<p>Here:</p>")
+    assert html.endswith("<p>Done.</p>")
+
+
+def test_an_unclosed_fence_runs_to_the_end_and_a_hostile_language_is_escaped():
+    html = render_markdown('```"><img src=x>\ncode')
+    assert "<img" not in html
+    assert "<pre><code" in html
+
+
+def test_paragraphs_and_line_breaks():
+    assert render_markdown("a\nb\n\nc") == "<p>a<br>b</p><p>c</p>"
+
+
+def test_events_read_as_sentences():
+    assert (
+        describe_event(
+            "compressed",
+            {
+                "compression": 2,
+                "messages": 12,
+                "tokens_before": 1500,
+                "tokens_after": 600,
+                "duration_ms": 2500,
+                "how": "summarize",
+            },
+        )
+        == "Compression #2: 12 messages, 1,500 → 600 tokens in context, 2.5 s (summarize)"
+    )
+    assert describe_event("compression-skipped", {"reason": "not needed"}) == "not needed"
+    assert describe_event(
+        "checkpoint-aged", {"number": 1, "from_level": 3, "to_level": 2, "tokens_before": 90, "tokens_after": 40}
+    ) == ("Checkpoint #1 at level 3 → 2: 90 → 40 tokens")
+    assert describe_event("unknown-type", None) == "unknown-type"
+
+
+def test_reliability_chart_maps_scores_to_the_box():
+    chart = reliability_chart([1.0, 0.5, 0.0])
+    assert chart.points == "0.0,0.0 160.0,40.0 320.0,80.0"
+    assert [percent for _, _, percent in chart.dots] == [100, 50, 0]
+    assert chart.bands[0] == ("High", 12.0)
