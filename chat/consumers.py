@@ -115,7 +115,11 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
             nonlocal started
             if not started:
                 started = True
-                await self.send(text_data=f'<div id="{reply_id}-body" hx-swap-oob="innerHTML"></div>')
+                await self.send(
+                    text_data=f'<article class="msg msg-assistant streaming" id="{reply_id}" hx-swap-oob="true">'
+                    f'<header><span class="role">assistant</span></header>'
+                    f'<div class="body stream" id="{reply_id}-body"></div></article>'
+                )
             await self.send(text_data=f'<div id="{reply_id}-body" hx-swap-oob="beforeend">{escape(delta)}</div>')
 
         async def on_stored(user_message: Any) -> None:

@@ -17,15 +17,14 @@ def describe_event(event_type: str, payload: Any) -> str:
         value = data.get(key)
         return f"{value:,}" if isinstance(value, int) else "?"
 
-    if event_type == "compressed":
+    if event_type in ("compressed", "rollover-complete"):
         seconds = data.get("duration_ms", 0) / 1000 if isinstance(data.get("duration_ms"), int) else 0
+        what = "Compression" if event_type == "compressed" else "Rollover (compression)"
         return (
-            f"Compression #{data.get('compression', '?')}: {number('messages')} messages, "
+            f"{what} #{data.get('compression', '?')}: {number('messages')} messages, "
             f"{number('tokens_before')} → {number('tokens_after')} tokens in context, {seconds:.1f} s "
             f"({data.get('how') or data.get('strategy') or ''})"
         )
-    if event_type == "rollover-complete":
-        return f"Rolled over: {number('tokens_before')} → {number('tokens_after')} tokens in context"
     if event_type == "checkpoint-created":
         return (
             f"Checkpoint #{data.get('number', '?')} created for {data.get('range', '?')}: "

@@ -290,8 +290,11 @@ def rollover_commit(
             "checkpoint": carrier.id,
             "number": carrier.number,
             "merged": [cp.id for cp in checkpoints],
+            "range": carrier.range_label,
+            "original_tokens": carrier.original_tokens,
             "to_level": int(Level.ULTRA),
             "tokens": carrier.current_tokens,
+            "tokens_after": carrier.current_tokens,
         },
     )
     reliability = session_refresh_reliability(session=locked)

@@ -37,7 +37,7 @@ def test_a_long_conversation_in_the_browser(live_url, browser):
     page.select_option("select[name=model]", "embedded/smollm2-135m")
     page.select_option("select[name=context_size]", "2048")
     page.fill("input[name=goal]", "Plan the harbour works")
-    page.click("text=Start")
+    page.click("button:has-text('Start')")
     page.wait_for_selector("#composer")
     assert page.locator("#session-title h1").inner_text() == "Harbour <b>notes</b>"
     page.wait_for_function("document.body.dataset.socket === 'open'")
