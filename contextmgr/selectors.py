@@ -256,8 +256,13 @@ def context_meter(*, session: Session) -> Meter:
     """The meter's segments in prompt order: system prompt, pinned goal, checkpoints, then the
     active user and assistant messages."""
     budget = session_budget(session=session)
+    # order_by() drops the model's ordering, which would otherwise split the GROUP BY per message.
     by_role = dict(
-        active_messages(session=session).values_list("role").annotate(total=Sum("tokens")).values_list("role", "total")
+        active_messages(session=session)
+        .order_by()
+        .values("role")
+        .annotate(total=Sum("tokens"))
+        .values_list("role", "total")
     )
     pinned = budget.system_prompt_tokens - session.system_prompt_tokens
     return build_meter(

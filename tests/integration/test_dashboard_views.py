@@ -291,3 +291,20 @@ def test_context_window_and_timeline_show_blocks_revisions_and_events(session, g
     assert "snapshot-created" in timeline
     assert "<svg" in timeline
     assert "No compression yet." in timeline
+
+
+def test_the_meter_adds_up_to_what_the_prompt_holds(session, goal):
+    from contextmgr.selectors import context_meter, session_budget
+
+    for n in range(3):
+        message_create(session=session, role="user", content=f"question {n} " * 5)
+        message_create(session=session, role="assistant", content=f"answer {n} " * 9)
+    meter = context_meter(session=session)
+    parts = {segment.kind: segment.tokens for segment in meter.segments}
+    users = sum(m.tokens for m in Message.objects.filter(session=session, role="user"))
+    assistants = sum(m.tokens for m in Message.objects.filter(session=session, role="assistant"))
+    assert (parts["user"], parts["assistant"]) == (users, assistants)
+    assert parts["system"] == session.system_prompt_tokens
+    assert parts["goal"] > 0
+    assert sum(tokens for kind, tokens in parts.items() if kind != "free") == session_budget(session=session).used
+    assert parts["free"] == session.max_tokens - meter.used
