@@ -140,7 +140,8 @@ def session_rename(request: HttpRequest, session_id: UUID) -> HttpResponse:
         except ValidationError as exc:
             form.add_error("title", exc.messages)
     status = 200 if form.is_valid() and not form.errors else 422
-    return render(request, "chat/_title.html", {"session": session, "form": form}, status=status)
+    template = "chat/_list_title.html" if request.POST.get("where") == "list" else "chat/_title.html"
+    return render(request, template, {"session": session, "form": form}, status=status)
 
 
 @login_required

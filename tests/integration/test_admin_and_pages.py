@@ -86,7 +86,7 @@ def test_admin_review_pages(client, admin, demo):
 def test_session_list_needs_login_and_shows_only_own_sessions(client, user, other_user):
     response = client.get(reverse("chat:session_list"))
     assert response.status_code == 302
-    assert response["Location"].startswith("/admin/login/")
+    assert response["Location"].startswith("/accounts/login/")
     session_create(owner=user, model="llama3.2:3b", context_size=8192, title="<script>alert('x')</script>")
     session_create(owner=other_user, model="llama3.2:3b", context_size=8192, title="Bob's secret")
     client.force_login(user)

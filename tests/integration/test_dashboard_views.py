@@ -181,6 +181,11 @@ def test_new_session_with_a_goal_then_rename_export_and_delete(owner_client, app
     assert b"<html" not in renamed.content
     assert b"Tides &lt;b&gt;2&lt;/b&gt;" in renamed.content
     assert owner_client.post(reverse("chat:session_rename", args=[session.pk]), {"title": ""}).status_code == 422
+    from_list = owner_client.post(
+        reverse("chat:session_rename", args=[session.pk]), {"title": "Tides 3", "where": "list"}, HTTP_HX_REQUEST="true"
+    )
+    assert f'id="list-title-{session.pk}"'.encode() in from_list.content
+    assert b"Tides 3" in from_list.content
 
     message_create(session=session, role="user", content="hello")
     exported = owner_client.get(reverse("chat:session_export", args=[session.pk]))
