@@ -50,6 +50,7 @@ llm-check: $(RUN_STAMP) .env
 bench: $(DEV_STAMP) .env
 	$(BIN)/python bench/gateway_throughput.py
 	$(BIN)/python bench/conversation.py
+	$(BIN)/python bench/retention.py
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check .

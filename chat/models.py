@@ -66,7 +66,8 @@ class Session(models.Model):
 
     @property
     def summarizer(self) -> str:
-        return self.summary_model or self.model
+        """The model that writes this session's checkpoints: its own choice, the global one, or the chat model."""
+        return self.summary_model or settings.OLLM_SUMMARY_MODEL or self.model
 
     @property
     def profile(self) -> ContextProfile:

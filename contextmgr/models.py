@@ -48,6 +48,11 @@ class Checkpoint(models.Model):
     retention = models.FloatField(
         null=True, blank=True, help_text="Measured share of key facts kept; null if unmeasured."
     )
+    facts = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="The key facts of the messages it stands for, as [kind, text] pairs; retention is measured on them.",
+    )
     merged_into = models.ForeignKey(
         "self",
         null=True,
@@ -92,6 +97,9 @@ class CheckpointRevision(models.Model):
     summary = models.TextField()
     reason = models.CharField(max_length=16, choices=Reason.choices)
     retention = models.FloatField(null=True, blank=True)
+    facts_total = models.PositiveIntegerField(default=0)
+    facts_kept = models.PositiveIntegerField(default=0)
+    missing_facts = models.JSONField(default=list, blank=True, help_text="The facts this version lost, [kind, text].")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -141,6 +141,12 @@ OLLAMA_TIMEOUT = float(os.environ.get("OLLAMA_TIMEOUT", "120"))
 # The most tokens a chat reply may have (less when the context has less room left).
 OLLM_REPLY_MAX_TOKENS = int(os.environ.get("OLLM_REPLY_MAX_TOKENS", "512"))
 OLLM_CHAT_TEMPERATURE = float(os.environ.get("OLLM_CHAT_TEMPERATURE", "0.7"))
+# Summaries and aging run on this model when set (a session's own choice wins); empty: the chat model.
+OLLM_SUMMARY_MODEL = os.environ.get("OLLM_SUMMARY_MODEL", "").strip()
+# A new checkpoint keeping less than this share of its messages' key facts is retried once.
+OLLM_RETENTION_THRESHOLD = float(os.environ.get("OLLM_RETENTION_THRESHOLD", "0.6"))
+if not 0 < OLLM_RETENTION_THRESHOLD <= 1:
+    raise ImproperlyConfigured("OLLM_RETENTION_THRESHOLD must be in (0, 1].")
 # How long a turn waits for a running compression to make room.
 OLLM_COMPRESSION_WAIT_SECONDS = float(os.environ.get("OLLM_COMPRESSION_WAIT_SECONDS", "600"))
 # The embedded model's largest context (SmolLM2-135M was trained for 8,192).

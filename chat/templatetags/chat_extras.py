@@ -18,3 +18,8 @@ def markdown_filter(text: str) -> SafeString:
 def level_name(level: int) -> str:
     name = Level(level).label
     return name if level == Level.ULTRA else f"level {level} ({name})"
+
+
+@register.filter
+def percent(value: float | None) -> str:
+    return "" if value is None else f"{round(value * 100)}%"

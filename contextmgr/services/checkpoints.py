@@ -6,7 +6,7 @@ function receives its results and applies them all or nothing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +16,7 @@ from django.utils import timezone
 from chat.models import Message, Session
 from contextmgr.core.aging import Level
 from contextmgr.core.budget import Budget
+from contextmgr.core.retention import Fact, facts_from_json, facts_to_json, measure_retention
 from contextmgr.core.tokens import TiktokenCounter, TokenCounter
 from contextmgr.core.window import render_checkpoint
 from contextmgr.models import Checkpoint, CheckpointRevision, EventType
@@ -35,6 +36,7 @@ class CheckpointDraft:
     key_decisions: tuple[str, ...] = ()
     files_modified: tuple[str, ...] = ()
     next_steps: tuple[str, ...] = ()
+    facts: tuple[Fact, ...] = ()
     payload: dict[str, Any] = field(default_factory=dict)
 
 
@@ -54,14 +56,28 @@ class MergedSummary:
 
 
 def _revise(checkpoint: Checkpoint, *, reason: CheckpointRevision.Reason) -> None:
+    """Record the checkpoint's new version, its retention measured against the original facts.
+
+    Precondition: the checkpoint is saved, inside the caller's transaction."""
+    retention = measure_retention(facts_from_json(checkpoint.facts), render_checkpoint(checkpoint_view(checkpoint)))
+    checkpoint.retention = retention.score
+    Checkpoint.objects.filter(pk=checkpoint.pk).update(retention=retention.score)
     CheckpointRevision.objects.create(
         checkpoint=checkpoint,
         level=checkpoint.level,
         tokens=checkpoint.current_tokens,
         summary=checkpoint.summary,
         reason=reason,
-        retention=checkpoint.retention,
+        retention=retention.score,
+        facts_total=retention.total,
+        facts_kept=retention.kept,
+        missing_facts=facts_to_json(retention.missing),
     )
+
+
+def _union_facts(fact_lists: Iterable[Any]) -> list[list[str]]:
+    """The facts of several checkpoints, each once, oldest first."""
+    return facts_to_json(dict.fromkeys(fact for facts in fact_lists for fact in facts_from_json(facts)))
 
 
 def _count(checkpoint: Checkpoint, counter: TokenCounter) -> int:
@@ -88,6 +104,7 @@ def _age(session: Session, checkpoint: Checkpoint, *, to_level: Level, summary: 
             "to_level": int(to_level),
             "tokens_before": before["tokens"],
             "tokens_after": tokens,
+            "retention": checkpoint.retention,
         },
     )
 
@@ -104,6 +121,7 @@ def _merge(session: Session, checkpoints: list[Checkpoint], *, summary: str, cou
     carrier.original_tokens = sum(cp.original_tokens for cp in checkpoints)
     carrier.compression_count += 1
     carrier.compressed_at = timezone.now()
+    carrier.facts = _union_facts(cp.facts for cp in checkpoints)
     carrier.key_decisions = list(dict.fromkeys(d for cp in checkpoints for d in cp.key_decisions))
     carrier.files_modified = list(dict.fromkeys(f for cp in checkpoints for f in cp.files_modified))
     carrier.next_steps = checkpoints[-1].next_steps
@@ -121,6 +139,7 @@ def _merge(session: Session, checkpoints: list[Checkpoint], *, summary: str, cou
             "to_level": int(Level.ULTRA),
             "tokens_before": tokens_before,
             "tokens_after": tokens,
+            "retention": carrier.retention,
         },
     )
     return carrier
@@ -190,6 +209,7 @@ def compression_commit(
         key_decisions=list(draft.key_decisions),
         files_modified=list(draft.files_modified),
         next_steps=list(draft.next_steps),
+        facts=facts_to_json(draft.facts),
     )
     checkpoint.current_tokens = _count(checkpoint, counter)
     checkpoint.save()
@@ -207,6 +227,7 @@ def compression_commit(
             "range": checkpoint.range_label,
             "original_tokens": checkpoint.original_tokens,
             "tokens": checkpoint.current_tokens,
+            "retention": checkpoint.retention,
         },
     )
     reliability = session_refresh_reliability(session=locked)
@@ -272,6 +293,7 @@ def rollover_commit(
     carrier.key_decisions = list(draft.key_decisions)
     carrier.files_modified = list(draft.files_modified)
     carrier.next_steps = list(draft.next_steps)
+    carrier.facts = facts_to_json(draft.facts)
     if checkpoints:
         carrier.compression_count += 1
         carrier.compressed_at = timezone.now()
@@ -295,6 +317,7 @@ def rollover_commit(
             "to_level": int(Level.ULTRA),
             "tokens": carrier.current_tokens,
             "tokens_after": carrier.current_tokens,
+            "retention": carrier.retention,
         },
     )
     reliability = session_refresh_reliability(session=locked)

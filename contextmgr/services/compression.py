@@ -12,8 +12,8 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 from uuid import UUID
 
 from asgiref.sync import async_to_sync
@@ -29,11 +29,14 @@ from contextmgr.core.prompts import (
     build_aging_prompt,
     build_goal_summary_prompt,
     build_merge_prompt,
+    build_missing_facts_prompt,
     build_summary_prompt,
 )
+from contextmgr.core.retention import Fact, extract_facts, facts_from_json, high_value, measure_retention
 from contextmgr.core.selection import ContextMessage, select_for_compression
 from contextmgr.core.tokens import TokenCounter
 from contextmgr.core.truncate import shorten_extractive
+from contextmgr.core.window import CheckpointView, render_checkpoint
 from contextmgr.llm import ChatMessage, Gateway, get_gateway
 from contextmgr.models import Checkpoint, EventType, Snapshot
 from contextmgr.selectors import active_checkpoints, active_goal, active_messages, goal_view, session_budget
@@ -182,6 +185,64 @@ class _Summarizer:
         return shorten_extractive(text, target, self.tokens), "truncate"
 
 
+@dataclass(frozen=True)
+class KeptFacts:
+    view: CheckpointView
+    how: str
+    facts: tuple[Fact, ...]
+    payload: dict[str, Any]
+
+
+def _keep_facts(
+    summarizer: _Summarizer,
+    view: CheckpointView,
+    facts: tuple[Fact, ...],
+    *,
+    source: str,
+    prompt: str,
+    target: int,
+    how: str,
+    strategy: str,
+) -> KeptFacts:
+    """A new summary that lost too many of its messages' facts is asked for once more, with the
+    missing facts listed; if it still falls short, the missing decisions and paths are appended
+    to the structured fields, which always reach the prompt."""
+    threshold = settings.OLLM_RETENTION_THRESHOLD
+    first = measure_retention(facts, render_checkpoint(view))
+    retention = first
+    if retention.score < threshold and how == "summarize":
+        retry_prompt = build_missing_facts_prompt(prompt, [fact.text for fact in retention.missing])
+        summary, retry_how = summarizer.shrink(source, retry_prompt, target, strategy=strategy)
+        retried = replace(view, summary=summary)
+        again = measure_retention(facts, render_checkpoint(retried))
+        if again.score > retention.score:
+            view, how, retention = retried, retry_how, again
+    appended = 0
+    if retention.score < threshold:
+        lost = high_value(retention.missing)
+        decisions = tuple(fact.text for fact in lost if fact.kind == "decision")
+        paths = tuple(fact.text for fact in lost if fact.kind == "path")
+        appended = len(decisions) + len(paths)
+        view = replace(
+            view,
+            key_decisions=tuple(dict.fromkeys(view.key_decisions + decisions)),
+            files_modified=tuple(dict.fromkeys(view.files_modified + paths)),
+        )
+        retention = measure_retention(facts, render_checkpoint(view))
+    return KeptFacts(
+        view=view,
+        how=how,
+        facts=facts,
+        payload={
+            "retention_first": round(first.score, 4),
+            "retention": round(retention.score, 4),
+            "facts_total": retention.total,
+            "facts_kept": retention.kept,
+            "facts_appended": appended,
+        },
+    )
+
+
 def _transcript(messages: Sequence[Message]) -> list[PromptMessage]:
     return [PromptMessage(m.role, m.content) for m in messages]
 
@@ -219,6 +280,24 @@ def _compress(
     progress_publish(session_id=session.pk, text=f"Compressing {len(chosen)} messages ({selection.tokens:,} tokens)…")
     summary, how = summarizer.shrink(text, prompt, target, strategy=config.compression.strategy)
     facts = marker_facts(m.content for m in chosen)
+    kept = _keep_facts(
+        summarizer,
+        CheckpointView(
+            number=session.compression_count + 1,
+            level=Level.RECENT,
+            range_label="",
+            summary=summary,
+            key_decisions=facts.key_decisions,
+            files_modified=facts.files_modified,
+            next_steps=facts.next_steps,
+        ),
+        extract_facts(m.content for m in chosen),
+        source=text,
+        prompt=prompt,
+        target=target,
+        how=how,
+        strategy=config.compression.strategy,
+    )
 
     checkpoints = list(active_checkpoints(session=session))
     plan = plan_aging(
@@ -254,12 +333,18 @@ def _compress(
         session=session,
         message_ids=selection.message_ids,
         draft=CheckpointDraft(
-            summary=summary,
-            strategy=Checkpoint.Strategy.SUMMARIZE if how == "summarize" else Checkpoint.Strategy.TRUNCATE,
-            key_decisions=facts.key_decisions,
-            files_modified=facts.files_modified,
-            next_steps=facts.next_steps,
-            payload={"how": how, "trigger": reason, "duration_ms": round((time.perf_counter() - started) * 1000)},
+            summary=kept.view.summary,
+            strategy=Checkpoint.Strategy.SUMMARIZE if kept.how == "summarize" else Checkpoint.Strategy.TRUNCATE,
+            key_decisions=kept.view.key_decisions,
+            files_modified=kept.view.files_modified,
+            next_steps=kept.view.next_steps,
+            facts=kept.facts,
+            payload={
+                "how": kept.how,
+                "trigger": reason,
+                "duration_ms": round((time.perf_counter() - started) * 1000),
+                **kept.payload,
+            },
         ),
         aged=aged,
         merged=merged,
@@ -282,7 +367,7 @@ def _compress(
                     "trigger": "no room after compression",
                 },
             )
-    return CompressionOutcome("compressed", how, checkpoint.id)
+    return CompressionOutcome("compressed", kept.how, checkpoint.id)
 
 
 def _rollover(
@@ -329,6 +414,12 @@ def _rollover(
         "\n".join(parts), build_merge_prompt(parts, target_tokens=target), target, strategy=config.compression.strategy
     )
     facts = marker_facts(m.content for m in moved)
+    all_facts = tuple(
+        dict.fromkeys(
+            [fact for cp in checkpoints for fact in facts_from_json(cp.facts)]
+            + list(extract_facts(m.content for m in moved))
+        )
+    )
     checkpoint = rollover_commit(
         session=session,
         checkpoint_ids=[cp.id for cp in checkpoints],
@@ -343,6 +434,7 @@ def _rollover(
                 dict.fromkeys([f for cp in checkpoints for f in cp.files_modified] + list(facts.files_modified))
             ),
             next_steps=facts.next_steps or tuple(checkpoints[-1].next_steps if checkpoints else ()),
+            facts=all_facts,
             payload={"how": how, "trigger": reason, "duration_ms": round((time.perf_counter() - started) * 1000)},
         ),
         counter=summarizer.counter,

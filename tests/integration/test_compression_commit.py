@@ -5,6 +5,7 @@ import pytest
 from chat.models import Message
 from chat.services import message_create
 from contextmgr.core.aging import Level
+from contextmgr.core.retention import Fact
 from contextmgr.models import Checkpoint, CheckpointRevision, ContextEvent
 from contextmgr.selectors import active_checkpoints, session_budget, session_state
 from contextmgr.services.checkpoints import (
@@ -33,7 +34,12 @@ def test_a_compression_replaces_messages_with_a_checkpoint(chat_session):
     checkpoint = compression_commit(
         session=chat_session,
         message_ids=[m.id for m in replies[:2]],
-        draft=CheckpointDraft(summary="Two answers.", key_decisions=("Use JWT",), files_modified=("a.py",)),
+        draft=CheckpointDraft(
+            summary="Two answers.",
+            key_decisions=("Use JWT",),
+            files_modified=("a.py",),
+            facts=(Fact("decision", "Use JWT"), Fact("path", "a.py"), Fact("number", "30 s"), Fact("path", "b.py")),
+        ),
     )
     after = session_budget(session=chat_session)
 
@@ -50,7 +56,9 @@ def test_a_compression_replaces_messages_with_a_checkpoint(chat_session):
     assert after.checkpoint_tokens == checkpoint.current_tokens
     chat_session.refresh_from_db()
     assert chat_session.compression_count == 1
-    assert chat_session.reliability_score == pytest.approx(0.30 * 0.85 * 0.9)
+    # Two of the four facts are in the checkpoint (its structured fields): retention 0.5.
+    assert checkpoint.retention == 0.5
+    assert chat_session.reliability_score == pytest.approx(0.30 * 0.85 * 0.5)
     assert [r.reason for r in checkpoint.revisions.all()] == ["created"]
     compressed = ContextEvent.objects.get(session=chat_session, type="compressed")
     assert compressed.payload["tokens_before"] == before.used

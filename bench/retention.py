@@ -1,0 +1,118 @@
+"""Measured retention on the evaluation set in tests/data/retention/.
+
+Each conversation (planted figures, file paths, names and locked decisions)
+is stored turn by turn in a fresh session at 2K and at 4K, with the reply
+markers applied as in a real turn, and compressed by the real SmolLM2 model
+whenever the budget calls for it, then once more at the end. Prints the mean
+retention per checkpoint level (every revision, measured against the facts
+of the messages it stands for) and how many locked decisions are still in
+the next prompt (all of them must be: they are pinned, never compressed).
+
+    .venv/bin/python bench/retention.py [--sizes 2048 4096]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+DB = Path(tempfile.mkdtemp()) / "bench.sqlite3"
+os.environ.update(
+    {
+        "DJANGO_SETTINGS_MODULE": "ollm_site.settings",
+        "SECRET_KEY": "bench-only",
+        "DATABASE_URL": f"sqlite:///{DB}",
+        "OLLM_ENV_FILE": str(DB.with_suffix(".env")),
+        "LOG_LEVEL": "WARNING",
+    }
+)
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+
+import contextmgr.services.compression as compression  # noqa: E402
+from chat.services import message_create, session_create  # noqa: E402
+from contextmgr.core.aging import Level  # noqa: E402
+from contextmgr.core.window import chat_messages  # noqa: E402
+from contextmgr.llm.embedded import MODEL_NAME, EmbeddedBackend  # noqa: E402
+from contextmgr.llm.gateway import Gateway  # noqa: E402
+from contextmgr.models import CheckpointRevision, ContextEvent  # noqa: E402
+from contextmgr.selectors import session_budget, session_window  # noqa: E402
+from contextmgr.services.goals import goal_apply_markers  # noqa: E402
+
+DATA = ROOT / "tests" / "data" / "retention"
+
+
+def run(size: int, gateway: Gateway, owner) -> tuple[dict[int, list[float]], int, int, list[float]]:  # type: ignore[no-untyped-def]
+    by_level: dict[int, list[float]] = defaultdict(list)
+    locked_total = locked_kept = 0
+    firsts: list[float] = []
+    for path in sorted(DATA.glob("*.json")):
+        conversation = json.loads(path.read_text())
+        session = session_create(
+            owner=owner,
+            model=MODEL_NAME,
+            context_size=size,
+            title=conversation["name"],
+            settings={"compression": {"summary_max_tokens": 256, "preserve_recent": 256}},
+        )
+        for turn in conversation["turns"]:
+            message_create(session=session, role="user", content=turn["user"])
+            message_create(session=session, role="assistant", content=turn["assistant"])
+            goal_apply_markers(session=session, text=turn["assistant"])
+            if session_budget(session=session).compression_due:
+                compression.compression_run(session_id=session.pk, reason="due", gateway=gateway)
+        compression.compression_run(session_id=session.pk, reason="final", gateway=gateway, force=True)
+        for revision in CheckpointRevision.objects.filter(checkpoint__session=session):
+            if revision.facts_total:
+                by_level[revision.level].append(revision.retention or 0.0)
+        for event in ContextEvent.objects.filter(session=session, type__in=["compressed", "rollover-complete"]):
+            if "retention_first" in event.payload:
+                firsts.append(event.payload["retention_first"])
+        prompt = "\n".join(content for _, content in chat_messages(session_window(session=session)))
+        locked_total += len(conversation["locked_decisions"])
+        locked_kept += sum(1 for decision in conversation["locked_decisions"] if decision in prompt)
+    return by_level, locked_total, locked_kept, firsts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", type=int, nargs="+", default=[2048, 4096])
+    args = parser.parse_args()
+    call_command("migrate", verbosity=0)
+    owner = get_user_model().objects.create_user("bench")
+    gateway = Gateway(mode="embedded", embedded=EmbeddedBackend(n_ctx=4096), ollama=None)
+    conversations = len(list(DATA.glob("*.json")))
+    print(f"Retention on {conversations} conversations ({MODEL_NAME}, compressions by the real model)")
+    print("| size | level | revisions | mean retention | first attempt | locked decisions kept | time |")
+    print("|---|---|---|---|---|---|---|")
+    for size in args.sizes:
+        started = time.perf_counter()
+        by_level, locked_total, locked_kept, firsts = run(size, gateway, owner)
+        elapsed = time.perf_counter() - started
+        first = f"{statistics.mean(firsts):.2f}" if firsts else "-"
+        for level in sorted(by_level, reverse=True):
+            scores = by_level[level]
+            print(
+                f"| {size} | {Level(level).label} | {len(scores)} | {statistics.mean(scores):.2f} | {first} "
+                f"| {locked_kept}/{locked_total} | {elapsed:.0f} s |"
+            )
+        if locked_kept != locked_total:
+            raise SystemExit(f"locked decisions lost at {size}: {locked_kept}/{locked_total}")
+
+
+if __name__ == "__main__":
+    main()

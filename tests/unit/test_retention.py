@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+from contextmgr.core.prompts import build_missing_facts_prompt
+from contextmgr.core.retention import (
+    Fact,
+    extract_facts,
+    facts_from_json,
+    facts_to_json,
+    high_value,
+    measure_retention,
+    normalize,
+)
+
+CONVERSATION = [
+    "We'll use JWT with httpOnly cookies. The handler lives in src/auth/login.ts and config.yaml.",
+    "Set `MAX_RETRIES = 5` and a timeout of 30 s; the image is 2.5 GB. Docs: https://example.com/auth?x=1.",
+    'The error says "token expired" after 15 min.\n[DECISION] Store refresh tokens in Redis - LOCKED',
+    "[ARTIFACT] Created src/auth/refresh.ts\n[NEXT] Add the logout endpoint",
+]
+
+
+def test_facts_of_every_kind_are_found_once_markers_first_in_each_text():
+    facts = extract_facts([*CONVERSATION, CONVERSATION[0]])
+    assert [(f.kind, f.text) for f in facts] == [
+        ("path", "src/auth/login.ts"),
+        ("path", "config.yaml"),
+        ("decision", "use JWT"),
+        ("url", "https://example.com/auth?x=1"),
+        ("code", "MAX_RETRIES = 5"),
+        ("number", "30 s"),
+        ("number", "2.5 GB"),
+        ("decision", "Store refresh tokens in Redis"),
+        ("number", "15 min"),
+        ("quote", "token expired"),
+        ("path", "src/auth/refresh.ts"),
+        ("marker", "Add the logout endpoint"),
+    ]
+
+
+def test_decision_objects_skip_pronouns_and_articles():
+    assert extract_facts(["I use it daily.", "Let's use the"]) == ()
+    assert extract_facts(["we decided to use Postgres."]) == (Fact("decision", "use Postgres"),)
+
+
+def test_retention_is_the_share_of_facts_still_findable():
+    facts = extract_facts(CONVERSATION)
+    summary = (
+        "Auth: use JWT with httpOnly cookies in SRC/auth/login.ts; timeout 30s, 15 min expiry ('token expired').\n"
+        "Decisions: Store refresh tokens in Redis"
+    )
+    retention = measure_retention(facts, summary)
+    assert retention.total == 12
+    assert retention.kept == 6
+    assert {f.text for f in retention.missing} == {
+        "config.yaml",
+        "https://example.com/auth?x=1",
+        "MAX_RETRIES = 5",
+        "2.5 GB",
+        "src/auth/refresh.ts",
+        "Add the logout endpoint",
+    }
+    assert retention.score == 0.5
+    assert [f.text for f in high_value(retention.missing)] == ["config.yaml", "src/auth/refresh.ts"]
+
+
+def test_nothing_to_keep_is_full_retention():
+    assert measure_retention((), "anything").score == 1.0
+
+
+def test_normalize_ignores_case_spaces_quotes_and_edge_punctuation():
+    assert normalize("  “Use JWT”, ") == "usejwt"
+    assert normalize("3.2 m") == normalize("3.2m")
+
+
+def test_facts_round_trip_through_json_and_bad_rows_are_dropped():
+    facts = extract_facts(CONVERSATION)
+    assert facts_from_json(facts_to_json(facts)) == facts
+    assert facts_from_json([["path", "a.py"], ["weird", "x"], ["path"], "x", ["number", 5]]) == (Fact("path", "a.py"),)
+    assert facts_from_json({"not": "a list"}) == ()
+
+
+def test_hostile_input_is_bounded():
+    facts = extract_facts([f"file{n}.py " for n in range(500)])
+    assert len(facts) == 200
+    assert extract_facts(["`" + "x" * 5000 + "`", "a" * 200 + ".py"]) == ()
+
+
+def test_the_retry_prompt_lists_what_was_lost():
+    prompt = build_missing_facts_prompt("Summarize this.", ["src/a.py", "30 s"])
+    assert prompt.startswith("Summarize this.")
+    assert prompt.endswith("exactly as written:\n- src/a.py\n- 30 s")
