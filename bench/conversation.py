@@ -17,29 +17,16 @@ to show the cost follows the messages compressed, not the session's length.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-DB = Path(tempfile.mkdtemp()) / "bench.sqlite3"
-os.environ.update(
-    {
-        "DJANGO_SETTINGS_MODULE": "ollm_site.settings",
-        "SECRET_KEY": "bench-only",
-        "DATABASE_URL": f"sqlite:///{DB}",
-        "OLLM_ENV_FILE": str(DB.with_suffix(".env")),
-        "LOG_LEVEL": "WARNING",
-    }
-)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import django  # noqa: E402
+from django_setup import setup_django
 
-django.setup()
+setup_django()
 
 from asgiref.sync import async_to_sync  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402

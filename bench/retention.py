@@ -15,30 +15,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-DB = Path(tempfile.mkdtemp()) / "bench.sqlite3"
-os.environ.update(
-    {
-        "DJANGO_SETTINGS_MODULE": "ollm_site.settings",
-        "SECRET_KEY": "bench-only",
-        "DATABASE_URL": f"sqlite:///{DB}",
-        "OLLM_ENV_FILE": str(DB.with_suffix(".env")),
-        "LOG_LEVEL": "WARNING",
-    }
-)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import django  # noqa: E402
+from django_setup import ROOT, setup_django
 
-django.setup()
+setup_django()
 
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402

@@ -386,11 +386,11 @@ def _rollover(
     active = list(active_messages(session=session))
     goal_tokens = budget.trigger_at // 2
     keep_from = len(active)
-    kept = 0
+    kept_tokens = 0
     for index in range(len(active) - 1, -1, -1):
-        if kept + active[index].tokens > goal_tokens:
+        if kept_tokens + active[index].tokens > goal_tokens:
             break
-        kept += active[index].tokens
+        kept_tokens += active[index].tokens
         keep_from = index
     # The newest message is the one being answered: it always stays.
     keep_from = min(keep_from, max(len(active) - 1, 0))
@@ -403,6 +403,8 @@ def _rollover(
         keep_from -= 1
     moved = active[:keep_from]
     if not moved and not checkpoints:
+        if keep_from == 0:
+            return _record_skip(session, "nothing to roll over: the conversation already fits in half the trigger")
         return _record_skip(session, "nothing to roll over: the newest message alone fills the context")
     parts = [cp.summary for cp in checkpoints] + ["\n".join(f"{m.role}: {m.content}" for m in moved)]
     parts = [part for part in parts if part]
@@ -410,23 +412,17 @@ def _rollover(
     progress_publish(
         session_id=session.pk, text=f"Rolling over: {len(checkpoints)} checkpoints and {len(moved)} messages…"
     )
-    summary, how = summarizer.shrink(
-        "\n".join(parts), build_merge_prompt(parts, target_tokens=target), target, strategy=config.compression.strategy
-    )
+    source = "\n".join(parts)
+    prompt = build_merge_prompt(parts, target_tokens=target)
+    summary, how = summarizer.shrink(source, prompt, target, strategy=config.compression.strategy)
     facts = marker_facts(m.content for m in moved)
-    all_facts = tuple(
-        dict.fromkeys(
-            [fact for cp in checkpoints for fact in facts_from_json(cp.facts)]
-            + list(extract_facts(m.content for m in moved))
-        )
-    )
-    checkpoint = rollover_commit(
-        session=session,
-        checkpoint_ids=[cp.id for cp in checkpoints],
-        message_ids=[m.id for m in moved],
-        draft=CheckpointDraft(
+    kept = _keep_facts(
+        summarizer,
+        CheckpointView(
+            number=session.compression_count + 1,
+            level=Level.ULTRA,
+            range_label="",
             summary=summary,
-            strategy=Checkpoint.Strategy.SUMMARIZE if how == "summarize" else Checkpoint.Strategy.TRUNCATE,
             key_decisions=tuple(
                 dict.fromkeys([d for cp in checkpoints for d in cp.key_decisions] + list(facts.key_decisions))
             ),
@@ -434,12 +430,40 @@ def _rollover(
                 dict.fromkeys([f for cp in checkpoints for f in cp.files_modified] + list(facts.files_modified))
             ),
             next_steps=facts.next_steps or tuple(checkpoints[-1].next_steps if checkpoints else ()),
-            facts=all_facts,
-            payload={"how": how, "trigger": reason, "duration_ms": round((time.perf_counter() - started) * 1000)},
+        ),
+        tuple(
+            dict.fromkeys(
+                [fact for cp in checkpoints for fact in facts_from_json(cp.facts)]
+                + list(extract_facts(m.content for m in moved))
+            )
+        ),
+        source=source,
+        prompt=prompt,
+        target=target,
+        how=how,
+        strategy=config.compression.strategy,
+    )
+    checkpoint = rollover_commit(
+        session=session,
+        checkpoint_ids=[cp.id for cp in checkpoints],
+        message_ids=[m.id for m in moved],
+        draft=CheckpointDraft(
+            summary=kept.view.summary,
+            strategy=Checkpoint.Strategy.SUMMARIZE if kept.how == "summarize" else Checkpoint.Strategy.TRUNCATE,
+            key_decisions=kept.view.key_decisions,
+            files_modified=kept.view.files_modified,
+            next_steps=kept.view.next_steps,
+            facts=kept.facts,
+            payload={
+                "how": kept.how,
+                "trigger": reason,
+                "duration_ms": round((time.perf_counter() - started) * 1000),
+                **kept.payload,
+            },
         ),
         counter=summarizer.counter,
     )
-    return CompressionOutcome("rolled-over", how, checkpoint.id)
+    return CompressionOutcome("rolled-over", kept.how, checkpoint.id)
 
 
 def compression_schedule(*, session_id: UUID, reason: str, force: bool = False) -> None:

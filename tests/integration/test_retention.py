@@ -11,7 +11,6 @@ from chat.models import Session
 from chat.services import message_create, session_create
 from contextmgr.core.aging import Level
 from contextmgr.llm.gateway import Gateway
-from contextmgr.llm.ollama_backend import OllamaBackend
 from contextmgr.models import Checkpoint, ContextEvent
 from contextmgr.selectors import session_reliability
 from contextmgr.services.compression import compression_run
@@ -34,8 +33,8 @@ def converse(session: Session, turns: int, start: int = 0) -> None:
 
 
 @pytest.fixture
-def gateway(fake_ollama):
-    return Gateway(mode="ollama", embedded=None, ollama=OllamaBackend(host=fake_ollama.url, timeout=30))
+def gateway(ollama_backend):
+    return Gateway(mode="ollama", embedded=None, ollama=ollama_backend)
 
 
 @pytest.fixture
