@@ -1,7 +1,8 @@
 """Measured retention on the evaluation set in tests/data/retention/.
 
 Each conversation (planted figures, file paths, names and locked decisions)
-is stored turn by turn in a fresh session at 2K and at 4K, with the reply
+is stored turn by turn in a fresh session at 2K and at 4K (twice and three
+times over, so the budget's trigger is passed), with the reply
 markers applied as in a real turn, and compressed by the real SmolLM2 model
 whenever the budget calls for it, then once more at the end. Prints the mean
 retention per checkpoint level (every revision, measured against the facts
@@ -56,7 +57,9 @@ def run(size: int, gateway: Gateway, owner) -> tuple[dict[int, list[float]], int
             title=conversation["name"],
             settings={"compression": {"summary_max_tokens": 256, "preserve_recent": 256}},
         )
-        for turn in conversation["turns"]:
+        # Long enough to pass the trigger: the conversation goes on with the same turns again.
+        passes = 2 if size <= 2048 else 3
+        for turn in conversation["turns"] * passes:
             message_create(session=session, role="user", content=turn["user"])
             message_create(session=session, role="assistant", content=turn["assistant"])
             goal_apply_markers(session=session, text=turn["assistant"])

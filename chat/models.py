@@ -43,6 +43,9 @@ class Session(models.Model):
     context_version = models.PositiveBigIntegerField(
         default=0, help_text="Raised by every write that changes which messages are in the active context."
     )
+    compressed_through = models.PositiveIntegerField(
+        default=0, help_text="The last message position when the latest compression was applied."
+    )
     compression_started_at = models.DateTimeField(
         null=True, blank=True, help_text="Set while a compression runs: at most one per session (a lease)."
     )

@@ -166,7 +166,7 @@ def session_export(request: HttpRequest, session_id: UUID) -> HttpResponse:
 @login_required
 @require_GET
 def chat_page(request: HttpRequest, session_id: UUID) -> HttpResponse:
-    from contextmgr.views import goals_context, snapshots_context
+    from contextmgr.views import goals_context, settings_context, snapshots_context
 
     session = viewable(request, session_id)
     return render(
@@ -181,6 +181,7 @@ def chat_page(request: HttpRequest, session_id: UUID) -> HttpResponse:
             **context_panel(session),
             **goals_context(session),
             **snapshots_context(session),
+            **settings_context(session),
         },
     )
 

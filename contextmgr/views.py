@@ -15,7 +15,9 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from chat.models import Message, Session
+from chat.services import session_update
 from chat.views import context_panel, owned, viewable
+from contextmgr.core.config import STRATEGIES
 from contextmgr.core.reliability import compute_reliability
 from contextmgr.models import Artifact, Goal, Snapshot
 from contextmgr.presentation import describe_event, reliability_chart
@@ -33,7 +35,7 @@ from contextmgr.selectors import (
     session_events,
     snapshots_of_session,
 )
-from contextmgr.services.compression import compression_running, compression_schedule
+from contextmgr.services.compression import compression_running, compression_schedule, session_config
 from contextmgr.services.goals import (
     artifact_record,
     decision_record,
@@ -44,6 +46,7 @@ from contextmgr.services.goals import (
     goal_delete,
     goal_update,
 )
+from contextmgr.services.session_settings import session_continue, session_set_context_settings
 from contextmgr.services.snapshots import SnapshotError, snapshot_create, snapshot_restore
 
 
@@ -267,3 +270,65 @@ def timeline(request: HttpRequest, session_id: UUID) -> HttpResponse:
             **context_panel(session),
         },
     )
+
+
+def settings_context(session: Session) -> dict[str, Any]:
+    return {"config": session_config(session), "strategies": STRATEGIES}
+
+
+def _number(request: HttpRequest, name: str) -> int | float | str:
+    """A number from the form; text that is not one goes through so validation can name it."""
+    raw = request.POST.get(name, "").strip()
+    for kind in (int, float):
+        try:
+            return kind(raw)
+        except ValueError:
+            continue
+    return raw
+
+
+@login_required
+@require_POST
+def session_settings(request: HttpRequest, session_id: UUID) -> HttpResponse:
+    session = owned(request, session_id)
+    values = {
+        "compression": {
+            "enabled": request.POST.get("compression_enabled") == "1",
+            "strategy": request.POST.get("strategy", ""),
+            "preserve_recent": _number(request, "preserve_recent"),
+            "summary_max_tokens": _number(request, "summary_max_tokens"),
+        },
+        "snapshots": {
+            "enabled": request.POST.get("snapshots_enabled") == "1",
+            "auto_create": request.POST.get("auto_create") == "1",
+            "auto_threshold": _number(request, "auto_threshold"),
+        },
+    }
+    error = ""
+    try:
+        with transaction.atomic():
+            session = session_set_context_settings(session=session, settings=values)
+            session = session_update(session=session, summary_model=request.POST.get("summary_model", ""))
+    except ValidationError as exc:
+        error = " ".join(exc.messages)
+        session.refresh_from_db()
+    return render(
+        request,
+        "chat/_settings_response.html",
+        {
+            "session": session,
+            "can_write": True,
+            "settings_error": error,
+            "settings_saved": not error,
+            **settings_context(session),
+            **context_panel(session),
+        },
+        status=422 if error else 200,
+    )
+
+
+@login_required
+@require_POST
+def session_continue_view(request: HttpRequest, session_id: UUID) -> HttpResponse:
+    successor = session_continue(session=owned(request, session_id))
+    return redirect("chat:chat", session_id=successor.pk)

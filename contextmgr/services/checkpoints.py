@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from chat.models import Message, Session
@@ -80,6 +81,10 @@ def _union_facts(fact_lists: Iterable[Any]) -> list[list[str]]:
     return facts_to_json(dict.fromkeys(fact for facts in fact_lists for fact in facts_from_json(facts)))
 
 
+def _last_position(session: Session) -> int:
+    return Message.objects.filter(session=session).aggregate(last=Max("position"))["last"] or 0
+
+
 def _count(checkpoint: Checkpoint, counter: TokenCounter) -> int:
     """A checkpoint costs what its rendered text (summary and structured fields) costs."""
     return counter.count(render_checkpoint(checkpoint_view(checkpoint))).tokens
@@ -143,6 +148,17 @@ def _merge(session: Session, checkpoints: list[Checkpoint], *, summary: str, cou
         },
     )
     return carrier
+
+
+@transaction.atomic
+def checkpoint_carry_over(*, checkpoint: Checkpoint, counter: TokenCounter) -> Checkpoint:
+    """Save a checkpoint made outside a compression (the one a continued session starts
+    with), counted, with its first revision, and the session's reliability refreshed."""
+    checkpoint.current_tokens = _count(checkpoint, counter)
+    checkpoint.save()
+    _revise(checkpoint, reason=CheckpointRevision.Reason.CREATED)
+    session_refresh_reliability(session=checkpoint.session)
+    return checkpoint
 
 
 def _outcome_payload(session: Session, before: Budget, reliability: float, draft: CheckpointDraft) -> dict[str, Any]:
@@ -217,7 +233,9 @@ def compression_commit(
     Message.objects.filter(pk__in=[m.pk for m in messages]).update(
         compressed_into=checkpoint, context_version=locked.next_context_version()
     )
-    Session.objects.filter(pk=locked.pk).update(compression_count=locked.compression_count)
+    Session.objects.filter(pk=locked.pk).update(
+        compression_count=locked.compression_count, compressed_through=_last_position(locked)
+    )
     event_record(
         session=locked,
         type=EventType.CHECKPOINT_CREATED,
@@ -304,7 +322,9 @@ def rollover_commit(
     Message.objects.filter(pk__in=[m.pk for m in messages]).update(
         compressed_into=carrier, context_version=locked.next_context_version()
     )
-    Session.objects.filter(pk=locked.pk).update(compression_count=locked.compression_count)
+    Session.objects.filter(pk=locked.pk).update(
+        compression_count=locked.compression_count, compressed_through=_last_position(locked)
+    )
     event_record(
         session=locked,
         type=EventType.CHECKPOINT_AGED if checkpoints else EventType.CHECKPOINT_CREATED,

@@ -66,11 +66,14 @@ class CompressionOutcome:
     checkpoint_id: int | None = None
 
 
+def default_config() -> ContextConfig:
+    """The global defaults: the spec's, with ``OLLM_CONTEXT_DEFAULTS`` over them."""
+    return context_config_from_mapping(settings.OLLM_CONTEXT_DEFAULTS)
+
+
 def session_config(session: Session) -> ContextConfig:
-    """The session's settings over the global defaults (``OLLM_CONTEXT_DEFAULTS``)."""
-    return context_config_from_mapping(
-        session.settings, base=context_config_from_mapping(settings.OLLM_CONTEXT_DEFAULTS)
-    )
+    """The session's settings over the global defaults."""
+    return context_config_from_mapping(session.settings, base=default_config())
 
 
 def compression_running(*, session_id: UUID) -> bool:
@@ -112,6 +115,10 @@ def compression_run(
             f"not needed: {budget.active_tokens:,} active tokens, trigger at {budget.trigger_at:,}",
             trigger=reason,
         )
+    if not rollover and session.compression_count and _no_new_messages(session):
+        # The troubleshooting section's "rapid re-compression": a compression that could not
+        # free enough room rolls over instead; it is never simply run again on the same messages.
+        return _record_skip(session, f"no new messages since compression {session.compression_count}", trigger=reason)
     token = lease_acquire(session_id=session.pk)
     if token is None:
         return _record_skip(session, "another compression of this session is running", trigger=reason)
@@ -132,6 +139,10 @@ def compression_run(
         return CompressionOutcome("error", str(exc) or type(exc).__name__)
     finally:
         lease_release(session_id=session.pk, token=token)
+
+
+def _no_new_messages(session: Session) -> bool:
+    return not Message.objects.filter(session=session, position__gt=session.compressed_through).exists()
 
 
 class _Summarizer:

@@ -105,6 +105,8 @@ def _restore(snapshot: Snapshot) -> Snapshot:
         system_prompt_tokens=saved_session["system_prompt_tokens"],
         settings=saved_session["settings"],
         compression_count=saved_session["compression_count"],
+        # What the restored context has compressed is not known here: the next compression may run.
+        compressed_through=0,
         context_size=saved_session["context_size"],
         max_tokens=saved_session["max_tokens"],
     )

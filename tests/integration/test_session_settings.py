@@ -1,0 +1,177 @@
+"""The spec's configuration per session, rapid re-compression, and starting over from a session."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.test import Client
+from django.urls import reverse
+
+from chat.models import Session
+from chat.services import message_create, session_create
+from contextmgr.models import Checkpoint, ContextEvent, Decision, Goal
+from contextmgr.selectors import prompt_blocks, session_budget
+from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
+from contextmgr.services.compression import compression_run, session_config
+from contextmgr.services.goals import decision_record, goal_checkpoint_set, goal_create
+from contextmgr.services.session_settings import session_continue, session_set_context_settings
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def owner_client(user):
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def form(**changes):
+    values = {
+        "compression_enabled": "1",
+        "strategy": "summarize",
+        "preserve_recent": "2048",
+        "summary_max_tokens": "1024",
+        "summary_model": "",
+        "snapshots_enabled": "1",
+        "auto_create": "1",
+        "auto_threshold": "0.8",
+    }
+    values.update(changes)
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def test_settings_are_saved_from_the_form_and_used(chat_session, owner_client):
+    url = reverse("contextmgr:session_settings", args=[chat_session.pk])
+    response = owner_client.post(
+        url,
+        form(strategy="truncate", preserve_recent="512", summary_model="qwen2.5:0.5b", auto_create=None),
+        HTTP_HX_REQUEST="true",
+    )
+    assert response.status_code == 200
+    assert b"Saved." in response.content
+    assert b'id="context-meter"' in response.content
+    chat_session.refresh_from_db()
+    config = session_config(chat_session)
+    assert (config.compression.strategy, config.compression.preserve_recent) == ("truncate", 512)
+    assert config.snapshots.auto_create is False
+    assert chat_session.summarizer == "qwen2.5:0.5b"
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"preserve_recent": "50000"}, "more than this session&#x27;s available budget of 13,596"),
+        ({"auto_threshold": "1.5"}, "snapshots.auto_threshold must be a number in (0, 1]"),
+        ({"auto_threshold": "0"}, "snapshots.auto_threshold must be a number in (0, 1]"),
+        ({"summary_max_tokens": "-3"}, "compression.summary_max_tokens must be a whole number of tokens above 0"),
+        ({"preserve_recent": "lots"}, "compression.preserve_recent must be a whole number"),
+        ({"strategy": "forget"}, "compression.strategy must be one of summarize, truncate"),
+        ({"summary_max_tokens": "20000"}, "not less than the context of 13,600 tokens"),
+    ],
+)
+def test_bad_settings_are_refused_clearly_and_nothing_changes(chat_session, owner_client, changes, message):
+    response = owner_client.post(reverse("contextmgr:session_settings", args=[chat_session.pk]), form(**changes))
+    assert response.status_code == 422
+    assert message.encode() in response.content
+    chat_session.refresh_from_db()
+    assert chat_session.settings == {}
+
+
+def test_turning_compression_off_says_what_will_happen(chat_session, owner_client):
+    owner_client.post(reverse("contextmgr:session_settings", args=[chat_session.pk]), form(compression_enabled=None))
+    page = owner_client.get(reverse("chat:chat", args=[chat_session.pk])).content.decode()
+    assert "Compression is off: when the context fills up, a message that does not fit is refused" in page
+    assert compression_run(session_id=chat_session.pk, reason="test", force=True).status == "skipped"
+
+
+def test_other_users_cannot_change_settings(chat_session, other_user):
+    client = Client()
+    client.force_login(other_user)
+    url = reverse("contextmgr:session_settings", args=[chat_session.pk])
+    assert client.post(url, form(compression_enabled=None)).status_code == 404
+    assert client.post(reverse("contextmgr:session_continue", args=[chat_session.pk])).status_code == 404
+
+
+def test_a_compression_never_runs_again_without_new_messages(chat_session):
+    replies = []
+    for n in range(4):
+        message_create(session=chat_session, role="user", content=f"q{n}")
+        replies.append(message_create(session=chat_session, role="assistant", content=f"answer {n} " * 30))
+    compression_commit(session=chat_session, message_ids=[replies[0].id], draft=CheckpointDraft(summary="a0"))
+    chat_session.refresh_from_db()
+    outcome = compression_run(session_id=chat_session.pk, reason="again", force=True)
+    assert (outcome.status, outcome.reason) == ("skipped", "no new messages since compression 1")
+    assert Checkpoint.objects.filter(session=chat_session).count() == 1
+    message_create(session=chat_session, role="user", content="one more")
+    assert "no new messages" not in compression_run(session_id=chat_session.pk, reason="new", force=True).reason
+    reasons = ContextEvent.objects.filter(session=chat_session, type="compression-skipped").values_list(
+        "payload__reason", flat=True
+    )
+    assert [r for r in reasons if r.startswith("no new messages")] == ["no new messages since compression 1"]
+
+
+def test_start_a_new_conversation_from_here_carries_what_matters(chat_session):
+    goal = goal_create(session=chat_session, description="Ship the login page", priority="high")
+    goal_checkpoint_set(goal=goal, description="Design the form", status="completed")
+    decision_record(session=chat_session, description="Use JWT", locked=True)
+    decision_record(session=chat_session, description="Maybe use OAuth", locked=False)
+    replies = []
+    for n in range(3):
+        message_create(session=chat_session, role="user", content=f"Where does the handler live? {n}")
+        replies.append(
+            message_create(session=chat_session, role="assistant", content=f"In src/auth/login.ts, timeout 30 s. {n}")
+        )
+    compression_commit(
+        session=chat_session,
+        message_ids=[replies[0].id],
+        draft=CheckpointDraft(summary="The handler is in src/auth/login.ts.", files_modified=("src/auth/login.ts",)),
+    )
+    chat_session.refresh_from_db()
+
+    successor = session_continue(session=chat_session)
+    assert successor.pk != chat_session.pk
+    assert successor.owner_id == chat_session.owner_id
+    assert (successor.title, successor.model, successor.max_tokens) == (
+        "New conversation (continued)",
+        chat_session.model,
+        chat_session.max_tokens,
+    )
+    assert successor.messages.count() == 0
+    assert successor.compression_count == 0
+    carried = Goal.objects.get(session=successor)
+    assert (carried.description, carried.priority, carried.status) == ("Ship the login page", "high", "active")
+    assert list(carried.checkpoints.values_list("description", "status")) == [("Design the form", "completed")]
+    assert list(Decision.objects.filter(session=successor).values_list("description", "locked")) == [("Use JWT", True)]
+    final = Checkpoint.objects.get(session=successor)
+    assert final.level == 0
+    assert "src/auth/login.ts" in final.summary
+    assert "timeout 30 s" in final.summary
+    assert final.retention is not None
+    assert final.revisions.count() == 1
+    assert session_budget(session=successor).checkpoint_tokens == final.current_tokens
+    kinds = [block.kind for block in prompt_blocks(session=successor)]
+    assert kinds == ["system", "goal", "checkpoint"]
+    # The old session is untouched.
+    assert chat_session.messages.count() == 6
+    assert Checkpoint.objects.filter(session=chat_session).count() == 1
+
+
+def test_the_continue_button_shows_below_40_percent_and_redirects(user, owner_client):
+    session = session_create(owner=user, model="llama3.2:3b", context_size=4096)
+    message_create(session=session, role="user", content="hi")
+    reply = message_create(session=session, role="assistant", content="hello " * 40)
+    compression_commit(session=session, message_ids=[reply.id], draft=CheckpointDraft(summary="greeting"))
+    page = owner_client.get(reverse("chat:chat", args=[session.pk])).content.decode()
+    assert "Start a new conversation from here" in page
+    response = owner_client.post(reverse("contextmgr:session_continue", args=[session.pk]))
+    successor = Session.objects.exclude(pk=session.pk).get()
+    assert response.status_code == 302
+    assert response["Location"] == f"/sessions/{successor.pk}/"
+
+
+def test_settings_service_refuses_unknown_keys():
+    with pytest.raises(ValidationError, match="compression has unknown settings: speed"):
+        session_set_context_settings(
+            session=Session(max_tokens=3400, system_prompt_tokens=0), settings={"compression": {"speed": 1}}
+        )
