@@ -390,8 +390,6 @@ def _rollover(
     under half the trigger; the newest ``preserve_recent`` tokens stay.
     """
     session.refresh_from_db()
-    if config.snapshots.enabled and config.snapshots.auto_create:
-        snapshot_create(session=session, kind=Snapshot.Kind.AUTO, reason="Before rollover")
     budget = session_budget(session=session)
     checkpoints = list(active_checkpoints(session=session))
     active = list(active_messages(session=session))
@@ -417,6 +415,8 @@ def _rollover(
         if keep_from == 0:
             return _record_skip(session, "nothing to roll over: the conversation already fits in half the trigger")
         return _record_skip(session, "nothing to roll over: the newest message alone fills the context")
+    if config.snapshots.enabled and config.snapshots.auto_create:
+        snapshot_create(session=session, kind=Snapshot.Kind.AUTO, reason="Before rollover")
     parts = [cp.summary for cp in checkpoints] + ["\n".join(f"{m.role}: {m.content}" for m in moved)]
     parts = [part for part in parts if part]
     target = max(level_target(Level.ULTRA, config.compression.summary_max_tokens), 16)

@@ -34,7 +34,7 @@ ANSWER = (
 
 @pytest.fixture
 def gateway(fake_ollama):
-    return Gateway(mode="ollama", embedded=None, ollama=OllamaBackend(host=fake_ollama.url, timeout=30))
+    return Gateway(mode="ollama", embedded=None, ollama=OllamaBackend(host=fake_ollama.url, timeout=180))
 
 
 @pytest.fixture
