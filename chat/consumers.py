@@ -24,7 +24,7 @@ from chat.models import MAX_MESSAGE_CHARS
 from chat.selectors import session_for_owner
 from chat.turn import turn_retry, turn_run
 from chat.views import chat_fragments
-from contextmgr.llm import LLMError
+from contextmgr.llm import ContextOverflow, LLMError
 from contextmgr.services.events import consumer_loop_register, session_group
 
 logger = logging.getLogger(__name__)
@@ -143,6 +143,9 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
             raise
         except ValidationError as exc:
             await self.send_error(" ".join(exc.messages), reply_id=reply_id)
+        except ContextOverflow as exc:
+            # Sending the same message again cannot help: it says what would.
+            await self.send_error(str(exc), reply_id=reply_id)
         except LLMError as exc:
             await self.send_error(str(exc), reply_id=reply_id, retry=True)
         except Exception:

@@ -207,3 +207,15 @@ async def test_compression_progress_and_events_reach_the_page(user, app_gateway)
     await communicator.disconnect()
     # Let the compression thread finish its last writes before the database goes.
     await asyncio.sleep(0.5)
+
+
+async def test_a_message_too_long_for_the_context_is_kept_and_explained(user, app_gateway):
+    session = await sync_to_async(session_create)(owner=user, model=MODEL_NAME, context_size=2048)
+    communicator = await socket(session.pk, user)
+    assert (await communicator.connect())[0]
+    await communicator.send_to(text_data=json.dumps({"message": "harbour " * 2500}))
+    frames = await frames_until(communicator, 'class="status error"')
+    assert "Your message does not fit" in frames[-1]
+    assert 'value="retry"' not in frames[-1]
+    await communicator.disconnect()
+    assert await Message.objects.filter(session=session, role="user").acount() == 1
