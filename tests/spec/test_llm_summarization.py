@@ -6,12 +6,10 @@ import pytest
 
 from chat.models import Message
 from contextmgr.core.prompts import PromptMessage, build_summary_prompt
-from contextmgr.core.window import chat_messages
-from contextmgr.llm.gateway import Gateway
 from contextmgr.models import Checkpoint, ContextEvent
 from contextmgr.selectors import session_window
 from contextmgr.services.compression import compression_run
-from tests.spec.conftest import ANSWER, converse, created, event_types, small_session
+from tests.spec.conftest import created, event_types
 
 pytestmark = pytest.mark.django_db
 
@@ -88,22 +86,3 @@ def test_compression_service_handles_failures(due_session, gateway, fake_ollama)
     assert event_types(due_session)[-1] == "compression-error"
     assert not Checkpoint.objects.filter(session=due_session).exists()
     assert not Message.objects.filter(session=due_session, compressed_into__isnull=False).exists()
-
-
-def test_a_real_model_summary(user, embedded_backend):
-    """Spec: "LLM->>App: Return summary" — with the real embedded model (SmolLM2) writing it."""
-    # Kept short (three answers, a 32-token summary) so the real generation takes seconds.
-    session = small_session(user, compression={"summary_max_tokens": 32, "preserve_recent": 16})
-    converse(session, 3)
-    gateway = Gateway(mode="embedded", embedded=embedded_backend, ollama=None)
-    # The embedded backend serves only its own model name; the session's model is the stand-in's.
-    session.model = "embedded/smollm2-135m"
-    session.save(update_fields=["model"])
-    outcome = compression_run(session_id=session.pk, gateway=gateway, force=True)
-    assert outcome.status == "compressed"
-    checkpoint = created(outcome)
-    assert checkpoint.summary.strip()
-    assert checkpoint.summary != ANSWER * 2, "a summary, not one of the messages"
-    assert checkpoint.current_tokens < checkpoint.original_tokens
-    system = chat_messages(session_window(session=session))[0][1]
-    assert checkpoint.summary in system
