@@ -6,6 +6,7 @@ import pytest
 
 from chat.models import Message
 from contextmgr.core.aging import CheckpointInfo, Level, level_target, plan_aging
+from contextmgr.core.prompts import build_aging_prompt, build_merge_prompt
 from contextmgr.core.tokens import count_text_tokens
 from contextmgr.models import Checkpoint, ContextEvent
 from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
@@ -90,7 +91,7 @@ def test_existing_checkpoints_age_one_level_per_compression():
 
 
 def test_checkpoint_manager_merges_old_checkpoints():
-    """Spec: "Checkpoint Manager | Stores and retrieves checkpoints, ages checkpoints over time,
+    """Spec: "Stores and retrieves checkpoints, ages checkpoints over time,
     merges old checkpoints"."""
     existing = [
         CheckpointInfo(1, Level.ULTRA, 150),
@@ -150,3 +151,36 @@ def test_compression_replaces_messages_with_checkpoint(due_session, gateway, fak
     assert last is not None
     assert checkpoint.range_label == f"Messages {first.position}-{last.position}"
     assert checkpoint.original_tokens == sum(m.tokens for m in covered)
+
+
+def test_aging_prompts_per_level():
+    """Spec: "Old Checkpoint 2": "Moderate summaries", "Main points only", "Code references only";
+    "Ancient Checkpoint 1": "Brief summaries", "Critical info only", "No code details";
+    "Ultra Merged": "Minimal summary", "Essential context only"."""
+    old = build_aging_prompt("S", to_level=Level.OLD, target_tokens=600)
+    ancient = build_aging_prompt("S", to_level=Level.ANCIENT, target_tokens=300)
+    ultra = build_merge_prompt(["A", "B"], target_tokens=150)
+    assert "a moderate summary: main points only, code by reference" in old
+    assert "no code bodies" in old
+    assert "at most 600 tokens" in old
+    assert "a brief summary: critical information only, no code details" in ancient
+    assert "at most 300 tokens" in ancient
+    assert "a minimal summary: only the essential context needed to continue" in ultra
+    assert "at most 150 tokens" in ultra
+    with pytest.raises(ValueError, match="never ages into it"):
+        build_aging_prompt("S", to_level=Level.RECENT, target_tokens=1200)
+
+
+@pytest.mark.django_db
+def test_aging_asks_the_llm_for_the_next_level(due_session, gateway, fake_ollama):
+    """Spec: "Checkpoint 3 → Checkpoint 2" / "Compress to 60%" — the LLM re-summarizes the aging checkpoint."""
+    fake_ollama.behaviour.canned_reply = LONG_SUMMARY
+    compression_run(session_id=due_session.pk, gateway=gateway)
+    until_due(due_session, start=100)
+    fake_ollama.behaviour.requests.clear()
+    compression_run(session_id=due_session.pk, gateway=gateway)
+    prompts = [r["messages"][-1]["content"] for r in fake_ollama.behaviour.requests if r["path"] == "/api/chat"]
+    assert len(prompts) == 2, "one summary for the new checkpoint, one aging call"
+    assert prompts[0].startswith("Summarize the following conversation history")
+    assert "a moderate summary: main points only" in prompts[1]
+    assert LONG_SUMMARY.strip() in prompts[1], "the aging checkpoint's own summary is what is shortened"

@@ -11,6 +11,8 @@ from contextmgr.core.budget import Budget, compute_budget
 from contextmgr.core.tiers import context_profile, context_profiles, ollama_context_size
 from contextmgr.selectors import session_budget
 from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
+from contextmgr.services.compression import compression_run
+from tests.spec.conftest import event_types, small_session, until_due
 
 
 @pytest.mark.parametrize(
@@ -114,3 +116,24 @@ def test_available_budget_recalculated_after_each_compression(chat_session):
     assert after.checkpoint_tokens == checkpoint.current_tokens > 0
     assert after.available == before.available - checkpoint.current_tokens
     assert after.trigger_at < before.trigger_at
+
+
+@pytest.mark.django_db
+def test_conversation_sustains_five_compressions(user, gateway, fake_ollama):
+    """Spec: "With dynamic budget tracking:" "Compression triggers based on available space",
+    "Checkpoints age and compress further" and "Conversation sustains 3-5+ compressions"."""
+    fake_ollama.behaviour.canned_reply = "A recap of the earlier answers: " + "the idea was explained again. " * 8
+    session = small_session(user)
+    initial = session_budget(session=session)
+    turn = 0
+    available = []
+    for _ in range(5):
+        turn = until_due(session, start=turn)
+        assert compression_run(session_id=session.pk, gateway=gateway).status == "compressed"
+        budget = session_budget(session=session)
+        assert not budget.compression_due
+        available.append(budget.available)
+    assert event_types(session).count("rollover-complete") == 0
+    assert event_types(session).count("checkpoint-aged") >= 6
+    # Aging keeps the checkpoints' share small: after five compressions most of the budget is still free for talk.
+    assert min(available) > initial.available * 0.8

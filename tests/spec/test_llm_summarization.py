@@ -78,7 +78,7 @@ def test_tokens_are_counted_and_saved(due_session, gateway, fake_ollama):
 
 
 def test_compression_service_handles_failures(due_session, gateway, fake_ollama):
-    """Spec: "Compression Service | Calls LLM for summarization, generates compressed summaries,
+    """Spec: "Calls LLM for summarization, generates compressed summaries,
     handles compression failures"."""
     fake_ollama.behaviour.fail_status = 500
     outcome = compression_run(session_id=due_session.pk, gateway=gateway)

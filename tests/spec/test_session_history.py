@@ -130,7 +130,10 @@ def test_active_context_contents(due_session, gateway, fake_ollama):
 
 
 def test_full_history_is_saved_to_ollm_sessions(chat_session, tmp_path, monkeypatch):
-    """Spec: "Saved to `~/.ollm/sessions/{sessionId}.json`" with "ALL messages (uncompressed)" and "ALL tool calls"."""
+    """Spec: "Saved to `~/.ollm/sessions/{sessionId}.json`" with "ALL messages (uncompressed)" and "ALL tool calls".
+
+    Checked as: the full history lives in the database, and ``manage.py export_sessions`` writes the session file
+    to ``~/.ollm/sessions/{sessionId}.json`` by default (README, "Commands"); nothing writes it on every message."""
     _with_tool_call(chat_session)
     monkeypatch.setenv("HOME", str(tmp_path))
     call_command("export_sessions")
