@@ -17,6 +17,7 @@ from contextmgr.core.config import (
 from contextmgr.core.selection import ContextMessage, select_for_compression
 from contextmgr.core.tokens import count_text_tokens
 from contextmgr.models import Snapshot
+from contextmgr.selectors import session_budget
 from contextmgr.services.compression import compression_run, session_config
 from tests.spec.conftest import created, event_types, small_session, until_due
 
@@ -127,3 +128,20 @@ def test_snapshot_config_enabled_and_auto_create(user, gateway, fake_ollama, sna
     assert compression_run(session_id=session.pk, gateway=gateway).status == "compressed"
     assert Snapshot.objects.filter(session=session, kind="auto").count() == auto
     assert event_types(session).count("auto-snapshot-created") == auto
+
+
+@pytest.mark.django_db
+def test_auto_snapshot_at_80_percent_of_available(due_session, gateway, fake_ollama):
+    """Spec: "autoThreshold: 0.8, // 80% of available budget".
+
+    Checked for the default: the auto-snapshot is taken as the compression starts (README, "Conversations and
+    compression", step 2), which is when the conversation reaches 80% of the available budget. A different
+    ``auto_threshold`` is validated but not used by anything yet."""
+    fake_ollama.behaviour.canned_reply = "Recap."
+    before = session_budget(session=due_session)
+    assert compression_run(session_id=due_session.pk, gateway=gateway).status == "compressed"
+    auto = Snapshot.objects.get(session=due_session, kind="auto")
+    active_at_snapshot = auto.token_count - before.system_prompt_tokens - before.checkpoint_tokens
+    assert active_at_snapshot == before.active_tokens
+    assert active_at_snapshot >= before.available * 0.8
+    assert auto.checkpoint_count == 0, "taken before the compression changed anything"
