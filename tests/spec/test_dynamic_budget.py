@@ -1,0 +1,139 @@
+"""Dynamic Budget Calculation"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from chat.services import message_create
+from contextmgr.core.budget import Budget, compute_budget
+from contextmgr.core.tiers import context_profile, context_profiles, ollama_context_size
+from contextmgr.selectors import session_budget
+from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
+from contextmgr.services.compression import compression_run
+from tests.spec.conftest import event_types, small_session, until_due
+
+
+@pytest.mark.parametrize(
+    ("max_tokens", "system", "checkpoints"),
+    [(13_600, 1_000, []), (13_600, 1_000, [1_200]), (6_800, 250, [300, 600, 1_200]), (1_700, 0, [17])],
+)
+def test_available_budget_formula(max_tokens, system, checkpoints):
+    """Spec: "Available Budget = ollama_context_size - system_prompt_tokens - checkpoint_tokens"."""
+    budget = compute_budget(
+        max_tokens=max_tokens, system_prompt_tokens=system, checkpoint_tokens=checkpoints, active_tokens=0
+    )
+    assert budget.available == max_tokens - system - sum(checkpoints)
+    assert budget.checkpoint_tokens == sum(checkpoints)
+
+
+def test_sixteen_k_is_13600_tokens_tier_3():
+    """Spec: "Ollama enforces a fixed context limit (e.g., 13,600 tokens for 16K selection)." and
+    "Example: 16K Context (Tier 3)"."""
+    profile = context_profile(16_384)
+    assert profile.ollama_context_size == 13_600
+    assert profile.tier.number == 3
+    assert profile.tier.label == "Tier 3 Standard"
+    assert ollama_context_size(16_384) == 13_600
+
+
+def test_tier_table():
+    """Spec: "Ollama enforces a fixed context limit (e.g., 13,600 tokens for 16K selection)."
+
+    The whole tier table as the README states it (sizes, Ollama sizes, tiers, checkpoints kept)."""
+    table = {p.label: (p.ollama_context_size, p.tier.number, p.tier.max_checkpoints) for p in context_profiles()}
+    assert table == {
+        "2K": (1_700, 1, 0),
+        "4K": (3_400, 1, 0),
+        "8K": (6_800, 2, 1),
+        "16K": (13_600, 3, 3),
+        "32K": (27_200, 4, 10),
+        "64K": (54_400, 5, 15),
+        "128K": (108_800, 5, 15),
+    }
+    # 85% of the nominal size in thousands: 16K -> 16,000 x 0.85 = 13,600.
+    assert all(p.ollama_context_size == p.size // 1024 * 850 for p in context_profiles())
+
+
+@pytest.mark.parametrize(
+    ("box", "checkpoints", "available", "trigger"),
+    [
+        ("Initial State", [], 12_600, 10_080),
+        ("After 2nd Compression", [600, 1_200], 10_800, 8_640),
+        ("After 3rd Compression", [300, 600, 1_200], 10_500, 8_400),
+    ],
+)
+def test_worked_example(box, checkpoints, available, trigger):
+    """Spec: "Ollama: 13,600 tokens FIXED", "System Prompt: 1,000 tokens", then per box the available
+    budget and "Trigger at: ... 80%" (12,600/10,080; 10,800/8,640; 10,500/8,400)."""
+    budget = compute_budget(
+        max_tokens=13_600, system_prompt_tokens=1_000, checkpoint_tokens=checkpoints, active_tokens=0
+    )
+    assert (budget.available, budget.trigger_at) == (available, trigger), box
+
+
+def test_worked_example_first_compression_box_follows_the_formula():
+    """Spec: "Checkpoint 1: 1,200 tokens", "Available: 10,400 tokens", "Trigger at: 8,320 tokens 80%".
+
+    Differs, see README: "The worked example's first box" — the formula gives 11,400 / 9,120,
+    which is what the product computes."""
+    budget = compute_budget(max_tokens=13_600, system_prompt_tokens=1_000, checkpoint_tokens=[1_200], active_tokens=0)
+    assert (budget.available, budget.trigger_at) == (11_400, 9_120)
+    assert (budget.available, budget.trigger_at) != (10_400, 8_320)
+
+
+def test_available_budget_shrinks_with_each_checkpoint():
+    """Spec: "Available budget shrinks with each checkpoint, but aging keeps it sustainable for 3-5+ compressions."
+
+    The spec's own sequence: each compression costs less of the budget than the one before, because the
+    older checkpoints age (1,200 -> 600 -> 300)."""
+    boxes = [[], [1_200], [600, 1_200], [300, 600, 1_200]]
+    available = [
+        Budget(max_tokens=13_600, system_prompt_tokens=1_000, checkpoint_tokens=sum(cps), active_tokens=0).available
+        for cps in boxes
+    ]
+    assert available == sorted(available, reverse=True)
+    assert len(set(available)) == 4
+    costs = [before - after for before, after in itertools.pairwise(available)]
+    assert costs == [1_200, 600, 300], "aging halves what each further compression takes"
+
+
+@pytest.mark.django_db
+def test_available_budget_recalculated_after_each_compression(chat_session):
+    """Spec: "Available budget recalculated after each compression" and "Accounts for system prompt and checkpoints"."""
+    for index in range(4):
+        message_create(session=chat_session, role="user", content=f"Question {index}?")
+        message_create(session=chat_session, role="assistant", content="A long answer about the topic. " * 20)
+    before = session_budget(session=chat_session)
+    assert before.system_prompt_tokens == chat_session.system_prompt_tokens > 0
+    assert before.available == chat_session.max_tokens - chat_session.system_prompt_tokens
+    replies = list(chat_session.messages.filter(role="assistant").values_list("id", flat=True))
+    checkpoint = compression_commit(
+        session=chat_session, message_ids=replies[:2], draft=CheckpointDraft(summary="Two answers about the topic.")
+    )
+    after = session_budget(session=chat_session)
+    assert after.checkpoint_tokens == checkpoint.current_tokens > 0
+    assert after.available == before.available - checkpoint.current_tokens
+    assert after.trigger_at < before.trigger_at
+
+
+@pytest.mark.django_db
+def test_conversation_sustains_five_compressions(user, gateway, fake_ollama):
+    """Spec: "With dynamic budget tracking:" "Compression triggers based on available space",
+    "Checkpoints age and compress further" and "Conversation sustains 3-5+ compressions"."""
+    fake_ollama.behaviour.canned_reply = "A recap of the earlier answers: " + "the idea was explained again. " * 8
+    session = small_session(user)
+    initial = session_budget(session=session)
+    turn = 0
+    available = []
+    for _ in range(5):
+        turn = until_due(session, start=turn)
+        assert compression_run(session_id=session.pk, gateway=gateway).status == "compressed"
+        budget = session_budget(session=session)
+        assert not budget.compression_due
+        available.append(budget.available)
+    assert event_types(session).count("rollover-complete") == 0
+    assert event_types(session).count("checkpoint-aged") >= 6
+    # Aging keeps the checkpoints' share small: after five compressions most of the budget is still free for talk.
+    assert min(available) > initial.available * 0.8

@@ -1,0 +1,105 @@
+"""Snapshot System"""
+
+from __future__ import annotations
+
+import pytest
+
+from chat.models import Message
+from chat.services import message_create
+from contextmgr.core.window import chat_messages
+from contextmgr.models import Checkpoint, ContextEvent, ImmutableError, Snapshot
+from contextmgr.selectors import session_budget, session_window, snapshots_of_session
+from contextmgr.services.compression import compression_run
+from contextmgr.services.goals import decision_record, goal_create
+from contextmgr.services.snapshots import snapshot_create, snapshot_restore
+from tests.spec.conftest import converse, event_types, until_due
+
+pytestmark = pytest.mark.django_db
+
+
+def prompt(session):
+    return chat_messages(session_window(session=session))
+
+
+def test_snapshot_structure(due_session, gateway, fake_ollama):
+    """Spec: "interface ContextSnapshot" with "sessionId", "timestamp", "context: ConversationContext; // Full state",
+    "tokenCount", "messageCount", "checkpointCount", "metadata: { model: string; tier: ContextTier; ... }"."""
+    fake_ollama.behaviour.canned_reply = "Recap."
+    compression_run(session_id=due_session.pk, gateway=gateway)
+    snapshot = snapshot_create(session=due_session, kind=Snapshot.Kind.MANUAL, reason="before a big change")
+    assert snapshot.id is not None
+    assert snapshot.session_id == due_session.pk
+    assert snapshot.created_at is not None
+    assert snapshot.token_count == session_budget(session=due_session).used
+    assert snapshot.message_count == Message.objects.filter(session=due_session).count()
+    assert snapshot.checkpoint_count == 1
+    assert (snapshot.model, snapshot.tier) == (due_session.model, 3)
+    state = snapshot.state
+    assert state["session"]["system_prompt"] == due_session.system_prompt
+    assert [cp["summary"] for cp in state["checkpoints"]] == ["Recap."]
+
+
+def test_snapshot_never_changes_after_creation(chat_session):
+    """Spec: "Never changes after creation"."""
+    snapshot = snapshot_create(session=chat_session, kind=Snapshot.Kind.MANUAL)
+    snapshot.reason = "edited"
+    with pytest.raises(ImmutableError):
+        snapshot.save()
+    snapshot.refresh_from_db()
+    assert snapshot.reason == ""
+
+
+def test_create_and_restore(due_session, gateway, fake_ollama):
+    """Spec: "const snapshot = await contextManager.createSnapshot(); // Saves full conversation state" and
+    "await contextManager.restoreSnapshot(snapshotId); // Restores conversation to previous state"."""
+    fake_ollama.behaviour.canned_reply = "Recap."
+    goal = goal_create(session=due_session, description="Ship secure logins")
+    decision_record(session=due_session, description="Argon2 only", locked=True, goal=goal)
+    snapshot = snapshot_create(session=due_session, kind=Snapshot.Kind.MANUAL, reason="known good")
+    due_session.refresh_from_db()
+    before = (prompt(due_session), session_budget(session=due_session), due_session.compression_count)
+
+    assert compression_run(session_id=due_session.pk, gateway=gateway).status == "compressed"
+    converse(due_session, 2, start=500)
+    goal_create(session=due_session, description="Something else")
+    assert prompt(due_session) != before[0]
+
+    snapshot_restore(snapshot=snapshot)
+    due_session.refresh_from_db()
+    assert (prompt(due_session), session_budget(session=due_session), due_session.compression_count) == before
+    assert not Checkpoint.objects.filter(session=due_session, retired=False).exists()
+    # The messages written since stay in the full history, out of the active context.
+    later = Message.objects.filter(session=due_session, content__contains="number 50")
+    assert later.count() == 2
+    assert all(m.excluded_from_context for m in later)
+    assert event_types(due_session)[-1] == "snapshot-restored"
+
+
+def test_list_snapshots(chat_session):
+    """Spec: "const snapshots = await contextManager.listSnapshots(); // Returns all available snapshots"."""
+    made = [snapshot_create(session=chat_session, kind=Snapshot.Kind.MANUAL, reason=f"s{i}") for i in range(3)]
+    listed = list(snapshots_of_session(session=chat_session))
+    assert [s.id for s in listed] == [s.id for s in reversed(made)]
+
+
+def test_snapshot_is_not_part_of_active_context(chat_session):
+    """Spec: "Not part of active context" and "Used for recovery and rollback"."""
+    message_create(session=chat_session, role="user", content="Hello there")
+    before = prompt(chat_session)
+    snapshot_create(session=chat_session, kind=Snapshot.Kind.MANUAL, reason="a marker text only snapshots hold")
+    assert prompt(chat_session) == before
+    assert "a marker text only snapshots hold" not in str(prompt(chat_session))
+
+
+def test_restore_can_itself_be_undone(due_session, gateway, fake_ollama):
+    """Spec: "Use snapshots for experimentation" and "Restore snapshots if conversation goes off track"."""
+    fake_ollama.behaviour.canned_reply = "Recap."
+    first = snapshot_create(session=due_session, kind=Snapshot.Kind.MANUAL)
+    compression_run(session_id=due_session.pk, gateway=gateway)
+    until_due(due_session, start=300)
+    compressed = prompt(due_session)
+    undo = snapshot_restore(snapshot=first)
+    assert prompt(due_session) != compressed
+    snapshot_restore(snapshot=undo)
+    assert prompt(due_session) == compressed
+    assert ContextEvent.objects.filter(session=due_session, type="snapshot-restored").count() == 2
