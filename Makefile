@@ -77,10 +77,10 @@ $(CHROMIUM):
 e2e: $(DEV_STAMP) | $(CHROMIUM)
 	OLLM_CHROMIUM=$(CHROMIUM) $(BIN)/pytest tests/e2e
 
-test: lint unit integration e2e
+test: lint unit integration conformance e2e
 	@if $(BIN)/python scripts/service_up.py $(PG_TEST_URL); then \
 		echo "== PostgreSQL pass ($(PG_TEST_URL)); the long real-model conversations ran in the SQLite pass"; \
-		DATABASE_URL=$(PG_TEST_URL) $(BIN)/pytest tests/integration -m "not long_model"; \
+		DATABASE_URL=$(PG_TEST_URL) $(BIN)/pytest tests/integration tests/spec -m "not long_model"; \
 	else \
 		echo "== PostgreSQL is not reachable at $(PG_TEST_URL): skipping the PostgreSQL pass (embedded pass only)"; \
 	fi

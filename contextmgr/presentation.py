@@ -32,7 +32,9 @@ def describe_event(event_type: str, payload: Any) -> str:
         )
     if event_type == "checkpoint-aged":
         merged = data.get("merged")
-        what = f"{len(merged)} checkpoints merged into" if isinstance(merged, list) else "Checkpoint"
+        what = (
+            f"{len(merged)} checkpoints merged into" if isinstance(merged, list) and len(merged) > 1 else "Checkpoint"
+        )
         return (
             f"{what} #{data.get('number', '?')} at level {data.get('from_level', '?')} → {data.get('to_level', '?')}: "
             f"{number('tokens_before')} → {number('tokens_after')} tokens"

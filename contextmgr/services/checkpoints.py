@@ -118,6 +118,7 @@ def _merge(session: Session, checkpoints: list[Checkpoint], *, summary: str, cou
     """The oldest checkpoint carries the merged text; the others point at it and leave the context."""
     carrier, others = checkpoints[0], checkpoints[1:]
     tokens_before = sum(cp.current_tokens for cp in checkpoints)
+    from_level = carrier.level
     first = carrier.range_label.split("-")[0]
     last = checkpoints[-1].range_label.rsplit("-", 1)[-1]
     carrier.range_label = f"{first}-{last}" if others else carrier.range_label
@@ -141,6 +142,7 @@ def _merge(session: Session, checkpoints: list[Checkpoint], *, summary: str, cou
             "checkpoint": carrier.id,
             "number": carrier.number,
             "merged": [cp.id for cp in checkpoints],
+            "from_level": from_level,
             "to_level": int(Level.ULTRA),
             "tokens_before": tokens_before,
             "tokens_after": tokens,

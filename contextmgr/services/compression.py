@@ -277,10 +277,7 @@ def _compress(
             return _rollover(session, config, summarizer, reason=reason, started=started)
         return _record_skip(session, "nothing to compress: no assistant output outside the preserved recent tokens")
 
-    if config.snapshots.enabled and config.snapshots.auto_create:
-        snapshot_create(
-            session=session, kind=Snapshot.Kind.AUTO, reason=f"Before compression {session.compression_count + 1}"
-        )
+    _auto_snapshot(session, config, f"Before compression {session.compression_count + 1}")
 
     chosen = [m for m in active if m.id in set(selection.message_ids)]
     transcript = _transcript(chosen)
@@ -415,8 +412,7 @@ def _rollover(
         if keep_from == 0:
             return _record_skip(session, "nothing to roll over: the conversation already fits in half the trigger")
         return _record_skip(session, "nothing to roll over: the newest message alone fills the context")
-    if config.snapshots.enabled and config.snapshots.auto_create:
-        snapshot_create(session=session, kind=Snapshot.Kind.AUTO, reason="Before rollover")
+    _auto_snapshot(session, config, "Before rollover")
     parts = [cp.summary for cp in checkpoints] + ["\n".join(f"{m.role}: {m.content}" for m in moved)]
     parts = [part for part in parts if part]
     target = max(level_target(Level.ULTRA, config.compression.summary_max_tokens), 16)
@@ -502,12 +498,28 @@ def compression_schedule(*, session_id: UUID, reason: str, force: bool = False) 
     transaction.on_commit(enqueue)
 
 
+def _auto_snapshot(session: Session, config: ContextConfig, reason: str) -> None:
+    """The spec's automatic snapshot: one per compression round, taken when usage first reaches
+    ``auto_threshold`` of the available budget, or just before the compression if none was."""
+    if not (config.snapshots.enabled and config.snapshots.auto_create):
+        return
+    taken = Snapshot.objects.filter(
+        session=session, kind=Snapshot.Kind.AUTO, message_count__gt=session.compressed_through
+    ).exists()
+    if not taken:
+        snapshot_create(session=session, kind=Snapshot.Kind.AUTO, reason=reason)
+
+
 def compression_maybe_schedule(*, session_id: UUID) -> bool:
-    """After a message is stored: schedule a compression when the budget says it is due."""
+    """After a message is stored: take the automatic snapshot when usage reaches its threshold,
+    and schedule a compression when the budget says it is due."""
     session = Session.objects.get(pk=session_id)
-    if not session_config(session).compression.enabled:
-        return False
+    config = session_config(session)
     budget = session_budget(session=session)
+    if budget.usage_of_available >= config.snapshots.auto_threshold:
+        _auto_snapshot(session, config, f"At {round(budget.usage_of_available * 100)}% of the available budget")
+    if not config.compression.enabled:
+        return False
     if not budget.compression_due:
         return False
     compression_schedule(session_id=session.pk, reason=f"{budget.active_tokens:,} of {budget.trigger_at:,} tokens")

@@ -19,7 +19,7 @@ from contextmgr.core.tokens import count_text_tokens
 from contextmgr.models import Snapshot
 from contextmgr.selectors import session_budget
 from contextmgr.services.compression import compression_run, session_config
-from tests.spec.conftest import created, event_types, small_session, until_due
+from tests.spec.conftest import converse, created, event_types, small_session, until_due
 
 
 def test_default_values():
@@ -145,3 +145,27 @@ def test_auto_snapshot_at_80_percent_of_available(due_session, gateway, fake_oll
     assert active_at_snapshot == before.active_tokens
     assert active_at_snapshot >= before.available * 0.8
     assert auto.checkpoint_count == 0, "taken before the compression changed anything"
+
+
+@pytest.mark.django_db
+def test_auto_threshold_sets_when_the_automatic_snapshot_is_taken(user, gateway, fake_ollama):
+    """Spec: "autoThreshold: number; // Trigger at % of context"."""
+    from contextmgr.selectors import session_budget
+    from contextmgr.services.compression import compression_maybe_schedule
+
+    fake_ollama.behaviour.canned_reply = "Recap."
+    session = small_session(user, compression={"summary_max_tokens": 128}, snapshots={"auto_threshold": 0.5})
+    index = 0
+    while session_budget(session=session).usage_of_available < 0.5:
+        assert not Snapshot.objects.filter(session=session, kind="auto").exists()
+        converse(session, 1, start=index)
+        compression_maybe_schedule(session_id=session.pk)
+        index += 1
+    snapshot = Snapshot.objects.get(session=session, kind="auto")
+    assert snapshot.reason.startswith("At ")
+    assert snapshot.reason.endswith("% of the available budget")
+    assert not session_budget(session=session).compression_due
+    # One automatic snapshot per compression round: the compression does not take a second one.
+    until_due(session, start=index)
+    assert compression_run(session_id=session.pk, gateway=gateway).status == "compressed"
+    assert Snapshot.objects.filter(session=session, kind="auto").count() == 1

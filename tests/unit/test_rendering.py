@@ -56,3 +56,13 @@ def test_reliability_chart_maps_scores_to_the_box():
     assert chart.points == "0.0,0.0 160.0,40.0 320.0,80.0"
     assert [percent for _, _, percent in chart.dots] == [100, 50, 0]
     assert chart.bands[0] == ("High", 12.0)
+
+
+def test_a_lone_checkpoint_aging_into_ultra_is_not_called_a_merge():
+    line = describe_event(
+        "checkpoint-aged",
+        {"number": 1, "merged": [7], "from_level": 1, "to_level": 0, "tokens_before": 35, "tokens_after": 29},
+    )
+    assert line == "Checkpoint #1 at level 1 → 0: 35 → 29 tokens"
+    merged = describe_event("checkpoint-aged", {"number": 1, "merged": [7, 8], "from_level": 1, "to_level": 0})
+    assert merged.startswith("2 checkpoints merged into #1")
