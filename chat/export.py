@@ -38,5 +38,12 @@ def session_file(*, session: Session) -> dict[str, Any]:
             for m in messages
             if m.role == Message.Role.TOOL
         ],
-        "metadata": {"tokenCount": session_budget(session=session).used, "compressionCount": session.compression_count},
+        "metadata": {
+            "tokenCount": session_budget(session=session).used,
+            "compressionCount": session.compression_count,
+            # Beyond the spec's fields: what an import needs to rebuild the same session.
+            "title": session.title,
+            "contextSize": session.context_size,
+            "systemPrompt": session.system_prompt,
+        },
     }

@@ -71,7 +71,8 @@ async def _count(counter: TokenCounter, text: str) -> TokenCount:
         return TiktokenCounter().count(text)
 
 
-def _counter(gateway: Gateway, model: str) -> TokenCounter:
+def message_counter(gateway: Gateway, model: str) -> TokenCounter:
+    """How messages of ``model`` are counted when stored: exact on the embedded model, else the estimate."""
     try:
         return gateway.token_counter(model)
     except LLMError:
@@ -130,7 +131,7 @@ async def turn_run(
     """
     gateway = gateway or get_gateway()
     session = await Session.objects.aget(pk=session_id)
-    counter = _counter(gateway, session.model)
+    counter = message_counter(gateway, session.model)
     user_message = await sync_to_async(message_create)(
         session=session, role=Message.Role.USER, content=content, token_count=await _count(counter, content)
     )

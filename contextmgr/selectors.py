@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from django.db.models import Max, QuerySet, Sum
 
@@ -18,16 +19,18 @@ from contextmgr.core.prompts import (
     render_locked_decisions,
 )
 from contextmgr.core.reliability import CheckpointRetention, Reliability, compute_reliability, context_line
-from contextmgr.core.tokens import count_text_tokens
+from contextmgr.core.tokens import TokenCount, count_text_tokens
 from contextmgr.core.window import (
     ActiveMessage,
     CheckpointView,
     WindowBlock,
     assemble_window,
+    chat_messages,
     render_checkpoint,
     render_system,
 )
-from contextmgr.models import Checkpoint, Decision, Goal, Snapshot
+from contextmgr.llm import ChatMessage, Gateway, LLMError
+from contextmgr.models import Checkpoint, ContextEvent, Decision, Goal, Snapshot
 
 
 def active_checkpoints(*, session: Session) -> QuerySet[Checkpoint]:
@@ -132,15 +135,83 @@ def session_reliability(*, session: Session) -> Reliability:
     )
 
 
+@dataclass(frozen=True)
+class ContextReport:
+    """The budget as a page or the API shows it."""
+
+    budget: Budget
+    system_tokens: int
+    goal_tokens: int
+    messages_exact: bool
+    reliability: Reliability
+    display: str
+
+
+def session_context(*, session: Session) -> ContextReport:
+    budget = session_budget(session=session)
+    reliability = session_reliability(session=session)
+    return ContextReport(
+        budget=budget,
+        system_tokens=session.system_prompt_tokens,
+        # The pinned goal block is counted with the system prompt in the budget.
+        goal_tokens=budget.system_prompt_tokens - session.system_prompt_tokens,
+        messages_exact=not active_messages(session=session).filter(tokens_exact=False).exists(),
+        reliability=reliability,
+        display=context_line(
+            used=budget.used,
+            max_tokens=budget.max_tokens,
+            reliability=reliability,
+            compression_count=session.compression_count,
+        ),
+    )
+
+
 def session_context_line(*, session: Session) -> str:
     """``Context: 5,234/13,600 🟡 65% (2 compressions)``."""
-    budget = session_budget(session=session)
-    return context_line(
-        used=budget.used,
-        max_tokens=budget.max_tokens,
-        reliability=session_reliability(session=session),
-        compression_count=session.compression_count,
-    )
+    return session_context(session=session).display
+
+
+@dataclass(frozen=True)
+class PromptBlock:
+    kind: Literal["system", "goal", "checkpoint", "message"]
+    role: str
+    content: str
+    tokens: int
+
+
+@dataclass(frozen=True)
+class Prompt:
+    blocks: tuple[PromptBlock, ...]
+    total_tokens: int
+    exact: bool
+
+
+def session_prompt(*, session: Session, gateway: Gateway) -> Prompt:
+    """What the next call sends, block by block, with the system prompt and the pinned goal block apart.
+
+    The system, goal and checkpoint blocks travel joined as one system message;
+    ``total_tokens`` counts that message list as the model will (exactly on the
+    embedded model, the calibrated estimate with its margin on Ollama).
+    """
+    window = session_window(session=session)
+    pinned = pinned_block(session=session)
+    head = [PromptBlock("system", "system", session.system_prompt.strip(), session.system_prompt_tokens)]
+    if pinned:
+        head.append(PromptBlock("goal", "system", pinned, count_text_tokens(pinned)))
+    blocks = (*head, *(PromptBlock(b.kind, b.role, b.content, b.tokens) for b in window if b.kind != "system"))
+    try:
+        count = gateway.count_prompt(
+            [ChatMessage(role, content) for role, content in chat_messages(window)], session.model
+        )
+    except LLMError:
+        # No backend can count for this model now: the stored counts are the best estimate.
+        count = TokenCount(sum(b.tokens for b in window), exact=False)
+    return Prompt(blocks=blocks, total_tokens=count.tokens, exact=count.exact)
+
+
+def session_last_event_id(*, session: Session) -> int:
+    """The newest event's id (0 before the first): what came after it is new."""
+    return ContextEvent.objects.filter(session=session).aggregate(last=Max("id"))["last"] or 0
 
 
 def message_states(*, session: Session) -> dict[str, Any]:
@@ -238,3 +309,26 @@ def session_state(*, session: Session) -> dict[str, Any]:
             {"id": a.id, "goal": a.goal_id, "path": a.path, "action": a.action} for a in session.artifacts.all()
         ],
     }
+
+
+def session_checkpoints(*, session: Session) -> QuerySet[Checkpoint]:
+    """Every checkpoint of the session, merged and retired ones too, oldest first, with their revisions."""
+    return Checkpoint.objects.filter(session=session).prefetch_related("revisions").order_by("number", "id")
+
+
+def session_goals(*, session: Session) -> QuerySet[Goal]:
+    return (
+        Goal.objects.filter(session=session)
+        .prefetch_related("checkpoints", "decisions", "artifacts")
+        .order_by("created_at", "id")
+    )
+
+
+def session_snapshots(*, session: Session) -> QuerySet[Snapshot]:
+    """Newest first."""
+    return Snapshot.objects.filter(session=session).order_by("-created_at", "-id")
+
+
+def session_events(*, session: Session, after: int = 0) -> QuerySet[ContextEvent]:
+    """The events after event ``after``, in the order they happened."""
+    return ContextEvent.objects.filter(session=session, id__gt=after).order_by("id")

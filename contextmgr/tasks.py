@@ -10,5 +10,5 @@ from contextmgr.services.compression import compression_run
 
 
 @shared_task(acks_late=True)  # type: ignore[untyped-decorator]
-def compress_session(session_id: str, reason: str) -> str:
-    return compression_run(session_id=UUID(session_id), reason=reason).status
+def compress_session(session_id: str, reason: str, force: bool = False) -> str:
+    return compression_run(session_id=UUID(session_id), reason=reason, force=force).status

@@ -35,7 +35,7 @@ from contextmgr.core.selection import ContextMessage, select_for_compression
 from contextmgr.core.tokens import TokenCounter
 from contextmgr.core.truncate import shorten_extractive
 from contextmgr.llm import ChatMessage, Gateway, get_gateway
-from contextmgr.models import Checkpoint, EventType, Snapshot
+from contextmgr.models import Checkpoint, ContextEvent, EventType, Snapshot
 from contextmgr.selectors import active_checkpoints, active_goal, active_messages, goal_view, session_budget
 from contextmgr.services.checkpoints import (
     AgedSummary,
@@ -350,7 +350,7 @@ def _rollover(
     return CompressionOutcome("rolled-over", how, checkpoint.id)
 
 
-def compression_schedule(*, session_id: UUID, reason: str) -> None:
+def compression_schedule(*, session_id: UUID, reason: str, force: bool = False) -> None:
     """Run a compression in the background once the current transaction commits.
 
     With a broker, a Celery worker runs it; without one (the embedded default)
@@ -360,7 +360,7 @@ def compression_schedule(*, session_id: UUID, reason: str) -> None:
 
     def run_here() -> None:
         try:
-            compress_session.apply(args=[str(session_id), reason])
+            compress_session.apply(args=[str(session_id), reason, force])
         finally:
             # This thread's database connection would otherwise stay open for good.
             connections.close_all()
@@ -369,7 +369,7 @@ def compression_schedule(*, session_id: UUID, reason: str) -> None:
         if settings.CELERY_TASK_ALWAYS_EAGER:
             threading.Thread(target=run_here, daemon=True, name=f"compress-{session_id}").start()
         else:
-            compress_session.delay(str(session_id), reason)
+            compress_session.delay(str(session_id), reason, force)
 
     transaction.on_commit(enqueue)
 
@@ -384,3 +384,35 @@ def compression_maybe_schedule(*, session_id: UUID) -> bool:
         return False
     compression_schedule(session_id=session.pk, reason=f"{budget.active_tokens:,} of {budget.trigger_at:,} tokens")
     return True
+
+
+# The events that end a compression run, whatever came of it.
+COMPRESSION_OUTCOMES = (
+    EventType.COMPRESSED,
+    EventType.ROLLOVER_COMPLETE,
+    EventType.COMPRESSION_SKIPPED,
+    EventType.COMPRESSION_ERROR,
+)
+WAIT_POLL_SECONDS = 0.2
+
+
+def compression_wait(*, session_id: UUID, after_event_id: int, timeout: float) -> bool:
+    """Wait until no compression of the session is running or due to start; False if ``timeout`` passed first.
+
+    A compression scheduled after event ``after_event_id`` may not have taken
+    its lease yet: while the budget says one is due and none of its outcome
+    events has been recorded since, it is still to come.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        if not compression_running(session_id=session_id):
+            session = Session.objects.get(pk=session_id)
+            if not session_config(session).compression.enabled or not session_budget(session=session).compression_due:
+                return True
+            if ContextEvent.objects.filter(
+                session_id=session_id, id__gt=after_event_id, type__in=COMPRESSION_OUTCOMES
+            ).exists():
+                return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(WAIT_POLL_SECONDS)
