@@ -12,6 +12,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
 from ninja import Router, Status, UploadedFile
+from ninja.errors import HttpError
 from ninja.pagination import paginate
 from ninja.params.functions import File
 
@@ -132,6 +133,8 @@ def session_import_view(
         if (file.size or 0) > MAX_IMPORT_BYTES:
             raise ImportTooLarge(f"The file is {file.size:,} bytes; the limit is {MAX_IMPORT_BYTES:,}.")
         raw = file.read(MAX_IMPORT_BYTES + 1)
+    elif request.content_type != "application/json":
+        raise HttpError(415, 'Send the file as the multipart field "file", or as an application/json body.')
     else:
         # Checked before the body is read, so a huge body is never held in memory.
         length = request.META.get("CONTENT_LENGTH") or "0"

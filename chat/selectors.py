@@ -22,6 +22,9 @@ def model_facts(*, model: str, gateway: Gateway | None = None) -> ModelInfo | No
 
     Raises ValidationError for a model no enabled backend has.
     """
+    model = model.strip()
+    if not model:
+        return None  # session_create says what is wrong with it
     try:
         return async_to_sync((gateway or get_gateway()).model_info)(model)
     except ModelNotFound as exc:

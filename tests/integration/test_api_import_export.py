@@ -199,6 +199,15 @@ def test_broken_and_hostile_bodies_are_refused(api):
     assert not Session.objects.exists()
 
 
+def test_an_import_needs_a_file_field_or_a_json_body(api):
+    no_file = api.post("/api/sessions/import", {"other": "field"})
+    assert no_file.status_code == 415
+    assert '"file"' in no_file.json()["detail"]
+    text = api.post("/api/sessions/import", "model: x", content_type="text/plain")
+    assert text.status_code == 415
+    assert not Session.objects.exists()
+
+
 def test_nesting_up_to_the_limit_is_accepted(api):
     depth_left = MAX_IMPORT_DEPTH - 4  # file > toolCalls > [0] > result > llmContent
     data = _valid_file(toolCalls=[{"id": "c", "name": "n", "result": {"llmContent": _deep(depth_left)}}])

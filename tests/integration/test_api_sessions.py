@@ -109,6 +109,7 @@ def test_sessions_are_paginated_and_only_the_callers(api, user, other_user):
     [
         ({"model": "llama3.2:3b", "context_size": 1000}, "context size 1000 is not offered"),
         ({"model": "   ", "context_size": 8192}, "Choose a model."),
+        ({"model": "", "context_size": 8192}, "Choose a model."),
         ({"model": "llama3.2:3b", "context_size": 8192, "title": "t" * 201}, "title is 201 characters long"),
         ({"model": "x" * 201, "context_size": 8192}, "model is 201 characters long"),
         ({"model": "llama3.2:3b", "context_size": 2048, "system_prompt": "word " * 3000}, "The system prompt is"),
