@@ -32,7 +32,8 @@ def session_file(*, session: Session) -> dict[str, Any]:
                 "id": m.tool_call_id,
                 "name": m.tool_name,
                 "args": m.tool_args or {},
-                "result": {"llmContent": m.content if m.tool_result is None else m.tool_result},
+                # llmContent is the text the model reads; a structured result rides along as data.
+                "result": {"llmContent": m.content, **({} if m.tool_result is None else {"data": m.tool_result})},
                 "timestamp": _timestamp(m.created_at),
             }
             for m in messages

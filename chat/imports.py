@@ -164,9 +164,9 @@ def _tool_call(item: Any, where: str) -> _Entry:
     if isinstance(content, str):
         if len(content) > MAX_MESSAGE_CHARS:
             raise _fail(f"{where}.result.llmContent", f"is over the limit of {MAX_MESSAGE_CHARS:,} characters")
-        text, structured = content, None
+        text, structured = content, result.get("data")
     else:
-        # A structured result is kept as it came; the model reads it as JSON text.
+        # Another tool's file may put a structured result here: the model reads it as JSON text.
         text, structured = json.dumps(content, ensure_ascii=False), content
     return _Entry(
         role=Message.Role.TOOL,

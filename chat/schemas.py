@@ -107,7 +107,9 @@ class FileToolCall(Schema):
     id: str
     name: str
     args: dict[str, Any]
-    result: dict[str, Any] = Field(description='{"llmContent": <text or JSON>}')
+    result: dict[str, Any] = Field(
+        description='{"llmContent": <the text the model reads>, "data": <the structured result, if any>}'
+    )
     timestamp: str
 
 

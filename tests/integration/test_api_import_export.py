@@ -54,6 +54,10 @@ def test_export_import_export_is_identical_apart_from_the_id(api, user):
     first = api.get(f"/api/sessions/{session.id}/export")
     assert first.status_code == 200
     exported = first.json()
+    assert [call["result"] for call in exported["toolCalls"]] == [
+        {"llmContent": "contents"},
+        {"llmContent": '{"rows": 2}', "data": {"rows": 2}},
+    ]
     imported = api.post("/api/sessions/import", exported, content_type=JSON)
     assert imported.status_code == 201
     new = Session.objects.get(pk=imported.json()["id"])
@@ -199,6 +203,14 @@ def test_broken_and_hostile_bodies_are_refused(api):
     assert not Session.objects.exists()
 
 
+def test_a_structured_llm_content_from_another_tool_is_read_as_json(api):
+    call = {"id": "c", "name": "query", "result": {"llmContent": {"rows": [1, 2]}}, "timestamp": "2026-01-26T10:00:01Z"}
+    body = api.post("/api/sessions/import", _valid_file(toolCalls=[call]), content_type=JSON).json()
+    tool = Message.objects.get(session_id=body["id"], role="tool")
+    assert (tool.content, tool.tool_result, tool.tool_args) == ('{"rows": [1, 2]}', {"rows": [1, 2]}, {})
+    assert list(Message.objects.filter(session_id=body["id"]).values_list("role", flat=True)) == ["user", "tool"]
+
+
 def test_an_import_needs_a_file_field_or_a_json_body(api):
     no_file = api.post("/api/sessions/import", {"other": "field"})
     assert no_file.status_code == 415
@@ -223,7 +235,7 @@ json_values = st.recursive(
 entries = st.lists(
     st.one_of(
         st.tuples(st.sampled_from(["user", "assistant", "system"]), texts.filter(lambda t: t.strip())),
-        st.tuples(st.just("tool"), texts, texts, st.dictionaries(texts, json_values, max_size=3), json_values),
+        st.tuples(st.just("tool"), texts, texts, st.dictionaries(texts, json_values, max_size=3), json_values, texts),
     ),
     max_size=8,
 )
@@ -242,9 +254,7 @@ def test_any_session_survives_the_round_trip(api, user, history, title, system_p
     )
     for entry in history:
         if entry[0] == "tool":
-            _, call_id, name, args, result = entry
-            # The file carries a tool's text result, or its structured result (which the model reads as JSON).
-            text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
+            _, call_id, name, args, result, text = entry
             message_create(
                 session=session,
                 role="tool",
@@ -252,7 +262,7 @@ def test_any_session_survives_the_round_trip(api, user, history, title, system_p
                 tool_call_id=call_id,
                 tool_name=name,
                 tool_args=args,
-                tool_result=None if isinstance(result, str) else result,
+                tool_result=result,
             )
         else:
             message_create(session=session, role=entry[0], content=entry[1])
