@@ -167,7 +167,8 @@ def session_patch(request: HttpRequest, session_id: UUID, payload: SessionPatch)
         summary_model=payload.summary_model,
         **(_model_limits(payload.model or session.model) if resized else {}),
     )
-    compression_maybe_schedule(session_id=session.pk)
+    if resized or payload.system_prompt is not None:
+        compression_maybe_schedule(session_id=session.pk)
     return session
 
 

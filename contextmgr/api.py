@@ -13,7 +13,6 @@ from ninja import Router, Status
 from ninja.pagination import paginate
 
 from chat.api import api_user, owned_session
-from chat.models import Session
 from contextmgr.llm import get_gateway
 from contextmgr.models import Checkpoint, ContextEvent, Decision, Goal, GoalCheckpoint, Snapshot
 from contextmgr.schemas import (
@@ -196,11 +195,9 @@ def snapshot_restore_view(request: HttpRequest, snapshot_id: ObjectId) -> Any:
     """Return the active context to the snapshot's; a snapshot of the state before is taken first (the undo)."""
     snapshot = _owned(request, Snapshot, snapshot_id)
     undo = snapshot_restore(snapshot=snapshot)
-    return {
-        "restored": snapshot,
-        "undo_snapshot": undo,
-        "context": ContextOut.of(Session.objects.get(pk=snapshot.session_id)),
-    }
+    session = snapshot.session
+    session.refresh_from_db()
+    return {"restored": snapshot, "undo_snapshot": undo, "context": ContextOut.of(session)}
 
 
 @router.get("/sessions/{session_id}/events", response=list[EventOut])

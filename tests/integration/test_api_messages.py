@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from django.test import override_settings
+from django.test import AsyncClient, override_settings
 
 from chat.models import Message
 from chat.services import message_create, session_create
@@ -119,3 +119,17 @@ def test_compress_without_wait_is_202_with_the_event_to_follow(api, small_sessio
     # Forced, but the newest message alone cannot be rolled over: the outcome says why.
     assert [e["type"] for e in events] == ["compression-skipped"]
     assert events[0]["payload"]["reason"].startswith("nothing to roll over")
+
+
+@override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=4)
+async def test_a_turn_works_under_asgi_as_daphne_serves_it(api_token, api_gateway, small_session):
+    """The view is sync and runs the async turn itself; under ASGI it runs in a worker thread."""
+    response = await AsyncClient().post(
+        f"/api/sessions/{small_session.id}/messages",
+        {"content": "Hello"},
+        content_type=JSON,
+        headers={"Authorization": f"Bearer {api_token}"},
+    )
+    assert response.status_code == 200
+    assert response.json()["assistant_message"]["position"] == 2
+    assert await Message.objects.filter(session=small_session).acount() == 2
