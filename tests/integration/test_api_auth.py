@@ -208,3 +208,43 @@ def test_the_docs_are_served_without_a_cdn(client):
     schema = client.get("/api/openapi.json").json()
     assert {"/api/sessions", "/api/sessions/import", "/api/goals/{goal_id}"} <= set(schema["paths"])
     assert set(schema["components"]["securitySchemes"]) == {"TokenAuth", "CookieAuth"}
+
+
+def _every_operation(ids):
+    """(method, path) of every operation in the OpenAPI document, with ids filled in."""
+    from ollm_site.api import api as ninja_api
+
+    for template, operations in ninja_api.get_openapi_schema()["paths"].items():
+        path = template
+        for name, value in ids.items():
+            path = path.replace("{" + name + "}", str(value))
+        for method in operations:
+            yield method, path
+
+
+def test_every_operation_refuses_missing_and_revoked_credentials_and_cookies_without_csrf(user, api_gateway):
+    objects = _objects_of(user)
+    ids = {
+        "session_id": objects["session"].id,
+        "goal_id": objects["goal"].id,
+        "checkpoint_id": objects["goal_checkpoint"].id,
+        "decision_id": objects["decision"].id,
+        "snapshot_id": objects["snapshot"].id,
+    }
+    token, raw = api_token_create(user=user, name="revoked")
+    api_token_revoke(token=token)
+    anonymous, revoked = Client(), Client(headers={"Authorization": f"Bearer {raw}"})
+    cookie = Client(enforce_csrf_checks=True)
+    cookie.force_login(user)
+    operations = list(_every_operation(ids))
+    assert len(operations) >= 28
+    for method, path in operations:
+        for client in (anonymous, revoked):
+            response = getattr(client, method)(path, {}, content_type="application/json")
+            assert response.status_code == 401, (method, path)
+        if method != "get":
+            response = getattr(cookie, method)(path, {}, content_type="application/json")
+            assert response.status_code == 403, (method, path)
+            assert response.json() == {"detail": "CSRF check Failed"}
+    assert Session.objects.filter(pk=objects["session"].pk).exists()
+    assert objects["session"].messages.count() == 1
