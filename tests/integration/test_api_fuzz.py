@@ -29,7 +29,14 @@ EXAMPLES_PER_OPERATION = 8
 
 
 def _build_world(user):
-    session = session_create(owner=user, model=MODEL_NAME, context_size=4096, system_prompt="Be brief.")
+    session = session_create(
+        owner=user,
+        model=MODEL_NAME,
+        context_size=4096,
+        system_prompt="Be brief.",
+        # A forced compression (a rollover in Tier 1) then asks the model for a few tokens only.
+        settings={"compression": {"summary_max_tokens": 16}, "snapshots": {"auto_create": False}},
+    )
     message_create(session=session, role="user", content="Plan it")
     reply = message_create(session=session, role="assistant", content="Step one, then step two.")
     compression_commit(session=session, message_ids=[reply.id], draft=CheckpointDraft(summary="Two steps."))
@@ -48,10 +55,10 @@ def _build_world(user):
 def world(user, use_gateway, embedded_backend, settings):
     """One of everything, owned by the token's user, made again when a fuzzed DELETE removed it.
 
-    Turns run on the real embedded model, with replies of two tokens to keep the fuzzing quick.
+    Turns run on the real embedded model, with one-token replies to keep the fuzzing quick.
     """
     use_gateway(Gateway(mode="embedded", embedded=embedded_backend, ollama=None))
-    settings.OLLM_REPLY_MAX_TOKENS = 2
+    settings.OLLM_REPLY_MAX_TOKENS = 1
     current = _build_world(user)
 
     def get():
