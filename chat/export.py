@@ -32,11 +32,19 @@ def session_file(*, session: Session) -> dict[str, Any]:
                 "id": m.tool_call_id,
                 "name": m.tool_name,
                 "args": m.tool_args or {},
-                "result": {"llmContent": m.content if m.tool_result is None else m.tool_result},
+                # llmContent is the text the model reads; a structured result rides along as data.
+                "result": {"llmContent": m.content, **({} if m.tool_result is None else {"data": m.tool_result})},
                 "timestamp": _timestamp(m.created_at),
             }
             for m in messages
             if m.role == Message.Role.TOOL
         ],
-        "metadata": {"tokenCount": session_budget(session=session).used, "compressionCount": session.compression_count},
+        "metadata": {
+            "tokenCount": session_budget(session=session).used,
+            "compressionCount": session.compression_count,
+            # Beyond the spec's fields: what an import needs to rebuild the same session.
+            "title": session.title,
+            "contextSize": session.context_size,
+            "systemPrompt": session.system_prompt,
+        },
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.conf import settings as django_settings
@@ -27,9 +28,14 @@ from contextmgr.services.reliability import session_refresh_reliability
 DEFAULT_TITLE = "New conversation"
 
 
+# PostgreSQL text cannot hold NUL bytes, and UTF-8 cannot encode an unpaired
+# surrogate (a JSON body can carry one as an escape).
+UNSTORABLE_CHARS = re.compile("[\x00\ud800-\udfff]")
+
+
 def storable_text(text: str) -> str:
-    """PostgreSQL text cannot hold NUL bytes; they become U+FFFD so the rest is stored as written."""
-    return text.replace("\x00", "\ufffd")
+    """NUL bytes and unpaired surrogates become U+FFFD so the rest is stored as written."""
+    return UNSTORABLE_CHARS.sub("\ufffd", text)
 
 
 def _check_length(field: str, value: str, limit: int) -> None:

@@ -73,7 +73,8 @@ async def _count(counter: TokenCounter, text: str) -> TokenCount:
         return TiktokenCounter().count(text)
 
 
-def _counter(gateway: Gateway, model: str) -> TokenCounter:
+def message_counter(gateway: Gateway, model: str) -> TokenCounter:
+    """How messages of ``model`` are counted when stored: exact on the embedded model, else the estimate."""
     try:
         return gateway.token_counter(model)
     except LLMError:
@@ -138,7 +139,7 @@ async def turn_run(
     """
     gateway = gateway or get_gateway()
     session = await Session.objects.aget(pk=session_id)
-    counter = _counter(gateway, session.model)
+    counter = message_counter(gateway, session.model)
     user_message = await sync_to_async(message_create)(
         session=session, role=Message.Role.USER, content=content, token_count=await _count(counter, content)
     )
@@ -163,7 +164,7 @@ async def turn_retry(
         raise ValidationError({"content": "There is no unanswered message to retry."})
     if on_stored is not None:
         await on_stored(last)
-    return await _reply(session, gateway, _counter(gateway, session.model), last, on_delta)
+    return await _reply(session, gateway, message_counter(gateway, session.model), last, on_delta)
 
 
 async def _reply(

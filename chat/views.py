@@ -27,8 +27,8 @@ from contextmgr.llm.gateway import BackendStatus
 from contextmgr.selectors import (
     context_counts_exact,
     context_meter,
-    prompt_blocks,
     session_context_line,
+    session_prompt,
     session_reliability,
 )
 from contextmgr.services.goals import goal_create
@@ -197,17 +197,8 @@ def context_meter_partial(request: HttpRequest, session_id: UUID) -> HttpRespons
 @require_GET
 def context_window(request: HttpRequest, session_id: UUID) -> HttpResponse:
     session = viewable(request, session_id)
-    blocks = prompt_blocks(session=session)
-    return render(
-        request,
-        "chat/context.html",
-        {
-            "session": session,
-            "blocks": blocks,
-            "total": sum(block.tokens for block in blocks),
-            **context_panel(session),
-        },
-    )
+    prompt = session_prompt(session=session, gateway=get_gateway())
+    return render(request, "chat/context.html", {"session": session, "prompt": prompt, **context_panel(session)})
 
 
 HISTORY_WINDOW = 300

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from django.db.models import Max, QuerySet, Sum
 
@@ -21,15 +21,17 @@ from contextmgr.core.prompts import (
     render_locked_decisions,
 )
 from contextmgr.core.reliability import CheckpointRetention, Reliability, compute_reliability, context_line
-from contextmgr.core.tokens import count_text_tokens
+from contextmgr.core.tokens import TokenCount, count_text_tokens
 from contextmgr.core.window import (
     ActiveMessage,
     CheckpointView,
     WindowBlock,
     assemble_window,
+    chat_messages,
     render_checkpoint,
     render_system,
 )
+from contextmgr.llm import ChatMessage, Gateway, LLMError
 from contextmgr.models import (
     Artifact,
     Checkpoint,
@@ -144,15 +146,98 @@ def session_reliability(*, session: Session) -> Reliability:
     )
 
 
+@dataclass(frozen=True)
+class ContextReport:
+    """The budget as a page or the API shows it."""
+
+    budget: Budget
+    system_tokens: int
+    goal_tokens: int
+    messages_exact: bool
+    reliability: Reliability
+    display: str
+
+
+def session_context(*, session: Session) -> ContextReport:
+    budget = session_budget(session=session)
+    reliability = session_reliability(session=session)
+    return ContextReport(
+        budget=budget,
+        system_tokens=session.system_prompt_tokens,
+        # The pinned goal block is counted with the system prompt in the budget.
+        goal_tokens=budget.system_prompt_tokens - session.system_prompt_tokens,
+        messages_exact=not active_messages(session=session).filter(tokens_exact=False).exists(),
+        reliability=reliability,
+        display=context_line(
+            used=budget.used,
+            max_tokens=budget.max_tokens,
+            reliability=reliability,
+            compression_count=session.compression_count,
+        ),
+    )
+
+
 def session_context_line(*, session: Session) -> str:
     """``Context: 5,234/13,600 🟡 65% (2 compressions)``."""
-    budget = session_budget(session=session)
-    return context_line(
-        used=budget.used,
-        max_tokens=budget.max_tokens,
-        reliability=session_reliability(session=session),
-        compression_count=session.compression_count,
+    return session_context(session=session).display
+
+
+@dataclass(frozen=True)
+class PromptBlock:
+    kind: Literal["system", "goal", "checkpoint", "message"]
+    role: str
+    content: str
+    tokens: int
+    title: str = ""  # how the context window viewer names it
+
+
+@dataclass(frozen=True)
+class Prompt:
+    blocks: tuple[PromptBlock, ...]
+    total_tokens: int
+    exact: bool
+
+
+def session_prompt(*, session: Session, gateway: Gateway) -> Prompt:
+    """What the next call sends, block by block, with the system prompt and the pinned goal block apart.
+
+    The system, goal and checkpoint blocks travel joined as one system message;
+    ``total_tokens`` counts that message list as the model will (exactly on the
+    embedded model, the calibrated estimate with its margin on Ollama).
+    """
+    window = session_window(session=session)
+    pinned = pinned_block(session=session)
+    head = [
+        PromptBlock("system", "system", session.system_prompt.strip(), session.system_prompt_tokens, "System prompt")
+    ]
+    if pinned:
+        head.append(PromptBlock("goal", "system", pinned, count_text_tokens(pinned), "Goal and locked decisions"))
+    checkpoints = {cp.id: cp for cp in active_checkpoints(session=session)}
+    positions = dict(active_messages(session=session).values_list("id", "position"))
+
+    def title(block: WindowBlock) -> str:
+        if block.kind == "checkpoint" and block.ref in checkpoints:
+            cp = checkpoints[block.ref]
+            return f"Checkpoint #{cp.number} · {cp.range_label} · level {cp.level} ({cp.level_label})"
+        return f"#{positions.get(block.ref or 0, '?')} {block.role}"
+
+    blocks = (
+        *head,
+        *(PromptBlock(b.kind, b.role, b.content, b.tokens, title(b)) for b in window if b.kind != "system"),
     )
+    try:
+        count = gateway.count_prompt(
+            [ChatMessage(role, content) for role, content in chat_messages(window)], session.model
+        )
+    except LLMError:
+        # No backend can count for this model now: the stored counts are the best estimate.
+        count = TokenCount(sum(b.tokens for b in window), exact=False)
+    return Prompt(blocks=blocks, total_tokens=count.tokens, exact=count.exact)
+
+
+def session_last_event_id(*, session: Session) -> int:
+    """The newest event's id (0 before the first): what came after it is new."""
+    return ContextEvent.objects.filter(session=session).aggregate(last=Max("id"))["last"] or 0
 
 
 def message_states(*, session: Session) -> dict[str, Any]:
@@ -286,16 +371,6 @@ def context_counts_exact(*, session: Session) -> bool:
     return not active_messages(session=session).filter(tokens_exact=False).exists()
 
 
-def session_checkpoints(*, session: Session) -> QuerySet[Checkpoint]:
-    """Every checkpoint the session ever had, active or not, with its revisions, oldest first."""
-    return Checkpoint.objects.filter(session=session).prefetch_related("revisions").order_by("number")
-
-
-def session_events(*, session: Session, after: int | None = None) -> QuerySet[ContextEvent]:
-    events = ContextEvent.objects.filter(session=session).order_by("id")
-    return events.filter(id__gt=after) if after is not None else events
-
-
 def reliability_history(*, session: Session) -> list[tuple[datetime, float]]:
     """The reliability score after each compression or rollover, from their events."""
     points = []
@@ -307,47 +382,6 @@ def reliability_history(*, session: Session) -> list[tuple[datetime, float]]:
         if isinstance(payload, dict) and isinstance(payload.get("reliability"), int | float):
             points.append((created_at, float(payload["reliability"])))
     return points
-
-
-@dataclass(frozen=True)
-class PromptBlock:
-    """One block of the next prompt as the context window viewer shows it."""
-
-    kind: str  # system, goal, checkpoint or message
-    role: str
-    title: str
-    content: str
-    tokens: int
-
-
-def prompt_blocks(*, session: Session) -> list[PromptBlock]:
-    """The next prompt block by block, in the order it is sent. The system prompt, the
-    pinned block and the checkpoints travel together as the one system message."""
-    blocks = []
-    if session.system_prompt:
-        blocks.append(
-            PromptBlock("system", "system", "System prompt", session.system_prompt, session.system_prompt_tokens)
-        )
-    pinned = pinned_block(session=session)
-    if pinned:
-        blocks.append(PromptBlock("goal", "system", "Goal and locked decisions", pinned, count_text_tokens(pinned)))
-    for checkpoint in active_checkpoints(session=session):
-        level = f"level {checkpoint.level} ({checkpoint.level_label})"
-        title = f"Checkpoint #{checkpoint.number} · {checkpoint.range_label} · {level}"
-        blocks.append(
-            PromptBlock(
-                "checkpoint", "system", title, render_checkpoint(checkpoint_view(checkpoint)), checkpoint.current_tokens
-            )
-        )
-    for message in active_messages(session=session):
-        blocks.append(
-            PromptBlock("message", message.role, f"#{message.position} {message.role}", message.content, message.tokens)
-        )
-    return blocks
-
-
-def goals_of_session(*, session: Session) -> QuerySet[Goal]:
-    return Goal.objects.filter(session=session).prefetch_related("checkpoints").order_by("-status", "-id")
 
 
 def owned_goal(*, user: Any, goal_id: int) -> Goal | None:
@@ -379,5 +413,24 @@ def artifacts_of_session(*, session: Session) -> QuerySet[Artifact]:
     return Artifact.objects.filter(session=session).order_by("-id")
 
 
-def snapshots_of_session(*, session: Session) -> QuerySet[Snapshot]:
-    return Snapshot.objects.filter(session=session).order_by("-id")
+def session_checkpoints(*, session: Session) -> QuerySet[Checkpoint]:
+    """Every checkpoint of the session, merged and retired ones too, oldest first, with their revisions."""
+    return Checkpoint.objects.filter(session=session).prefetch_related("revisions").order_by("number", "id")
+
+
+def session_goals(*, session: Session) -> QuerySet[Goal]:
+    return (
+        Goal.objects.filter(session=session)
+        .prefetch_related("checkpoints", "decisions", "artifacts")
+        .order_by("created_at", "id")
+    )
+
+
+def session_snapshots(*, session: Session) -> QuerySet[Snapshot]:
+    """Newest first."""
+    return Snapshot.objects.filter(session=session).order_by("-created_at", "-id")
+
+
+def session_events(*, session: Session, after: int = 0) -> QuerySet[ContextEvent]:
+    """The events after event ``after``, in the order they happened."""
+    return ContextEvent.objects.filter(session=session, id__gt=after).order_by("id")

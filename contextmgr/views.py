@@ -25,7 +25,6 @@ from contextmgr.selectors import (
     active_goal,
     artifacts_of_session,
     decisions_of_session,
-    goals_of_session,
     owned_decision,
     owned_goal,
     owned_goal_checkpoint,
@@ -33,7 +32,8 @@ from contextmgr.selectors import (
     reliability_history,
     session_checkpoints,
     session_events,
-    snapshots_of_session,
+    session_goals,
+    session_snapshots,
 )
 from contextmgr.services.compression import compression_running, compression_schedule, session_config
 from contextmgr.services.goals import (
@@ -52,7 +52,7 @@ from contextmgr.services.snapshots import SnapshotError, snapshot_create, snapsh
 
 def goals_context(session: Session) -> dict[str, Any]:
     return {
-        "goals": goals_of_session(session=session),
+        "goals": session_goals(session=session),
         "decisions": decisions_of_session(session=session),
         "artifacts": artifacts_of_session(session=session)[:20],
         "priorities": Goal.Priority.values,
@@ -62,7 +62,7 @@ def goals_context(session: Session) -> dict[str, Any]:
 
 
 def snapshots_context(session: Session) -> dict[str, Any]:
-    return {"snapshots": snapshots_of_session(session=session)[:20]}
+    return {"snapshots": session_snapshots(session=session)[:20]}
 
 
 def _goals_panel(request: HttpRequest, session: Session, error: str = "") -> HttpResponse:

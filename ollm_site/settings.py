@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "channels",
     "django_htmx",
     "ninja",
+    "accounts",
     "chat",
     "contextmgr",
 ]

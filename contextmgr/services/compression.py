@@ -38,7 +38,7 @@ from contextmgr.core.tokens import TokenCounter
 from contextmgr.core.truncate import shorten_extractive
 from contextmgr.core.window import CheckpointView, render_checkpoint
 from contextmgr.llm import ChatMessage, Gateway, get_gateway
-from contextmgr.models import Checkpoint, EventType, Snapshot
+from contextmgr.models import Checkpoint, ContextEvent, EventType, Snapshot
 from contextmgr.selectors import active_checkpoints, active_goal, active_messages, goal_view, session_budget
 from contextmgr.services.checkpoints import (
     AgedSummary,
@@ -524,3 +524,35 @@ def compression_maybe_schedule(*, session_id: UUID) -> bool:
         return False
     compression_schedule(session_id=session.pk, reason=f"{budget.active_tokens:,} of {budget.trigger_at:,} tokens")
     return True
+
+
+# The events that end a compression run, whatever came of it.
+COMPRESSION_OUTCOMES = (
+    EventType.COMPRESSED,
+    EventType.ROLLOVER_COMPLETE,
+    EventType.COMPRESSION_SKIPPED,
+    EventType.COMPRESSION_ERROR,
+)
+WAIT_POLL_SECONDS = 0.2
+
+
+def compression_wait(*, session_id: UUID, after_event_id: int, timeout: float) -> bool:
+    """Wait until no compression of the session is running or due to start; False if ``timeout`` passed first.
+
+    A compression scheduled after event ``after_event_id`` may not have taken
+    its lease yet: while the budget says one is due and none of its outcome
+    events has been recorded since, it is still to come.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        if not compression_running(session_id=session_id):
+            session = Session.objects.get(pk=session_id)
+            if not session_config(session).compression.enabled or not session_budget(session=session).compression_due:
+                return True
+            if ContextEvent.objects.filter(
+                session_id=session_id, id__gt=after_event_id, type__in=COMPRESSION_OUTCOMES
+            ).exists():
+                return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(WAIT_POLL_SECONDS)

@@ -43,12 +43,68 @@ def ollama_backend(fake_ollama):
     return OllamaBackend(host=fake_ollama.url, timeout=60)
 
 
+# The gateway of the REST API, the pages and the socket in their tests.
+
+API_GATEWAY_USERS = (
+    "chat.api.get_gateway",
+    "chat.selectors.get_gateway",
+    "chat.imports.get_gateway",
+    "chat.turn.get_gateway",
+    "chat.views.get_gateway",
+    "contextmgr.api.get_gateway",
+    "contextmgr.services.compression.get_gateway",
+)
+
+
 @pytest.fixture
-def app_gateway(embedded_backend, monkeypatch):
+def use_gateway(monkeypatch):
+    """Route every LLM call the API makes to ``gateway``."""
+
+    def use(gateway):
+        for name in API_GATEWAY_USERS:
+            monkeypatch.setattr(name, lambda: gateway)
+        return gateway
+
+    return use
+
+
+@pytest.fixture
+def api_gateway(use_gateway, embedded_backend, closed_port_url):
+    """The embedded model, and an Ollama that does not answer."""
+    from contextmgr.llm.gateway import Gateway
+
+    return use_gateway(
+        Gateway(mode="auto", embedded=embedded_backend, ollama=OllamaBackend(host=closed_port_url, timeout=5))
+    )
+
+
+@pytest.fixture
+def api_token(user):
+    from accounts.services import api_token_create
+
+    return api_token_create(user=user, name="tests")[1]
+
+
+@pytest.fixture
+def api(api_token, api_gateway):
+    """A client that authenticates with alice's API token."""
+    from django.test import Client
+
+    return Client(headers={"Authorization": f"Bearer {api_token}"})
+
+
+@pytest.fixture
+def bob_api(other_user, api_gateway):
+    from django.test import Client
+
+    from accounts.services import api_token_create
+
+    return Client(headers={"Authorization": f"Bearer {api_token_create(user=other_user, name='bob')[1]}"})
+
+
+@pytest.fixture
+def app_gateway(use_gateway, embedded_backend):
     """The gateway the pages, the socket and the compressions use: the real embedded model."""
     from contextmgr.llm.gateway import Gateway
 
-    gateway = Gateway(mode="embedded", embedded=embedded_backend, ollama=None)
-    for module in ("chat.turn", "chat.views", "contextmgr.services.compression"):
-        monkeypatch.setattr(f"{module}.get_gateway", lambda: gateway)
-    return gateway
+    return use_gateway(Gateway(mode="embedded", embedded=embedded_backend, ollama=None))

@@ -10,7 +10,7 @@ from django.urls import reverse
 from chat.models import Session
 from chat.services import message_create, session_create
 from contextmgr.models import Checkpoint, ContextEvent, Decision, Goal
-from contextmgr.selectors import prompt_blocks, session_budget
+from contextmgr.selectors import session_budget, session_prompt
 from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
 from contextmgr.services.compression import compression_run, session_config
 from contextmgr.services.goals import decision_record, goal_checkpoint_set, goal_create
@@ -111,7 +111,7 @@ def test_a_compression_never_runs_again_without_new_messages(chat_session):
     assert [r for r in reasons if r.startswith("no new messages")] == ["no new messages since compression 1"]
 
 
-def test_start_a_new_conversation_from_here_carries_what_matters(chat_session):
+def test_start_a_new_conversation_from_here_carries_what_matters(chat_session, app_gateway):
     goal = goal_create(session=chat_session, description="Ship the login page", priority="high")
     goal_checkpoint_set(goal=goal, description="Design the form", status="completed")
     decision_record(session=chat_session, description="Use JWT", locked=True)
@@ -150,8 +150,8 @@ def test_start_a_new_conversation_from_here_carries_what_matters(chat_session):
     assert final.retention is not None
     assert final.revisions.count() == 1
     assert session_budget(session=successor).checkpoint_tokens == final.current_tokens
-    kinds = [block.kind for block in prompt_blocks(session=successor)]
-    assert kinds == ["system", "goal", "checkpoint"]
+    prompt = session_prompt(session=successor, gateway=app_gateway)
+    assert [block.kind for block in prompt.blocks] == ["system", "goal", "checkpoint"]
     # The old session is untouched.
     assert chat_session.messages.count() == 6
     assert Checkpoint.objects.filter(session=chat_session).count() == 1

@@ -8,7 +8,7 @@ from chat.models import Message
 from chat.services import message_create
 from contextmgr.core.window import chat_messages
 from contextmgr.models import Checkpoint, ContextEvent, ImmutableError, Snapshot
-from contextmgr.selectors import session_budget, session_window, snapshots_of_session
+from contextmgr.selectors import session_budget, session_snapshots, session_window
 from contextmgr.services.compression import compression_run
 from contextmgr.services.goals import decision_record, goal_create
 from contextmgr.services.snapshots import snapshot_create, snapshot_restore
@@ -78,7 +78,7 @@ def test_create_and_restore(due_session, gateway, fake_ollama):
 def test_list_snapshots(chat_session):
     """Spec: "const snapshots = await contextManager.listSnapshots(); // Returns all available snapshots"."""
     made = [snapshot_create(session=chat_session, kind=Snapshot.Kind.MANUAL, reason=f"s{i}") for i in range(3)]
-    listed = list(snapshots_of_session(session=chat_session))
+    listed = list(session_snapshots(session=chat_session))
     assert [s.id for s in listed] == [s.id for s in reversed(made)]
 
 

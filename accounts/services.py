@@ -1,0 +1,61 @@
+"""Writes to API tokens: create, revoke, and the use that authenticates a request."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import timedelta
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from accounts.models import MAX_TOKEN_NAME_LENGTH, ApiToken
+
+# A request with a token refreshes ``last_used_at`` at most this often, so a busy
+# script does not turn every read into a write.
+LAST_USED_PRECISION = timedelta(minutes=1)
+
+
+def token_hash(raw: str) -> str:
+    return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@transaction.atomic
+def api_token_create(*, user: Any, name: str) -> tuple[ApiToken, str]:
+    """A new token for ``user``; returns it with the token text, which is not stored and cannot be shown again."""
+    name = name.strip()
+    if not name:
+        raise ValidationError({"name": "Name the token (what will use it?)."})
+    if len(name) > MAX_TOKEN_NAME_LENGTH:
+        raise ValidationError({"name": f"name is {len(name):,} characters long; the limit is {MAX_TOKEN_NAME_LENGTH}."})
+    raw = secrets.token_urlsafe(32)
+    token = ApiToken.objects.create(user=user, name=name, token_hash=token_hash(raw), prefix=raw[:8])
+    return token, raw
+
+
+@transaction.atomic
+def api_token_revoke(*, token: ApiToken) -> ApiToken:
+    """Revoke a token for good (revoking it again changes nothing)."""
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+    return token
+
+
+def api_token_authenticate(*, raw: str) -> Any | None:
+    """The active user of a live token, or None; records when the token was last used."""
+    token = (
+        ApiToken.objects.select_related("user")
+        .filter(token_hash=token_hash(raw), revoked_at__isnull=True, user__is_active=True)
+        .first()
+    )
+    if token is None:
+        return None
+    now = timezone.now()
+    ApiToken.objects.filter(
+        Q(pk=token.pk) & (Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_PRECISION))
+    ).update(last_used_at=now)
+    return token.user

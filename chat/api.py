@@ -1,0 +1,221 @@
+"""REST endpoints for models, sessions, messages and session files: parse, check ownership, call, shape."""
+
+# No `from __future__ import annotations` here: ninja reads the views' annotations
+# as real types to build their parameter models.
+
+from typing import Annotated, Any
+from uuid import UUID
+
+from asgiref.sync import async_to_sync
+from django.conf import settings
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.shortcuts import get_object_or_404
+from ninja import Router, Status, UploadedFile
+from ninja.errors import HttpError
+from ninja.pagination import paginate
+from ninja.params.functions import File
+
+from chat.export import session_file
+from chat.imports import MAX_IMPORT_BYTES, ImportTooLarge, session_file_load, session_import
+from chat.models import Message, Session
+from chat.schemas import (
+    ContextSizeOut,
+    MessageIn,
+    MessageOut,
+    ModelOut,
+    SessionFileOut,
+    SessionIn,
+    SessionOut,
+    SessionPatch,
+    TurnOut,
+)
+from chat.selectors import model_facts, session_history, sessions_for_user
+from chat.services import session_create, session_delete, session_update
+from chat.turn import turn_run
+from contextmgr.core.tiers import context_profiles
+from contextmgr.llm import get_gateway
+from contextmgr.schemas import ContextOut
+from contextmgr.selectors import active_messages, session_last_event_id
+from contextmgr.services.compression import compression_maybe_schedule, compression_wait
+from ollm_site.pagination import Pages
+
+router = Router(tags=["sessions"])
+
+
+def api_user(request: HttpRequest) -> Any:
+    """The user the token or the session cookie authenticated."""
+    return request.auth  # type: ignore[attr-defined]
+
+
+def owned_session(request: HttpRequest, session_id: UUID) -> Session:
+    """The caller's session; another user's answers 404, as one that does not exist."""
+    return get_object_or_404(sessions_for_user(user=api_user(request)), pk=session_id)
+
+
+def _model_limits(model: str) -> dict[str, Any]:
+    """``parameter_size_b`` and ``context_limit`` for session_create/session_update, where the backend knows them."""
+    info = model_facts(model=model)
+    return {"parameter_size_b": info.parameter_size_b, "context_limit": info.context_length} if info else {}
+
+
+@router.get("/models", response=list[ModelOut], tags=["models"])
+def models_list(request: HttpRequest) -> Any:
+    """Every model of every backend that answers now."""
+    return async_to_sync(get_gateway().list_models)()
+
+
+@router.get("/context-sizes", response=list[ContextSizeOut], tags=["models"])
+def context_sizes_list(request: HttpRequest) -> Any:
+    """The selectable context sizes with their num_ctx and tier."""
+    return [
+        ContextSizeOut(
+            size=p.size,
+            ollama_context_size=p.ollama_context_size,
+            tier=p.tier.number,
+            tier_name=p.tier.name,
+            label=p.label,
+        )
+        for p in context_profiles()
+    ]
+
+
+@router.post("/sessions", response={201: SessionOut})
+def session_create_view(request: HttpRequest, payload: SessionIn) -> Any:
+    session = session_create(
+        owner=api_user(request),
+        model=payload.model,
+        context_size=payload.context_size,
+        title=payload.title,
+        system_prompt=payload.system_prompt,
+        **_model_limits(payload.model),
+    )
+    return Status(201, session)
+
+
+@router.get("/sessions", response=list[SessionOut])
+@paginate(Pages)
+def sessions_list(request: HttpRequest) -> QuerySet[Session]:
+    """The caller's sessions, most recently active first."""
+    return sessions_for_user(user=api_user(request))
+
+
+@router.post(
+    "/sessions/import",
+    response={201: SessionOut},
+    openapi_extra={
+        "requestBody": {
+            "content": {
+                "multipart/form-data": {
+                    "schema": {
+                        "type": "object",
+                        "properties": {"file": {"type": "string", "format": "binary"}},
+                        "required": ["file"],
+                    }
+                },
+                "application/json": {"schema": {"$ref": "#/components/schemas/SessionFileOut"}},
+            }
+        }
+    },
+)
+def session_import_view(
+    request: HttpRequest,
+    context_size: int | None = None,
+    title: str | None = None,
+    file: Annotated[UploadedFile | None, File(None)] = None,
+) -> Any:
+    """A new session from an OLLM session file, sent as the multipart field ``file`` or as the JSON body.
+
+    Files over 2 MiB or with more than 5,000 messages and tool calls are refused with 413;
+    a malformed one with 422. ``context_size`` and ``title`` override the file's metadata.
+    """
+    if file is not None:
+        if (file.size or 0) > MAX_IMPORT_BYTES:
+            raise ImportTooLarge(f"The file is {file.size:,} bytes; the limit is {MAX_IMPORT_BYTES:,}.")
+        raw = file.read(MAX_IMPORT_BYTES + 1)
+    elif request.content_type != "application/json":
+        raise HttpError(415, 'Send the file as the multipart field "file", or as an application/json body.')
+    else:
+        # Checked before the body is read, so a huge body is never held in memory.
+        length = request.META.get("CONTENT_LENGTH") or "0"
+        if not length.isdigit() or int(length) > MAX_IMPORT_BYTES:
+            raise ImportTooLarge(f"The body is {length} bytes; the limit is {MAX_IMPORT_BYTES:,}.")
+        raw = request.body
+    session = session_import(
+        owner=api_user(request), data=session_file_load(raw), context_size=context_size, title=title
+    )
+    compression_maybe_schedule(session_id=session.pk)
+    return Status(201, session)
+
+
+@router.get("/sessions/{session_id}", response=SessionOut)
+def session_detail(request: HttpRequest, session_id: UUID) -> Session:
+    return owned_session(request, session_id)
+
+
+@router.patch("/sessions/{session_id}", response=SessionOut)
+def session_patch(request: HttpRequest, session_id: UUID, payload: SessionPatch) -> Session:
+    """Change the session; a new model or context size re-evaluates the budget at once."""
+    session = owned_session(request, session_id)
+    resized = payload.model is not None or payload.context_size is not None
+    session = session_update(
+        session=session,
+        title=payload.title,
+        model=payload.model,
+        context_size=payload.context_size,
+        system_prompt=payload.system_prompt,
+        summary_model=payload.summary_model,
+        **(_model_limits(payload.model or session.model) if resized else {}),
+    )
+    if resized or payload.system_prompt is not None:
+        compression_maybe_schedule(session_id=session.pk)
+    return session
+
+
+@router.delete("/sessions/{session_id}", response={204: None})
+def session_delete_view(request: HttpRequest, session_id: UUID) -> Any:
+    session_delete(session=owned_session(request, session_id))
+    return Status(204, None)
+
+
+@router.get("/sessions/{session_id}/export", response=SessionFileOut)
+def session_export(request: HttpRequest, session_id: UUID) -> Any:
+    """The OLLM session file: every message and tool call, compressed or not."""
+    return session_file(session=owned_session(request, session_id))
+
+
+@router.get("/sessions/{session_id}/messages", response=list[MessageOut])
+@paginate(Pages)
+def messages_list(request: HttpRequest, session_id: UUID, include_compressed: bool = False) -> QuerySet[Message]:
+    """The messages of the active context in order, or with ``include_compressed`` the full history."""
+    session = owned_session(request, session_id)
+    if include_compressed:
+        return session_history(session=session)
+    return active_messages(session=session)
+
+
+@router.post("/sessions/{session_id}/messages", response=TurnOut)
+def message_send(request: HttpRequest, session_id: UUID, payload: MessageIn, wait_compression: bool = False) -> Any:
+    """One full turn without streaming: the message is stored first, then the reply.
+
+    A message that cannot fit the context is refused with 413 and stays in the history.
+    """
+    session = owned_session(request, session_id)
+    before = session_last_event_id(session=session)
+    outcome = async_to_sync(turn_run)(session_id=session.pk, content=payload.content)
+    settled = compression_wait(
+        session_id=session.pk,
+        after_event_id=before,
+        timeout=settings.OLLM_COMPRESSION_WAIT_SECONDS if wait_compression else 0,
+    )
+    session.refresh_from_db()
+    outcome.user_message.refresh_from_db()
+    outcome.assistant_message.refresh_from_db()
+    return {
+        "user_message": outcome.user_message,
+        "assistant_message": outcome.assistant_message,
+        "context": ContextOut.of(session),
+        "prompt_tokens": outcome.prompt_tokens,
+        "prompt_exact": outcome.prompt_exact,
+        "compression_running": not settled,
+    }

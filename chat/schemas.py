@@ -1,0 +1,134 @@
+"""The API's shapes for models, sessions, messages and the OLLM session file."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from ninja import Field, Schema
+
+from chat.models import Message
+from contextmgr.schemas import ContextOut
+
+
+class ModelOut(Schema):
+    name: str
+    backend: str
+    parameter_size_b: float | None
+    context_length: int | None
+
+
+class ContextSizeOut(Schema):
+    size: int = Field(description="The selection, e.g. 16384.")
+    ollama_context_size: int = Field(description="The num_ctx sent to the model: a session's max_tokens.")
+    tier: int
+    tier_name: str
+    label: str
+
+
+class SessionIn(Schema):
+    title: str = ""
+    model: str
+    context_size: int
+    system_prompt: str = ""
+
+
+class SessionPatch(Schema):
+    title: str | None = None
+    model: str | None = None
+    context_size: int | None = None
+    system_prompt: str | None = None
+    summary_model: str | None = None
+
+
+class SessionOut(Schema):
+    id: UUID
+    title: str
+    model: str
+    context_size: int
+    max_tokens: int
+    tier: int
+    compression_count: int
+    created_at: datetime
+    last_activity: datetime
+    system_prompt: str
+    summary_model: str
+
+
+class MessageIn(Schema):
+    content: str
+
+
+class MessageOut(Schema):
+    id: int
+    position: int
+    role: str
+    content: str
+    tokens: int
+    tokens_exact: bool
+    done_reason: str
+    created_at: datetime
+    compressed_into: int | None = Field(description="The checkpoint that stands for it in the active context.")
+    in_active_context: bool
+    tool_call_id: str
+    tool_name: str
+
+    @staticmethod
+    def resolve_compressed_into(obj: Message) -> int | None:
+        return obj.compressed_into_id
+
+    @staticmethod
+    def resolve_in_active_context(obj: Message) -> bool:
+        return obj.compressed_into_id is None and not obj.excluded_from_context
+
+
+class TurnOut(Schema):
+    user_message: MessageOut
+    assistant_message: MessageOut
+    context: ContextOut
+    prompt_tokens: int
+    prompt_exact: bool
+    compression_running: bool = Field(description="A compression this turn triggered has not finished yet.")
+
+
+class FilePart(Schema):
+    type: str
+    text: str
+
+
+class FileMessage(Schema):
+    role: str
+    parts: list[FilePart]
+    timestamp: str
+
+
+class FileToolCall(Schema):
+    id: str
+    name: str
+    args: dict[str, Any]
+    result: dict[str, Any] = Field(
+        description='{"llmContent": <the text the model reads>, "data": <the structured result, if any>}'
+    )
+    timestamp: str
+
+
+class FileMetadata(Schema):
+    tokenCount: int
+    compressionCount: int
+    title: str
+    contextSize: int
+    systemPrompt: str
+
+
+class SessionFileOut(Schema):
+    """The OLLM session file: the full, uncompressed history."""
+
+    sessionId: str
+    startTime: str
+    lastActivity: str
+    model: str
+    provider: str
+    messages: list[FileMessage]
+    toolCalls: list[FileToolCall]
+    metadata: FileMetadata

@@ -1,0 +1,273 @@
+"""OLLM session files over the API: export, import, round trips and hostile files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from chat.imports import MAX_IMPORT_BYTES, MAX_IMPORT_DEPTH, MAX_IMPORT_ENTRIES, session_import
+from chat.models import Message, Session
+from chat.services import message_create, session_create
+from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
+
+pytestmark = pytest.mark.django_db
+JSON = "application/json"
+
+
+def _history(session):
+    message_create(session=session, role="user", content="Read the file, please")
+    reply = message_create(session=session, role="assistant", content="Reading <file> now… 🧪")
+    message_create(
+        session=session,
+        role="tool",
+        content="contents",
+        tool_call_id="call_1",
+        tool_name="read_file",
+        tool_args={"path": "file.ts"},
+    )
+    message_create(
+        session=session,
+        role="tool",
+        content='{"rows": 2}',
+        tool_call_id="call_2",
+        tool_name="query",
+        tool_args={},
+        tool_result={"rows": 2},
+    )
+    message_create(session=session, role="assistant", content="Done: two rows.")
+    return reply
+
+
+def _without_id(data):
+    return {key: value for key, value in data.items() if key != "sessionId"}
+
+
+def test_export_import_export_is_identical_apart_from_the_id(api, user):
+    session = session_create(
+        owner=user, model="llama3.2:3b", context_size=8192, title="Files", system_prompt="Be exact."
+    )
+    _history(session)
+    first = api.get(f"/api/sessions/{session.id}/export")
+    assert first.status_code == 200
+    exported = first.json()
+    assert [call["result"] for call in exported["toolCalls"]] == [
+        {"llmContent": "contents"},
+        {"llmContent": '{"rows": 2}', "data": {"rows": 2}},
+    ]
+    imported = api.post("/api/sessions/import", exported, content_type=JSON)
+    assert imported.status_code == 201
+    new = Session.objects.get(pk=imported.json()["id"])
+    assert new.id != session.id
+    assert (new.owner, new.title, new.context_size, new.system_prompt) == (user, "Files", 8192, "Be exact.")
+    again = api.get(f"/api/sessions/{new.id}/export").json()
+    assert again["sessionId"] == str(new.id) != exported["sessionId"]
+    assert _without_id(again) == _without_id(exported)
+    # The tool results sit between the messages again, as they were.
+    assert list(new.messages.values_list("role", flat=True)) == ["user", "assistant", "tool", "tool", "assistant"]
+    assert new.messages.get(tool_call_id="call_2").tool_result == {"rows": 2}
+
+
+def test_import_as_a_multipart_file_with_overrides(api, user):
+    session = session_create(owner=user, model="llama3.2:3b", context_size=8192)
+    _history(session)
+    data = api.get(f"/api/sessions/{session.id}/export").content
+    upload = SimpleUploadedFile("session.json", data, content_type=JSON)
+    response = api.post("/api/sessions/import?context_size=16384&title=From%20a%20file", {"file": upload})
+    assert response.status_code == 201
+    body = response.json()
+    assert (body["title"], body["context_size"], body["max_tokens"]) == ("From a file", 16384, 13600)
+    assert Message.objects.filter(session_id=body["id"]).count() == 5
+
+
+def test_an_imported_compressed_session_starts_uncompressed(api, user):
+    session = session_create(owner=user, model="llama3.2:3b", context_size=8192)
+    reply = _history(session)
+    compression_commit(session=session, message_ids=[reply.id], draft=CheckpointDraft(summary="Read it."))
+    exported = api.get(f"/api/sessions/{session.id}/export").json()
+    assert exported["metadata"]["compressionCount"] == 1
+    body = api.post("/api/sessions/import", exported, content_type=JSON).json()
+    again = api.get(f"/api/sessions/{body['id']}/export").json()
+    assert again["messages"] == exported["messages"]
+    assert again["toolCalls"] == exported["toolCalls"]
+    assert again["metadata"]["compressionCount"] == 0
+    # The whole history is active again: every message counts, and no checkpoint.
+    assert again["metadata"]["tokenCount"] == sum(session.messages.values_list("tokens", flat=True))
+    history = api.get(f"/api/sessions/{body['id']}/messages").json()
+    assert history["count"] == 5
+    assert all(m["in_active_context"] for m in history["items"])
+
+
+def test_an_import_over_the_trigger_schedules_a_compression(api, monkeypatch):
+    scheduled = []
+    monkeypatch.setattr(
+        "contextmgr.services.compression.compression_schedule", lambda **kwargs: scheduled.append(kwargs)
+    )
+    big = {
+        "model": "llama3.2:3b",
+        "messages": [{"role": "assistant", "parts": [{"type": "text", "text": "words " * 500}]} for _ in range(6)],
+        "metadata": {"contextSize": 2048},
+    }
+    body = api.post("/api/sessions/import", big, content_type=JSON).json()
+    assert [call["session_id"] for call in scheduled] == [Session.objects.get(pk=body["id"]).pk]
+
+
+def _valid_file(**changes):
+    data = {
+        "sessionId": "s",
+        "startTime": "2026-01-26T10:00:00Z",
+        "lastActivity": "2026-01-26T11:30:00Z",
+        "model": "llama3.2:3b",
+        "provider": "ollama",
+        "messages": [
+            {"role": "user", "parts": [{"type": "text", "text": "hi"}], "timestamp": "2026-01-26T10:00:00Z"},
+        ],
+        "toolCalls": [],
+        "metadata": {"tokenCount": 1, "compressionCount": 0},
+    }
+    data.update(changes)
+    return data
+
+
+def _deep(levels):
+    value: object = "bottom"
+    for _ in range(levels):
+        value = {"x": value}
+    return value
+
+
+@pytest.mark.parametrize(
+    ("data", "detail"),
+    [
+        ([1, 2], "file: must be an object"),
+        (_valid_file(model=None), "file.model: must be a string"),
+        ({"messages": []}, "file.model: is required"),
+        (_valid_file(model=7), "file.model: must be a string"),
+        (_valid_file(messages="all of them"), "file.messages: must be a list"),
+        (_valid_file(messages=[{"role": "robot", "parts": []}]), "file.messages[0].role: must be one of"),
+        (_valid_file(messages=[{"role": "tool", "parts": []}]), "tool results go in toolCalls"),
+        (_valid_file(messages=[{"role": "user", "parts": [{"type": "image"}]}]), 'parts[0].type: must be "text"'),
+        (_valid_file(messages=[{"role": "user", "parts": [{"type": "text", "text": 5}]}]), "text: must be a string"),
+        (_valid_file(messages=[{"role": "user", "parts": [{"type": "text", "text": " "}]}]), "The message is empty"),
+        (_valid_file(startTime="yesterday"), "file.startTime: 'yesterday' is not an ISO 8601 time"),
+        (_valid_file(toolCalls=[{"id": "c", "name": "n", "args": [], "result": {"llmContent": "x"}}]), "args: must"),
+        (_valid_file(toolCalls=[{"id": "c", "name": "n", "args": {}, "result": {}}]), "llmContent: is required"),
+        (_valid_file(toolCalls=[{"id": 1, "name": "n", "result": {"llmContent": "x"}}]), "[0].id: must be a string"),
+        (_valid_file(metadata={"contextSize": "16K"}), "contextSize: must be a whole number"),
+        (_valid_file(metadata={"contextSize": 1000}), "context size 1000 is not offered"),
+        (_valid_file(metadata={"title": "t" * 201}), "file.metadata.title: is 201 characters long"),
+        (_valid_file(toolCalls=[{"id": "c", "name": "n", "result": {"llmContent": _deep(30)}}]), "nested more than"),
+        (_valid_file(toolCalls=[{"id": "c", "name": "n", "result": {"llmContent": "a\x00b"}}]), "NUL character"),
+    ],
+)
+def test_malformed_files_are_refused_with_422_and_create_nothing(api, data, detail):
+    response = api.post("/api/sessions/import", data, content_type=JSON)
+    assert response.status_code == 422
+    assert detail in response.json()["detail"]
+    assert not Session.objects.exists()
+    assert not Message.objects.exists()
+
+
+def test_a_file_that_fails_late_creates_nothing(api, user):
+    """The first messages are valid; the last one fails only when it is stored."""
+    data = _valid_file(
+        messages=[{"role": "user", "parts": [{"type": "text", "text": f"m{n}"}]} for n in range(50)]
+        + [{"role": "user", "parts": [{"type": "text", "text": "   "}]}]
+    )
+    with pytest.raises(Exception, match="The message is empty"):
+        session_import(owner=user, data=data)
+    assert not Session.objects.exists()
+    assert not Message.objects.exists()
+
+
+def test_broken_and_hostile_bodies_are_refused(api):
+    not_json = api.post("/api/sessions/import", b"{not json", content_type=JSON)
+    assert not_json.status_code == 422
+    assert "not JSON" in not_json.json()["detail"]
+    bomb = api.post("/api/sessions/import", b"[" * 100_000 + b"]" * 100_000, content_type=JSON)
+    assert bomb.status_code == 422
+    assert "nested more than" in bomb.json()["detail"]
+    ten_mb = json.dumps(_valid_file(model="x" * (10 * 1024 * 1024)))
+    huge = api.post("/api/sessions/import", ten_mb, content_type=JSON)
+    assert huge.status_code == 413
+    assert f"the limit is {MAX_IMPORT_BYTES:,}" in huge.json()["detail"]
+    upload = SimpleUploadedFile("big.json", ten_mb.encode(), content_type=JSON)
+    assert api.post("/api/sessions/import", {"file": upload}).status_code == 413
+    many = _valid_file(messages=[{"role": "user", "parts": []}] * (MAX_IMPORT_ENTRIES + 1))
+    too_many = api.post("/api/sessions/import", many, content_type=JSON)
+    assert too_many.status_code == 413
+    assert "5,001 messages and tool calls" in too_many.json()["detail"]
+    assert not Session.objects.exists()
+
+
+def test_a_structured_llm_content_from_another_tool_is_read_as_json(api):
+    call = {"id": "c", "name": "query", "result": {"llmContent": {"rows": [1, 2]}}, "timestamp": "2026-01-26T10:00:01Z"}
+    body = api.post("/api/sessions/import", _valid_file(toolCalls=[call]), content_type=JSON).json()
+    tool = Message.objects.get(session_id=body["id"], role="tool")
+    assert (tool.content, tool.tool_result, tool.tool_args) == ('{"rows": [1, 2]}', {"rows": [1, 2]}, {})
+    assert list(Message.objects.filter(session_id=body["id"]).values_list("role", flat=True)) == ["user", "tool"]
+
+
+def test_an_import_needs_a_file_field_or_a_json_body(api):
+    no_file = api.post("/api/sessions/import", {"other": "field"})
+    assert no_file.status_code == 415
+    assert '"file"' in no_file.json()["detail"]
+    text = api.post("/api/sessions/import", "model: x", content_type="text/plain")
+    assert text.status_code == 415
+    assert not Session.objects.exists()
+
+
+def test_nesting_up_to_the_limit_is_accepted(api):
+    depth_left = MAX_IMPORT_DEPTH - 4  # file > toolCalls > [0] > result > llmContent
+    data = _valid_file(toolCalls=[{"id": "c", "name": "n", "result": {"llmContent": _deep(depth_left)}}])
+    assert api.post("/api/sessions/import", data, content_type=JSON).status_code == 201
+
+
+texts = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=40)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**31), 2**31) | texts,
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(texts, children, max_size=3),
+    max_leaves=8,
+)
+entries = st.lists(
+    st.one_of(
+        st.tuples(st.sampled_from(["user", "assistant", "system"]), texts.filter(lambda t: t.strip())),
+        st.tuples(st.just("tool"), texts, texts, st.dictionaries(texts, json_values, max_size=3), json_values, texts),
+    ),
+    max_size=8,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    history=entries,
+    title=texts.filter(lambda t: t.strip()),
+    system_prompt=texts,
+    context_size=st.sampled_from([4096, 16384, 131072]),
+)
+def test_any_session_survives_the_round_trip(api, user, history, title, system_prompt, context_size):
+    session = session_create(
+        owner=user, model="llama3.2:3b", context_size=context_size, title=title, system_prompt=system_prompt
+    )
+    for entry in history:
+        if entry[0] == "tool":
+            _, call_id, name, args, result, text = entry
+            message_create(
+                session=session,
+                role="tool",
+                content=text,
+                tool_call_id=call_id,
+                tool_name=name,
+                tool_args=args,
+                tool_result=result,
+            )
+        else:
+            message_create(session=session, role=entry[0], content=entry[1])
+    exported = api.get(f"/api/sessions/{session.id}/export").json()
+    imported = api.post("/api/sessions/import", exported, content_type=JSON)
+    assert imported.status_code == 201, imported.content
+    again = api.get(f"/api/sessions/{imported.json()['id']}/export").json()
+    assert _without_id(again) == _without_id(exported)
