@@ -8,6 +8,7 @@ from uuid import UUID
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
+from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
@@ -38,6 +39,7 @@ from contextmgr.llm import get_gateway
 from contextmgr.schemas import ContextOut
 from contextmgr.selectors import active_messages, session_last_event_id
 from contextmgr.services.compression import compression_maybe_schedule, compression_wait
+from contextmgr.services.session_settings import session_set_context_settings
 from ollm_site.pagination import Pages
 
 router = Router(tags=["sessions"])
@@ -158,17 +160,20 @@ def session_patch(request: HttpRequest, session_id: UUID, payload: SessionPatch)
     """Change the session; a new model or context size re-evaluates the budget at once."""
     session = owned_session(request, session_id)
     resized = payload.model is not None or payload.context_size is not None
-    session = session_update(
-        session=session,
-        title=payload.title,
-        model=payload.model,
-        context_size=payload.context_size,
-        system_prompt=payload.system_prompt,
-        summary_model=payload.summary_model,
-        **(_model_limits(payload.model or session.model) if resized else {}),
-    )
-    if resized or payload.system_prompt is not None:
-        compression_maybe_schedule(session_id=session.pk)
+    with transaction.atomic():
+        session = session_update(
+            session=session,
+            title=payload.title,
+            model=payload.model,
+            context_size=payload.context_size,
+            system_prompt=payload.system_prompt,
+            summary_model=payload.summary_model,
+            **(_model_limits(payload.model or session.model) if resized else {}),
+        )
+        if payload.settings is not None:
+            session = session_set_context_settings(session=session, settings=payload.settings)
+        if resized or payload.system_prompt is not None:
+            compression_maybe_schedule(session_id=session.pk)
     return session
 
 

@@ -40,6 +40,11 @@ class SessionPatch(Schema):
     context_size: int | None = None
     system_prompt: str | None = None
     summary_model: str | None = None
+    settings: dict[str, Any] | None = Field(
+        None,
+        description='The spec\'s configuration overrides, e.g. {"compression": {"strategy": "truncate"}}; '
+        "replaces the session's previous overrides.",
+    )
 
 
 class SessionOut(Schema):
@@ -54,6 +59,7 @@ class SessionOut(Schema):
     last_activity: datetime
     system_prompt: str
     summary_model: str
+    settings: dict[str, Any] = Field(description="This session's overrides of the global context settings.")
 
 
 class MessageIn(Schema):

@@ -105,6 +105,10 @@ class RevisionOut(Schema):
     summary: str
     reason: str
     created_at: datetime
+    retention: float | None = Field(description="Share of the checkpoint's original key facts this version holds.")
+    facts_total: int
+    facts_kept: int
+    missing_facts: list[list[str]] = Field(description="The facts this version lost, as [kind, text].")
 
 
 class CheckpointOut(Schema):
@@ -120,6 +124,8 @@ class CheckpointOut(Schema):
     next_steps: list[str]
     summary: str
     strategy: str
+    retention: float | None = Field(description="Measured share of its messages' key facts it still holds.")
+    facts_total: int
     active: bool = Field(description="In the active context (not merged into another, nor retired by a restore).")
     revisions: list[RevisionOut]
 
@@ -130,6 +136,10 @@ class CheckpointOut(Schema):
     @staticmethod
     def resolve_compression_number(obj: Checkpoint) -> int:
         return obj.number
+
+    @staticmethod
+    def resolve_facts_total(obj: Checkpoint) -> int:
+        return len(obj.facts) if isinstance(obj.facts, list) else 0
 
     @staticmethod
     def resolve_active(obj: Checkpoint) -> bool:

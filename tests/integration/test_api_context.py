@@ -98,6 +98,16 @@ def test_checkpoints_carry_their_revisions(api, talk):
     assert item["original_tokens"] == checkpoint.original_tokens
     assert [(r["level"], r["reason"]) for r in item["revisions"]] == [(3, "created")]
     assert item["revisions"][0]["tokens"] == checkpoint.current_tokens
+    # Retention, measured against the key facts of the compressed messages.
+    revision = checkpoint.revisions.get()
+    assert item["retention"] == checkpoint.retention
+    assert item["facts_total"] == len(checkpoint.facts)
+    assert (item["revisions"][0]["facts_total"], item["revisions"][0]["facts_kept"]) == (
+        revision.facts_total,
+        revision.facts_kept,
+    )
+    assert item["revisions"][0]["retention"] == revision.retention
+    assert item["revisions"][0]["missing_facts"] == revision.missing_facts
 
 
 def test_messages_lists_the_active_context_or_the_full_history(api, talk):

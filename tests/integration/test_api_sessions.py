@@ -152,3 +152,24 @@ def test_bob_cannot_see_alices_sessions(bob_api, chat_session):
     assert bob_api.get("/api/sessions").json()["count"] == 0
     assert bob_api.get(f"/api/sessions/{chat_session.id}").status_code == 404
     assert Client().get(f"/api/sessions/{chat_session.id}").status_code == 401
+
+
+def test_patch_sets_the_spec_configuration_and_refuses_bad_values(api, chat_session):
+    url = f"/api/sessions/{chat_session.id}"
+    settings = {"compression": {"strategy": "truncate", "preserve_recent": 512}, "snapshots": {"auto_threshold": 0.5}}
+    response = api.patch(url, {"settings": settings, "summary_model": "qwen2.5:0.5b"}, content_type=JSON)
+    assert response.status_code == 200
+    assert response.json()["settings"] == settings
+    assert response.json()["summary_model"] == "qwen2.5:0.5b"
+    for bad, detail in [
+        ({"compression": {"preserve_recent": 99_999}}, "more than this session's available budget"),
+        ({"snapshots": {"auto_threshold": 2}}, "snapshots.auto_threshold must be a number in (0, 1]"),
+        ({"compression": {"strategy": "forget"}}, "compression.strategy must be one of summarize, truncate"),
+        ({"speed": {}}, "unknown settings sections: speed"),
+    ]:
+        refused = api.patch(url, {"settings": bad, "title": "changed"}, content_type=JSON)
+        assert refused.status_code == 422, bad
+        assert detail in str(refused.json()["detail"]), refused.json()
+    chat_session.refresh_from_db()
+    assert chat_session.settings == settings
+    assert chat_session.title == "New conversation"

@@ -83,6 +83,10 @@ def test_session_file_structure(chat_session):
     (tokenCount, compressionCount)."""
     _with_tool_call(chat_session)
     data = session_file(session=chat_session)
+    # Every field of the spec's file, with its type; metadata also carries what an import needs
+    # to rebuild the same session (title, contextSize, systemPrompt: see the README).
+    extra = {key: data["metadata"].pop(key) for key in ("title", "contextSize", "systemPrompt")}
+    assert extra == {"title": chat_session.title, "contextSize": 16384, "systemPrompt": "You are helpful."}
     assert shape(data) == shape(SPEC_SESSION_FILE)
     assert data["model"] == "llama3.2:3b"
     assert data["provider"] == "ollama"
