@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "ninja",
     "chat",
     "contextmgr",
+    "search",
 ]
 
 MIDDLEWARE = [

@@ -13,4 +13,5 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("contextmgr.urls")),
     path("", include("chat.urls")),
+    path("", include("search.urls")),
 ]
