@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 from django.db import connection
@@ -31,14 +31,6 @@ MAX_PAGE_SIZE = 100
 SNIPPET_CHARS = 200
 # Best first (the engines' scores are annotated as "score"), then newest.
 RANKING: list[str] = ["-score", "-created_at", "-id"]
-
-# The expression of the GIN index of migration 0002 (the planner matches it by expression).
-PG_PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
-PG_VECTOR = 'to_tsvector(\'simple\'::regconfig, translate("search_searchdocument"."body", {}, {}))'.format(
-    # "%" doubled: the expression goes through the driver's parameter formatting.
-    "'" + PG_PUNCTUATION.replace("'", "''").replace("%", "%%") + "'",
-    "'" + " " * len(PG_PUNCTUATION) + "'",
-)
 
 
 @dataclass(frozen=True)
@@ -120,35 +112,103 @@ def _filtered(documents: QuerySet[SearchDocument], filters: SearchFilters) -> Qu
     return documents
 
 
-def _matching(documents: QuerySet[SearchDocument], parsed: ParsedQuery) -> QuerySet[SearchDocument]:
-    """The documents that match, annotated with ``score`` (higher is better)."""
-    if connection.vendor == "postgresql":
+class _Matches(Protocol):
+    def count(self) -> int: ...
+
+    def page(self, offset: int, limit: int) -> list[tuple[int, float]]:
+        """(document id, score) best first, then newest."""
+        ...
+
+    def session_ids(self) -> list[UUID]: ...
+
+
+class _PostgresMatches:
+    """``body_tsv`` is a stored generated tsvector with a GIN index (migration 0002); ranked by ts_rank."""
+
+    def __init__(self, user: Any | None, parsed: ParsedQuery, filters: SearchFilters) -> None:
         from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVectorField
         from django.db.models.expressions import RawSQL
 
-        vector = RawSQL(PG_VECTOR, [], output_field=SearchVectorField())
+        documents = SearchDocument.objects.all() if user is None else SearchDocument.objects.filter(session__owner=user)
+        vector = RawSQL('"search_searchdocument"."body_tsv"', [], output_field=SearchVectorField())
         ts_query = SearchQuery(tsquery(parsed), search_type="raw", config="simple")
-        return (
-            documents.alias(vector=vector)
-            .filter(vector=ts_query)
-            .annotate(score=SearchRank(vector, ts_query, normalization=1))
+        self.documents = _filtered(documents, filters).alias(vector=vector).filter(vector=ts_query)
+        self.rank = SearchRank(vector, ts_query, normalization=1)
+
+    def count(self) -> int:
+        return self.documents.count()
+
+    def page(self, offset: int, limit: int) -> list[tuple[int, float]]:
+        rows = self.documents.annotate(score=self.rank).order_by(*RANKING)[offset : offset + limit]
+        return [(pk, float(score)) for pk, score in rows.values_list("id", "score")]
+
+    def session_ids(self) -> list[UUID]:
+        return sorted(set(self.documents.values_list("session_id", flat=True)))
+
+
+class _SqliteMatches:
+    """FTS5 drives the query (CROSS JOIN fixes the order), so its cost follows the matches, not the
+    history; the filters are the same as ``_filtered``'s, written for this join."""
+
+    def __init__(self, user: Any | None, parsed: ParsedQuery, filters: SearchFilters) -> None:
+        conditions = ["search_fts MATCH %s"]
+        params: list[Any] = [fts5_query(parsed)]
+
+        def where(condition: str, *values: Any) -> None:
+            conditions.append(condition)
+            params.extend(values)
+
+        if user is not None:
+            where("s.owner_id = %s", user.pk)
+        if filters.session is not None:
+            where("d.session_id = %s", filters.session.hex)
+        if filters.model:
+            where("s.model = %s", filters.model)
+        if filters.since is not None:
+            where("d.created_at >= %s", connection.ops.adapt_datetimefield_value(_day_start(filters.since)))
+        if filters.until is not None:
+            until = _day_start(filters.until + timedelta(days=1))
+            where("d.created_at < %s", connection.ops.adapt_datetimefield_value(until))
+        if filters.role:
+            where("d.kind = %s AND d.role = %s", SearchDocument.Kind.MESSAGE.value, filters.role)
+        if filters.kind:
+            where("d.kind = %s", filters.kind)
+        if filters.locked_only:
+            where("d.kind = %s AND d.locked", SearchDocument.Kind.DECISION.value)
+        self.joined = (
+            "FROM search_fts CROSS JOIN search_searchdocument AS d ON d.id = search_fts.rowid "
+            "CROSS JOIN chat_session AS s ON s.id = d.session_id WHERE " + " AND ".join(conditions)
         )
-    return documents.extra(
-        tables=["search_fts"],
-        where=["search_fts.rowid = search_searchdocument.id", "search_fts MATCH %s"],
-        params=[fts5_query(parsed)],
-        select={"score": "-bm25(search_fts)"},
-    )
+        self.params = params
+
+    def _rows(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return list(cursor.fetchall())
+
+    def count(self) -> int:
+        return int(self._rows(f"SELECT count(*) {self.joined}", self.params)[0][0])
+
+    def page(self, offset: int, limit: int) -> list[tuple[int, float]]:
+        sql = (
+            f"SELECT d.id, -bm25(search_fts) AS score {self.joined} "
+            "ORDER BY score DESC, d.created_at DESC, d.id DESC LIMIT %s OFFSET %s"
+        )
+        return [(int(pk), float(score)) for pk, score in self._rows(sql, [*self.params, limit, offset])]
+
+    def session_ids(self) -> list[UUID]:
+        return sorted(
+            UUID(value) for (value,) in self._rows(f"SELECT DISTINCT d.session_id {self.joined}", self.params)
+        )
 
 
-def _documents(*, user: Any | None, query: str, filters: SearchFilters) -> QuerySet[SearchDocument] | None:
+def _matches(*, user: Any | None, query: str, filters: SearchFilters) -> _Matches | None:
     parsed = parse_query(query)
     if parsed.empty:
         return None
-    documents = SearchDocument.objects.all()
-    if user is not None:
-        documents = documents.filter(session__owner=user)
-    return _matching(_filtered(documents, filters), parsed)
+    if connection.vendor == "postgresql":
+        return _PostgresMatches(user, parsed, filters)
+    return _SqliteMatches(user, parsed, filters)
 
 
 def highlight(text: str, words: tuple[tuple[str, bool], ...], width: int = SNIPPET_CHARS) -> SafeString:
@@ -213,12 +273,14 @@ def search_history(
     """
     page_size = min(max(page_size, 1), MAX_PAGE_SIZE)
     page = max(page, 1)
-    documents = _documents(user=user, query=query, filters=filters or SearchFilters())
-    if documents is None:
+    matches = _matches(user=user, query=query, filters=filters or SearchFilters())
+    if matches is None:
         return SearchPage(query=query, hits=[], total=0, page=1, page_size=page_size)
-    total = documents.count()
+    total = matches.count()
     page = min(page, max((total + page_size - 1) // page_size, 1))
-    rows = list(documents.select_related("session").order_by(*RANKING)[(page - 1) * page_size : page * page_size])
+    scores = dict(matches.page((page - 1) * page_size, page_size))
+    by_id = SearchDocument.objects.select_related("session").in_bulk(list(scores))
+    rows = [by_id[pk] for pk in scores if pk in by_id]
     session_ids = {row.session_id for row in rows if row.kind == SearchDocument.Kind.MESSAGE}
     last_positions = dict(
         Message.objects.filter(session_id__in=session_ids)
@@ -238,7 +300,7 @@ def search_history(
             position=row.position,
             locked=row.locked,
             created_at=row.created_at,
-            score=float(row.score),  # type: ignore[attr-defined]
+            score=scores[row.pk],
             snippet=highlight(row.body, words),
             url=_url(row, last_positions),
         )
@@ -254,14 +316,14 @@ def search_history(
 
 def search_session_ids(*, user: Any, query: str, filters: SearchFilters | None = None) -> list[UUID]:
     """Every session of the user's with at least one match (for exporting all of them)."""
-    documents = _documents(user=user, query=query, filters=filters or SearchFilters())
-    return [] if documents is None else sorted(set(documents.values_list("session_id", flat=True)))
+    matches = _matches(user=user, query=query, filters=filters or SearchFilters())
+    return [] if matches is None else matches.session_ids()
 
 
 def search_session_ids_all_users(*, query: str, filters: SearchFilters | None = None) -> list[UUID]:
     """The same across every user's sessions: for the admin and the export command only."""
-    documents = _documents(user=None, query=query, filters=filters or SearchFilters())
-    return [] if documents is None else sorted(set(documents.values_list("session_id", flat=True)))
+    matches = _matches(user=None, query=query, filters=filters or SearchFilters())
+    return [] if matches is None else matches.session_ids()
 
 
 def sessions_matching(*, user: Any | None, query: str, filters: SearchFilters | None = None) -> QuerySet[Session]:
@@ -272,9 +334,8 @@ def sessions_matching(*, user: Any | None, query: str, filters: SearchFilters | 
     filters = filters or SearchFilters()
     sessions = Session.objects.all() if user is None else Session.objects.filter(owner=user)
     if query.strip():
-        documents = _documents(user=user, query=query, filters=filters)
-        ids = [] if documents is None else documents.values_list("session_id", flat=True)
-        return sessions.filter(pk__in=list(set(ids))).order_by("created_at")
+        matches = _matches(user=user, query=query, filters=filters)
+        return sessions.filter(pk__in=[] if matches is None else matches.session_ids()).order_by("created_at")
     if filters.session is not None:
         sessions = sessions.filter(pk=filters.session)
     if filters.model:

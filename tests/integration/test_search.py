@@ -98,7 +98,14 @@ def test_the_engine_is_the_databases_own():
             cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'search_document_fts'")
             (indexdef,) = cursor.fetchone()
         assert "gin" in indexdef.lower()
-        assert "to_tsvector" in indexdef
+        assert "(body_tsv)" in indexdef
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT generation_expression FROM information_schema.columns"
+                " WHERE table_name = 'search_searchdocument' AND column_name = 'body_tsv'"
+            )
+            (expression,) = cursor.fetchone()
+        assert "to_tsvector('simple'" in expression
     else:
         with connection.cursor() as cursor:
             cursor.execute("SELECT sql FROM sqlite_master WHERE name = 'search_fts'")
