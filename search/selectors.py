@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from django.db import connection
-from django.db.models import Max, QuerySet
+from django.db.models import Count, OuterRef, QuerySet, Subquery, Window
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
@@ -115,8 +115,9 @@ def _filtered(documents: QuerySet[SearchDocument], filters: SearchFilters) -> Qu
 class _Matches(Protocol):
     def count(self) -> int: ...
 
-    def page(self, offset: int, limit: int) -> list[tuple[int, float]]:
-        """(document id, score) best first, then newest."""
+    def page(self, offset: int, limit: int) -> tuple[list[tuple[int, float]], int | None]:
+        """(document id, score) best first, then newest, and the count of all matches (None when the
+        page is empty: one pass over the matches gives both)."""
         ...
 
     def session_ids(self) -> list[UUID]: ...
@@ -138,9 +139,13 @@ class _PostgresMatches:
     def count(self) -> int:
         return self.documents.count()
 
-    def page(self, offset: int, limit: int) -> list[tuple[int, float]]:
-        rows = self.documents.annotate(score=self.rank).order_by(*RANKING)[offset : offset + limit]
-        return [(pk, float(score)) for pk, score in rows.values_list("id", "score")]
+    def page(self, offset: int, limit: int) -> tuple[list[tuple[int, float]], int | None]:
+        rows = list(
+            self.documents.annotate(score=self.rank, total=Window(Count("id")))
+            .order_by(*RANKING)
+            .values_list("id", "score", "total")[offset : offset + limit]
+        )
+        return [(pk, float(score)) for pk, score, _ in rows], (int(rows[0][2]) if rows else None)
 
     def session_ids(self) -> list[UUID]:
         return sorted(set(self.documents.values_list("session_id", flat=True)))
@@ -189,12 +194,15 @@ class _SqliteMatches:
     def count(self) -> int:
         return int(self._rows(f"SELECT count(*) {self.joined}", self.params)[0][0])
 
-    def page(self, offset: int, limit: int) -> list[tuple[int, float]]:
+    def page(self, offset: int, limit: int) -> tuple[list[tuple[int, float]], int | None]:
+        # bm25() cannot run inside a window query: it is computed in the inner one.
         sql = (
-            f"SELECT d.id, -bm25(search_fts) AS score {self.joined} "
-            "ORDER BY score DESC, d.created_at DESC, d.id DESC LIMIT %s OFFSET %s"
+            "SELECT id, score, count(*) OVER () FROM "
+            f"(SELECT d.id AS id, -bm25(search_fts) AS score, d.created_at AS created_at {self.joined}) "
+            "ORDER BY score DESC, created_at DESC, id DESC LIMIT %s OFFSET %s"
         )
-        return [(int(pk), float(score)) for pk, score in self._rows(sql, [*self.params, limit, offset])]
+        rows = self._rows(sql, [*self.params, limit, offset])
+        return [(int(pk), float(score)) for pk, score, _ in rows], (int(rows[0][2]) if rows else None)
 
     def session_ids(self) -> list[UUID]:
         return sorted(
@@ -276,17 +284,20 @@ def search_history(
     matches = _matches(user=user, query=query, filters=filters or SearchFilters())
     if matches is None:
         return SearchPage(query=query, hits=[], total=0, page=1, page_size=page_size)
-    total = matches.count()
-    page = min(page, max((total + page_size - 1) // page_size, 1))
-    scores = dict(matches.page((page - 1) * page_size, page_size))
+    found, total = matches.page((page - 1) * page_size, page_size)
+    if total is None:  # past the last page (or nothing at all): the last page
+        total = matches.count()
+        page = max((total + page_size - 1) // page_size, 1)
+        found, _ = matches.page((page - 1) * page_size, page_size) if total else ([], 0)
+    scores = dict(found)
     by_id = SearchDocument.objects.select_related("session").in_bulk(list(scores))
     rows = [by_id[pk] for pk in scores if pk in by_id]
     session_ids = {row.session_id for row in rows if row.kind == SearchDocument.Kind.MESSAGE}
+    # The latest position of each session (one index probe each), to tell which messages the chat
+    # page's latest window leaves out.
+    latest = Message.objects.filter(session=OuterRef("pk")).order_by("-position").values("position")[:1]
     last_positions = dict(
-        Message.objects.filter(session_id__in=session_ids)
-        .values("session_id")
-        .annotate(last=Max("position"))
-        .values_list("session_id", "last")
+        Session.objects.filter(pk__in=session_ids).annotate(last=Subquery(latest)).values_list("pk", "last")
     )
     words = parse_query(query).words
     hits = [
