@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 MAX_QUERY_CHARS = 1000
 MAX_TERMS = 16
 MAX_TOKEN_CHARS = 64
+MAX_TERM_TOKENS = 32
 
 TOKEN_RE = re.compile(r"[^\W_]+")
 # A quoted phrase (closed or running to the end), or a run of non-space characters.
@@ -47,7 +48,7 @@ class ParsedQuery:
 
 
 def tokens_of(text: str) -> list[str]:
-    return [token[:MAX_TOKEN_CHARS] for token in TOKEN_RE.findall(text)]
+    return [token[:MAX_TOKEN_CHARS] for token in TOKEN_RE.findall(text)][:MAX_TERM_TOKENS]
 
 
 def parse_query(text: str) -> ParsedQuery:

@@ -33,6 +33,8 @@ HOSTILE = [
     "login\x00auth",
     "\\",
     "a" * 10_000,
+    "a." * 5_000,
+    '"' + "word " * 2_000 + '"',
     ("login OR " * 2_000)[:10_240],
     '"unterminated phrase login',
     "日本語)(*&^%$#@!",
