@@ -68,15 +68,15 @@ def _set(source: dict[str, object], n: str) -> str:
     )
 
 
-def sqlite_forward() -> list[str]:
+def sqlite_triggers() -> list[str]:
+    """Every trigger; IF NOT EXISTS, so ``search.apps`` can put back any that a table rebuild dropped."""
     statements = [
-        "CREATE VIRTUAL TABLE search_fts USING fts5(body, content='search_searchdocument', content_rowid='id', "
-        "tokenize='unicode61 remove_diacritics 0')",
-        "CREATE TRIGGER search_fts_ai AFTER INSERT ON search_searchdocument BEGIN "
+        "CREATE TRIGGER IF NOT EXISTS search_fts_ai AFTER INSERT ON search_searchdocument BEGIN "
         "INSERT INTO search_fts(rowid, body) VALUES (new.id, new.body); END",
-        "CREATE TRIGGER search_fts_ad AFTER DELETE ON search_searchdocument BEGIN "
+        "CREATE TRIGGER IF NOT EXISTS search_fts_ad AFTER DELETE ON search_searchdocument BEGIN "
         "INSERT INTO search_fts(search_fts, rowid, body) VALUES ('delete', old.id, old.body); END",
-        "CREATE TRIGGER search_fts_au AFTER UPDATE OF body ON search_searchdocument WHEN old.body IS NOT new.body BEGIN "
+        "CREATE TRIGGER IF NOT EXISTS search_fts_au AFTER UPDATE OF body ON search_searchdocument "
+        "WHEN old.body IS NOT new.body BEGIN "
         "INSERT INTO search_fts(search_fts, rowid, body) VALUES ('delete', old.id, old.body); "
         "INSERT INTO search_fts(rowid, body) VALUES (new.id, new.body); END",
     ]
@@ -84,14 +84,25 @@ def sqlite_forward() -> list[str]:
         kind, table, watch = s["kind"], s["table"], list(s["watch"])  # type: ignore[call-overload]
         changed = " OR ".join(f"old.{c} IS NOT new.{c}" for c in watch)
         statements += [
-            f"CREATE TRIGGER search_{kind}_ai AFTER INSERT ON {table} BEGIN "
+            f"CREATE TRIGGER IF NOT EXISTS search_{kind}_ai AFTER INSERT ON {table} BEGIN "
             f"INSERT INTO search_searchdocument ({DOC_COLUMNS}) VALUES ({_values(s, 'new')}); END",
-            f"CREATE TRIGGER search_{kind}_au AFTER UPDATE OF {', '.join(watch)} ON {table} WHEN {changed} BEGIN "
+            f"CREATE TRIGGER IF NOT EXISTS search_{kind}_au AFTER UPDATE OF {', '.join(watch)} ON {table} "
+            f"WHEN {changed} BEGIN "
             f"UPDATE search_searchdocument SET {_set(s, 'new')} WHERE kind = '{kind}' AND ref_id = new.id; END",
-            f"CREATE TRIGGER search_{kind}_ad AFTER DELETE ON {table} BEGIN "
+            f"CREATE TRIGGER IF NOT EXISTS search_{kind}_ad AFTER DELETE ON {table} BEGIN "
             f"DELETE FROM search_searchdocument WHERE kind = '{kind}' AND ref_id = old.id; END",
-            f"INSERT INTO search_searchdocument ({DOC_COLUMNS}) SELECT {_values(s, 't')} FROM {table} t",
         ]
+    return statements
+
+
+def sqlite_forward() -> list[str]:
+    statements = [
+        "CREATE VIRTUAL TABLE search_fts USING fts5(body, content='search_searchdocument', content_rowid='id', "
+        "tokenize='unicode61 remove_diacritics 0')",
+        *sqlite_triggers(),
+    ]
+    for s in sources("sqlite"):
+        statements.append(f"INSERT INTO search_searchdocument ({DOC_COLUMNS}) SELECT {_values(s, 't')} FROM {s['table']} t")
     return statements
 
 

@@ -286,3 +286,25 @@ def test_message_links_open_the_message_even_outside_the_latest_window(user, cha
     urls = {hit.ref_id: hit.url for hit in page.hits}
     assert urls[first.id] == f"/sessions/{chat_session.id}/?around={first.id}#msg-{first.id}"
     assert urls[last.id] == f"/sessions/{chat_session.id}/#msg-{last.id}"
+
+
+def test_the_triggers_are_in_place_and_come_back_after_a_sqlite_table_rebuild(user, chat_session):
+    from search.apps import ensure_sqlite_triggers
+
+    tables = ["chat_message", "contextmgr_checkpoint", "contextmgr_goal", "contextmgr_decision", "contextmgr_artifact"]
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            # PostgreSQL alters tables in place: the triggers stay; nothing to put back.
+            cursor.execute("SELECT DISTINCT tgrelid::regclass::text FROM pg_trigger WHERE tgname LIKE 'search_%%'")
+            assert sorted(row[0] for row in cursor.fetchall()) == sorted(tables)
+            ensure_sqlite_triggers()
+            return
+        cursor.execute("SELECT DISTINCT tbl_name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'search_%'")
+        assert sorted(row[0] for row in cursor.fetchall()) == sorted([*tables, "search_searchdocument"])
+        # What a table rebuild does to one of them.
+        cursor.execute("DROP TRIGGER search_message_ai")
+    message_create(session=chat_session, role="user", content="lost walrus")
+    assert search_history(user=user, query="walrus").total == 0
+    ensure_sqlite_triggers()
+    message_create(session=chat_session, role="user", content="found walrus")
+    assert search_history(user=user, query="walrus").total == 1
