@@ -20,7 +20,7 @@ router = Router(auth=django_auth, tags=["search"])
 
 
 class SearchParams(Schema):
-    q: str = Field("", max_length=10_000, description='Words, "phrases", -excluded, a OR b; never an error.')
+    q: str = Field("", description='Words, "phrases", -excluded, a OR b; never an error.')
     session: UUID | None = None
     model: str = ""
     since: date | None = None

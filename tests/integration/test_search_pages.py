@@ -201,6 +201,7 @@ def test_the_search_api(client, user, other_user, sessions):
     assert client.get("/api/search", {"q": "login", "since": "2000-01-01", "until": "2000-01-02"}).json()["total"] == 0
     assert client.get("/api/search", {"q": "login", "session": str(sessions["secret"].id)}).json()["total"] == 0
     assert client.get("/api/search", {"q": '"(( NEAR *', "page": 1}).status_code == 200
+    assert client.get("/api/search", {"q": '"(( NEAR *' + "x" * 10_240}).status_code == 200
     assert client.get("/api/search", {"q": "login", "role": "wizard"}).status_code == 422
     assert client.get("/api/search", {"q": "login", "since": "yesterday"}).status_code == 422
     client.force_login(other_user)
