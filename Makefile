@@ -51,6 +51,7 @@ bench: $(DEV_STAMP) .env
 	$(BIN)/python bench/gateway_throughput.py
 	$(BIN)/python bench/conversation.py
 	$(BIN)/python bench/retention.py
+	$(BIN)/python bench/search_latency.py
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check .

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
 from chat.models import Message, Session
@@ -13,6 +13,7 @@ from contextmgr.core.reliability import ReliabilityLevel, reliability_level, sco
 from contextmgr.core.tiers import context_profiles
 from contextmgr.models import Checkpoint, ContextEvent
 from contextmgr.selectors import session_context_line
+from search.selectors import search_session_ids_all_users
 
 
 class ReadOnlyInline(admin.TabularInline):  # type: ignore[type-arg]
@@ -143,6 +144,16 @@ class SessionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Session], search_term: str
+    ) -> tuple[QuerySet[Session], bool]:
+        """Title, owner and model as before, or the full-text search of every session's history."""
+        by_fields, may_have_duplicates = super().get_search_results(request, queryset, search_term)
+        if not search_term.strip():
+            return by_fields, may_have_duplicates
+        by_history = search_session_ids_all_users(query=search_term)
+        return queryset.filter(Q(pk__in=by_fields.values("pk")) | Q(pk__in=by_history)), False
 
     @admin.display(description="tier")
     def tier_label(self, obj: Session) -> str:

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import io
+import json
+import zipfile
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
+
+from django.http import HttpResponse
 
 from chat.models import Message, Session
 from contextmgr.selectors import session_budget
@@ -48,3 +54,19 @@ def session_file(*, session: Session) -> dict[str, Any]:
             "systemPrompt": session.system_prompt,
         },
     }
+
+
+def sessions_zip(*, sessions: Iterable[Session]) -> bytes:
+    """A zip of one OLLM session file (``{sessionId}.json``) per session."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for session in sessions:
+            data = json.dumps(session_file(session=session), ensure_ascii=False, indent=2)
+            archive.writestr(f"{session.id}.json", data)
+    return buffer.getvalue()
+
+
+def sessions_zip_response(*, sessions: Iterable[Session], name: str) -> HttpResponse:
+    response = HttpResponse(sessions_zip(sessions=sessions), content_type="application/zip")
+    response["Content-Disposition"] = f'attachment; filename="{name}.zip"'
+    return response

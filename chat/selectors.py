@@ -12,6 +12,9 @@ from django.db.models import QuerySet
 from chat.models import Message, Session
 from contextmgr.llm import Gateway, LLMError, ModelInfo, ModelNotFound, get_gateway
 
+# How many of the latest messages the chat page shows (a search hit further back is shown in its own window).
+HISTORY_WINDOW = 300
+
 
 def sessions_for_user(*, user: Any) -> QuerySet[Session]:
     """The sessions a user may see: their own, most recently active first."""

@@ -16,10 +16,16 @@ from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from chat.export import session_file
+from chat.export import session_file, sessions_zip_response
 from chat.forms import RenameForm, SessionForm
 from chat.models import Session
-from chat.selectors import session_for_owner, session_for_viewer, session_history, sessions_for_user
+from chat.selectors import (
+    HISTORY_WINDOW,
+    session_for_owner,
+    session_for_viewer,
+    session_history,
+    sessions_for_user,
+)
 from chat.services import session_create, session_delete, session_update
 from contextmgr.core.reliability import ReliabilityLevel, low_reliability_warning
 from contextmgr.llm import LLMError, get_gateway
@@ -164,17 +170,44 @@ def session_export(request: HttpRequest, session_id: UUID) -> HttpResponse:
 
 
 @login_required
+@require_POST
+def sessions_export_selected(request: HttpRequest) -> HttpResponse:
+    """A zip of the OLLM session files of the sessions ticked in the list (only the user's own)."""
+    ids = []
+    for value in request.POST.getlist("session"):
+        with contextlib.suppress(ValueError):
+            ids.append(UUID(value))
+    sessions = list(sessions_for_user(user=request.user).filter(pk__in=ids).order_by("created_at"))
+    if not sessions:
+        return HttpResponse("Select at least one of your sessions to export.", status=400, content_type="text/plain")
+    return sessions_zip_response(sessions=sessions, name="ollm-sessions")
+
+
+@login_required
+@require_GET
+def session_full_history(request: HttpRequest, session_id: UUID) -> HttpResponse:
+    """Every message in order with its compression state and covering checkpoint; read-only, printable."""
+    session = viewable(request, session_id)
+    return render(
+        request,
+        "chat/full_history.html",
+        {"session": session, "messages": session_history(session=session)},
+    )
+
+
+@login_required
 @require_GET
 def chat_page(request: HttpRequest, session_id: UUID) -> HttpResponse:
     from contextmgr.views import goals_context, settings_context, snapshots_context
 
     session = viewable(request, session_id)
+    around = request.GET.get("around", "")
     return render(
         request,
         "chat/chat.html",
         {
             "session": session,
-            **history_groups(session),
+            **history_groups(session, around=int(around) if around.isdigit() else None),
             "can_write": session.owner_id == request.user.pk,
             "backend": backend_status(),
             "rename_form": RenameForm(initial={"title": session.title}),
@@ -201,21 +234,28 @@ def context_window(request: HttpRequest, session_id: UUID) -> HttpResponse:
     return render(request, "chat/context.html", {"session": session, "prompt": prompt, **context_panel(session)})
 
 
-HISTORY_WINDOW = 300
-
-
-def history_groups(session: Session) -> dict[str, Any]:
-    """The latest messages, consecutive ones compressed into the same checkpoint grouped
-    under its marker; older messages stay in the export and the admin."""
+def history_groups(session: Session, *, around: int | None = None) -> dict[str, Any]:
+    """The latest messages (or, with ``around``, the window centred on that message), consecutive
+    ones compressed into the same checkpoint grouped under its marker; the rest is on the full
+    history page and in the export."""
     total = session.messages.count()
-    messages = list(session_history(session=session)[max(total - HISTORY_WINDOW, 0) :])
+    start = max(total - HISTORY_WINDOW, 0)
+    if around is not None:
+        position = session.messages.filter(pk=around).values_list("position", flat=True).first()
+        if position is not None and position <= start:
+            start = max(position - HISTORY_WINDOW // 2, 0)
+    messages = list(session_history(session=session)[start : start + HISTORY_WINDOW])
     groups = [
         (checkpoint_id and rows[0].compressed_into, rows)
         for checkpoint_id, rows in (
             (key, list(group)) for key, group in groupby(messages, key=lambda m: m.compressed_into_id)
         )
     ]
-    return {"groups": groups, "hidden_count": max(total - HISTORY_WINDOW, 0)}
+    return {
+        "groups": groups,
+        "hidden_count": start,
+        "later_count": max(total - start - HISTORY_WINDOW, 0),
+    }
 
 
 def chat_fragments(kind: str, session_id: UUID, **extra: Any) -> str:

@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "accounts",
     "chat",
     "contextmgr",
+    "search",
 ]
 
 MIDDLEWARE = [

@@ -17,4 +17,5 @@ urlpatterns = [
     path("account/", include("accounts.urls")),
     path("", include("contextmgr.urls")),
     path("", include("chat.urls")),
+    path("", include("search.urls")),
 ]

@@ -29,5 +29,6 @@
     connection.textContent = "Connection lost: reconnecting… What you type is kept and sent once it is back.";
   });
   document.body.addEventListener("htmx:wsAfterMessage", scrollToEnd);
-  scrollToEnd();
+  // A link to one message (#msg-42, from a search) stays on it: static/js/anchor.js opens and scrolls.
+  if (!/^#msg-\d+$/.test(location.hash)) { scrollToEnd(); }
 })();

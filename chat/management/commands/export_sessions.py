@@ -1,31 +1,66 @@
 from __future__ import annotations
 
 import json
+from datetime import date
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from chat.export import session_file
-from chat.models import Session
+from chat.export import session_file, sessions_zip
+from chat.models import Message, Session
+from search.models import SearchDocument
+from search.selectors import SearchFilters, sessions_matching
 
 
 class Command(BaseCommand):
-    help = "Write one OLLM session file ({sessionId}.json, full uncompressed history) per session."
+    help = (
+        "Write one OLLM session file ({sessionId}.json, full uncompressed history) per session, or one zip of "
+        "them; the search page's filters select which sessions (--query: those with a match)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--dir", default="~/.ollm/sessions", help="Folder to write to (created if missing).")
+        parser.add_argument("--zip", help="Write one zip file here instead of a folder of files.")
         parser.add_argument("--user", help="Only this user's sessions.")
+        parser.add_argument("--query", default="", help="Only sessions with a match for this search.")
+        parser.add_argument("--model", default="", help="Only sessions with this model.")
+        parser.add_argument("--since", type=date.fromisoformat, help="YYYY-MM-DD: matches (or activity) from then.")
+        parser.add_argument("--until", type=date.fromisoformat, help="YYYY-MM-DD: matches (or a start) until then.")
+        parser.add_argument(
+            "--role", default="", choices=["", *Message.Role.values], help="With --query: messages of this role."
+        )
+        parser.add_argument(
+            "--kind", default="", choices=["", *SearchDocument.Kind.values], help="With --query: only this kind."
+        )
+        parser.add_argument("--locked", action="store_true", help="With --query: only locked decisions.")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        filters = SearchFilters(
+            model=options["model"],
+            since=options["since"],
+            until=options["until"],
+            role=options["role"],
+            kind=options["kind"],
+            locked_only=options["locked"],
+        )
+        owner: Any = None
+        if options["user"]:
+            from django.contrib.auth import get_user_model
+
+            owner = get_user_model().objects.filter(username=options["user"]).first()
+            if owner is None:
+                raise CommandError(f"There is no user {options['user']!r}.")
+        sessions: list[Session] = list(sessions_matching(user=owner, query=options["query"], filters=filters))
+        if options["zip"]:
+            target = Path(options["zip"]).expanduser()
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(sessions_zip(sessions=sessions))
+            self.stdout.write(f"Wrote {len(sessions)} session file(s) to {target}")
+            return
         folder = Path(options["dir"]).expanduser()
         folder.mkdir(parents=True, exist_ok=True)
-        sessions = Session.objects.order_by("created_at")
-        if options["user"]:
-            sessions = sessions.filter(owner__username=options["user"])
-        count = 0
         for session in sessions:
             path = folder / f"{session.id}.json"
             path.write_text(json.dumps(session_file(session=session), ensure_ascii=False, indent=2), encoding="utf-8")
-            count += 1
-        self.stdout.write(f"Wrote {count} session file(s) to {folder}")
+        self.stdout.write(f"Wrote {len(sessions)} session file(s) to {folder}")

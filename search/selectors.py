@@ -1,0 +1,358 @@
+"""Search across a user's sessions: one selector, one results contract, either database engine.
+
+``search_history`` ranks the matching documents (messages, checkpoints, goals,
+decisions, artifacts) of the user's own sessions with the engine's full-text
+index (FTS5's bm25 on SQLite, ``ts_rank`` on PostgreSQL), returns one page of
+hits with a highlighted snippet each, and groups them by session.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+from typing import Any, Protocol
+from uuid import UUID
+
+from django.db import connection
+from django.db.models import Count, OuterRef, QuerySet, Subquery, Window
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+
+from chat.models import Message, Session
+from chat.selectors import HISTORY_WINDOW
+from search.models import SearchDocument
+from search.query import ParsedQuery, fts5_query, parse_query, tsquery
+
+DEFAULT_PAGE_SIZE = 20
+MAX_PAGE_SIZE = 100
+SNIPPET_CHARS = 200
+# Best first (the engines' scores are annotated as "score"), then newest.
+RANKING: list[str] = ["-score", "-created_at", "-id"]
+
+
+@dataclass(frozen=True)
+class SearchFilters:
+    session: UUID | None = None
+    model: str = ""
+    since: date | None = None
+    until: date | None = None
+    role: str = ""
+    kind: str = ""
+    locked_only: bool = False
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    kind: str
+    ref_id: int
+    session_id: UUID
+    session_title: str
+    model: str
+    role: str
+    position: int | None
+    locked: bool
+    created_at: datetime
+    score: float
+    snippet: SafeString
+    url: str
+
+
+@dataclass(frozen=True)
+class SessionGroup:
+    session_id: UUID
+    title: str
+    model: str
+    hits: list[SearchHit]
+
+
+@dataclass(frozen=True)
+class SearchPage:
+    query: str
+    hits: list[SearchHit]
+    total: int
+    page: int
+    page_size: int
+    groups: list[SessionGroup] = field(default_factory=list)
+
+    @property
+    def num_pages(self) -> int:
+        return max((self.total + self.page_size - 1) // self.page_size, 1)
+
+    @property
+    def has_next(self) -> bool:
+        return self.page < self.num_pages
+
+    @property
+    def has_previous(self) -> bool:
+        return self.page > 1
+
+
+def _day_start(day: date) -> datetime:
+    return timezone.make_aware(datetime.combine(day, time.min))
+
+
+def _filtered(documents: QuerySet[SearchDocument], filters: SearchFilters) -> QuerySet[SearchDocument]:
+    if filters.session is not None:
+        documents = documents.filter(session_id=filters.session)
+    if filters.model:
+        documents = documents.filter(session__model=filters.model)
+    if filters.since is not None:
+        documents = documents.filter(created_at__gte=_day_start(filters.since))
+    if filters.until is not None:
+        documents = documents.filter(created_at__lt=_day_start(filters.until + timedelta(days=1)))
+    if filters.role:
+        documents = documents.filter(kind=SearchDocument.Kind.MESSAGE, role=filters.role)
+    if filters.kind:
+        documents = documents.filter(kind=filters.kind)
+    if filters.locked_only:
+        documents = documents.filter(kind=SearchDocument.Kind.DECISION, locked=True)
+    return documents
+
+
+class _Matches(Protocol):
+    def count(self) -> int: ...
+
+    def page(self, offset: int, limit: int) -> tuple[list[tuple[int, float]], int | None]:
+        """(document id, score) best first, then newest, and the count of all matches (None when the
+        page is empty: one pass over the matches gives both)."""
+        ...
+
+    def session_ids(self) -> list[UUID]: ...
+
+
+class _PostgresMatches:
+    """``body_tsv`` is a stored generated tsvector with a GIN index (migration 0002); ranked by ts_rank."""
+
+    def __init__(self, user: Any | None, parsed: ParsedQuery, filters: SearchFilters) -> None:
+        from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVectorField
+        from django.db.models.expressions import RawSQL
+
+        documents = SearchDocument.objects.all() if user is None else SearchDocument.objects.filter(session__owner=user)
+        vector = RawSQL('"search_searchdocument"."body_tsv"', [], output_field=SearchVectorField())
+        ts_query = SearchQuery(tsquery(parsed), search_type="raw", config="simple")
+        self.documents = _filtered(documents, filters).alias(vector=vector).filter(vector=ts_query)
+        self.rank = SearchRank(vector, ts_query, normalization=1)
+
+    def count(self) -> int:
+        return self.documents.count()
+
+    def page(self, offset: int, limit: int) -> tuple[list[tuple[int, float]], int | None]:
+        rows = list(
+            self.documents.annotate(score=self.rank, total=Window(Count("id")))
+            .order_by(*RANKING)
+            .values_list("id", "score", "total")[offset : offset + limit]
+        )
+        return [(pk, float(score)) for pk, score, _ in rows], (int(rows[0][2]) if rows else None)
+
+    def session_ids(self) -> list[UUID]:
+        return sorted(set(self.documents.values_list("session_id", flat=True)))
+
+
+class _SqliteMatches:
+    """FTS5 drives the query (CROSS JOIN fixes the order), so its cost follows the matches, not the
+    history; the filters are the same as ``_filtered``'s, written for this join."""
+
+    def __init__(self, user: Any | None, parsed: ParsedQuery, filters: SearchFilters) -> None:
+        conditions = ["search_fts MATCH %s"]
+        params: list[Any] = [fts5_query(parsed)]
+
+        def where(condition: str, *values: Any) -> None:
+            conditions.append(condition)
+            params.extend(values)
+
+        if user is not None:
+            where("s.owner_id = %s", user.pk)
+        if filters.session is not None:
+            where("d.session_id = %s", filters.session.hex)
+        if filters.model:
+            where("s.model = %s", filters.model)
+        if filters.since is not None:
+            where("d.created_at >= %s", connection.ops.adapt_datetimefield_value(_day_start(filters.since)))
+        if filters.until is not None:
+            until = _day_start(filters.until + timedelta(days=1))
+            where("d.created_at < %s", connection.ops.adapt_datetimefield_value(until))
+        if filters.role:
+            where("d.kind = %s AND d.role = %s", SearchDocument.Kind.MESSAGE.value, filters.role)
+        if filters.kind:
+            where("d.kind = %s", filters.kind)
+        if filters.locked_only:
+            where("d.kind = %s AND d.locked", SearchDocument.Kind.DECISION.value)
+        self.joined = (
+            "FROM search_fts CROSS JOIN search_searchdocument AS d ON d.id = search_fts.rowid "
+            "CROSS JOIN chat_session AS s ON s.id = d.session_id WHERE " + " AND ".join(conditions)
+        )
+        self.params = params
+
+    def _rows(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return list(cursor.fetchall())
+
+    def count(self) -> int:
+        return int(self._rows(f"SELECT count(*) {self.joined}", self.params)[0][0])
+
+    def page(self, offset: int, limit: int) -> tuple[list[tuple[int, float]], int | None]:
+        # bm25() cannot run inside a window query: it is computed in the inner one.
+        sql = (
+            "SELECT id, score, count(*) OVER () FROM "
+            f"(SELECT d.id AS id, -bm25(search_fts) AS score, d.created_at AS created_at {self.joined}) "
+            "ORDER BY score DESC, created_at DESC, id DESC LIMIT %s OFFSET %s"
+        )
+        rows = self._rows(sql, [*self.params, limit, offset])
+        return [(int(pk), float(score)) for pk, score, _ in rows], (int(rows[0][2]) if rows else None)
+
+    def session_ids(self) -> list[UUID]:
+        return sorted(
+            UUID(value) for (value,) in self._rows(f"SELECT DISTINCT d.session_id {self.joined}", self.params)
+        )
+
+
+def _matches(*, user: Any | None, query: str, filters: SearchFilters) -> _Matches | None:
+    parsed = parse_query(query)
+    if parsed.empty:
+        return None
+    if connection.vendor == "postgresql":
+        return _PostgresMatches(user, parsed, filters)
+    return _SqliteMatches(user, parsed, filters)
+
+
+def highlight(text: str, words: tuple[tuple[str, bool], ...], width: int = SNIPPET_CHARS) -> SafeString:
+    """A window of ``text`` around the first match, escaped, with the matching words in <mark>."""
+    if words:
+        alternatives = "|".join(
+            re.escape(word) + (r"[^\W_]*" if prefix else r"(?![^\W_])")
+            for word, prefix in sorted(words, key=lambda w: -len(w[0]))
+        )
+        pattern: re.Pattern[str] | None = re.compile(r"(?<![^\W_])(?:" + alternatives + ")", re.IGNORECASE)
+    else:
+        pattern = None
+    first = pattern.search(text) if pattern else None
+    start = 0
+    if first is not None and first.start() > width // 3:
+        start = first.start() - width // 3
+        space = text.rfind(" ", start - 20, start)
+        start = space + 1 if space > 0 else start
+    end = min(start + width, len(text))
+    if end < len(text):
+        space = text.find(" ", end, end + 20)
+        end = space if space > 0 else end
+    window = text[start:end]
+    parts: list[str] = ["…"] if start > 0 else []
+    cursor = 0
+    for match in pattern.finditer(window) if pattern else ():
+        parts.append(escape(window[cursor : match.start()]))
+        parts.append(f"<mark>{escape(match.group())}</mark>")
+        cursor = match.end()
+    parts.append(escape(window[cursor:]))
+    if end < len(text):
+        parts.append("…")
+    # Every piece was escaped above; the only markup is our own <mark>.
+    return mark_safe(" ".join("".join(parts).split()))
+
+
+def _url(document: SearchDocument, last_positions: dict[UUID, int]) -> str:
+    chat = reverse("chat:chat", args=[document.session_id])
+    if document.kind == SearchDocument.Kind.MESSAGE:
+        old = (document.position or 0) <= last_positions.get(document.session_id, 0) - HISTORY_WINDOW
+        return f"{chat}?around={document.ref_id}#msg-{document.ref_id}" if old else f"{chat}#msg-{document.ref_id}"
+    if document.kind == SearchDocument.Kind.CHECKPOINT:
+        return reverse("contextmgr:timeline", args=[document.session_id]) + f"#checkpoint-{document.ref_id}"
+    if document.kind == SearchDocument.Kind.GOAL:
+        return f"{chat}#goal-{document.ref_id}"
+    if document.kind == SearchDocument.Kind.DECISION:
+        return f"{chat}#decision-{document.ref_id}"
+    return f"{chat}#goals-panel"
+
+
+def search_history(
+    *,
+    user: Any,
+    query: str,
+    filters: SearchFilters | None = None,
+    page: int = 1,
+    page_size: int = DEFAULT_PAGE_SIZE,
+) -> SearchPage:
+    """One page of the user's own matching documents, best first, grouped by session.
+
+    Never raises on what the user typed: an empty or unusable query gives an empty page.
+    """
+    page_size = min(max(page_size, 1), MAX_PAGE_SIZE)
+    page = max(page, 1)
+    matches = _matches(user=user, query=query, filters=filters or SearchFilters())
+    if matches is None:
+        return SearchPage(query=query, hits=[], total=0, page=1, page_size=page_size)
+    found, total = matches.page((page - 1) * page_size, page_size)
+    if total is None:  # past the last page (or nothing at all): the last page
+        total = matches.count()
+        page = max((total + page_size - 1) // page_size, 1)
+        found, _ = matches.page((page - 1) * page_size, page_size) if total else ([], 0)
+    scores = dict(found)
+    by_id = SearchDocument.objects.select_related("session").in_bulk(list(scores))
+    rows = [by_id[pk] for pk in scores if pk in by_id]
+    session_ids = {row.session_id for row in rows if row.kind == SearchDocument.Kind.MESSAGE}
+    # The latest position of each session (one index probe each), to tell which messages the chat
+    # page's latest window leaves out.
+    latest = Message.objects.filter(session=OuterRef("pk")).order_by("-position").values("position")[:1]
+    last_positions = dict(
+        Session.objects.filter(pk__in=session_ids).annotate(last=Subquery(latest)).values_list("pk", "last")
+    )
+    words = parse_query(query).words
+    hits = [
+        SearchHit(
+            kind=row.kind,
+            ref_id=row.ref_id,
+            session_id=row.session_id,
+            session_title=row.session.title,
+            model=row.session.model,
+            role=row.role,
+            position=row.position,
+            locked=row.locked,
+            created_at=row.created_at,
+            score=scores[row.pk],
+            snippet=highlight(row.body, words),
+            url=_url(row, last_positions),
+        )
+        for row in rows
+    ]
+    groups: dict[UUID, SessionGroup] = {}
+    for hit in hits:
+        if hit.session_id not in groups:
+            groups[hit.session_id] = SessionGroup(hit.session_id, hit.session_title, hit.model, [])
+        groups[hit.session_id].hits.append(hit)
+    return SearchPage(query=query, hits=hits, total=total, page=page, page_size=page_size, groups=list(groups.values()))
+
+
+def search_session_ids(*, user: Any, query: str, filters: SearchFilters | None = None) -> list[UUID]:
+    """Every session of the user's with at least one match (for exporting all of them)."""
+    matches = _matches(user=user, query=query, filters=filters or SearchFilters())
+    return [] if matches is None else matches.session_ids()
+
+
+def search_session_ids_all_users(*, query: str, filters: SearchFilters | None = None) -> list[UUID]:
+    """The same across every user's sessions: for the admin and the export command only."""
+    matches = _matches(user=None, query=query, filters=filters or SearchFilters())
+    return [] if matches is None else matches.session_ids()
+
+
+def sessions_matching(*, user: Any | None, query: str, filters: SearchFilters | None = None) -> QuerySet[Session]:
+    """Sessions to export: those with a match when there is a query, else those the filters select.
+
+    ``user=None`` means every user's sessions (the export command); pages always pass the user.
+    """
+    filters = filters or SearchFilters()
+    sessions = Session.objects.all() if user is None else Session.objects.filter(owner=user)
+    if query.strip():
+        matches = _matches(user=user, query=query, filters=filters)
+        return sessions.filter(pk__in=[] if matches is None else matches.session_ids()).order_by("created_at")
+    if filters.session is not None:
+        sessions = sessions.filter(pk=filters.session)
+    if filters.model:
+        sessions = sessions.filter(model=filters.model)
+    if filters.since is not None:
+        sessions = sessions.filter(last_activity__gte=_day_start(filters.since))
+    if filters.until is not None:
+        sessions = sessions.filter(created_at__lt=_day_start(filters.until + timedelta(days=1)))
+    return sessions.order_by("created_at")
