@@ -20,6 +20,7 @@ from chat.imports import ImportTooLarge
 from contextmgr.api import router as context_router
 from contextmgr.llm import BackendUnavailable, ContextOverflow, LLMError, LLMTimeout
 from contextmgr.services.snapshots import SnapshotError
+from search.api import router as search_router
 
 api = NinjaAPI(
     title="ollm-site API",
@@ -32,6 +33,7 @@ api = NinjaAPI(
 )
 api.add_router("/", chat_router)
 api.add_router("/", context_router)
+api.add_router("/search", search_router)
 
 
 def _detail(request: HttpRequest, detail: str, status: int) -> HttpResponse:

@@ -1,6 +1,6 @@
 """``GET /api/search``: the search selector over the REST API (django-ninja).
 
-Mount it on the project's API: ``api.add_router("/search", search.api.router)``.
+Mounted on the project's API at ``/api/search`` (ollm_site/api.py).
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from uuid import UUID
 
 from django.http import HttpRequest
 from ninja import Query, Router, Schema
-from ninja.security import django_auth
 from pydantic import Field
 
 from search.selectors import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, SearchFilters, search_history
 
-router = Router(auth=django_auth, tags=["search"])
+# Authentication is the API's own (a token, or the session cookie with CSRF).
+router = Router(tags=["search"])
 
 
 class SearchParams(Schema):

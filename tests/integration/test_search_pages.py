@@ -179,7 +179,6 @@ def test_admin_session_search_uses_the_full_text_search(client, django_user_mode
     assert client.get(url, {"q": '"(('}).status_code == 200
 
 
-@pytest.mark.urls("tests.integration.search_api_urls")
 def test_the_search_api(client, user, other_user, sessions):
     assert client.get("/api/search", {"q": "login"}).status_code == 401
     client.force_login(user)
