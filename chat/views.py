@@ -195,6 +195,13 @@ def session_full_history(request: HttpRequest, session_id: UUID) -> HttpResponse
     )
 
 
+def _message_id(value: str) -> int | None:
+    """A message id from the query string; anything else (², 5,000 digits) is no id."""
+    if value.isascii() and value.isdigit() and len(value) < 19:
+        return int(value)
+    return None
+
+
 @login_required
 @require_GET
 def chat_page(request: HttpRequest, session_id: UUID) -> HttpResponse:
@@ -207,7 +214,7 @@ def chat_page(request: HttpRequest, session_id: UUID) -> HttpResponse:
         "chat/chat.html",
         {
             "session": session,
-            **history_groups(session, around=int(around) if around.isdigit() else None),
+            **history_groups(session, around=_message_id(around)),
             "can_write": session.owner_id == request.user.pk,
             "backend": backend_status(),
             "rename_form": RenameForm(initial={"title": session.title}),

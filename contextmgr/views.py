@@ -12,7 +12,9 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from chat.models import Message, Session
 from chat.services import session_update
@@ -331,4 +333,6 @@ def session_settings(request: HttpRequest, session_id: UUID) -> HttpResponse:
 @require_POST
 def session_continue_view(request: HttpRequest, session_id: UUID) -> HttpResponse:
     successor = session_continue(session=owned(request, session_id))
+    if request.headers.get("HX-Request"):
+        return HttpResponseClientRedirect(reverse("chat:chat", args=[successor.pk]))
     return redirect("chat:chat", session_id=successor.pk)

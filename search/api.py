@@ -13,7 +13,8 @@ from django.http import HttpRequest
 from ninja import Query, Router, Schema
 from pydantic import Field
 
-from search.selectors import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, SearchFilters, search_history
+from chat.api import api_user
+from search.selectors import DEFAULT_PAGE_SIZE, MAX_PAGE, MAX_PAGE_SIZE, SearchFilters, search_history
 
 # Authentication is the API's own (a token, or the session cookie with CSRF).
 router = Router(tags=["search"])
@@ -28,7 +29,7 @@ class SearchParams(Schema):
     role: Literal["", "user", "assistant", "system", "tool"] = ""
     kind: Literal["", "message", "checkpoint", "goal", "decision", "artifact"] = ""
     locked: bool = Field(False, description="Only locked decisions.")
-    page: int = Field(1, ge=1)
+    page: int = Field(1, ge=1, le=MAX_PAGE)
     page_size: int = Field(DEFAULT_PAGE_SIZE, ge=1, le=MAX_PAGE_SIZE)
 
 
@@ -59,7 +60,7 @@ class SearchResultsOut(Schema):
 @router.get("", response=SearchResultsOut, summary="Search the full history of your sessions")
 def search(request: HttpRequest, params: Query[SearchParams]) -> SearchResultsOut:
     page = search_history(
-        user=request.user,
+        user=api_user(request),
         query=params.q,
         filters=SearchFilters(
             session=params.session,

@@ -7,7 +7,7 @@ from django import forms
 from chat.models import Message
 from search.models import SearchDocument
 from search.query import MAX_QUERY_CHARS
-from search.selectors import SearchFilters
+from search.selectors import MAX_PAGE, SearchFilters
 
 ONLY_CHOICES = [
     ("", "everything"),
@@ -29,7 +29,7 @@ class SearchForm(forms.Form):
     until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
     role = forms.ChoiceField(required=False, choices=[("", "any role"), *Message.Role.choices])
     only = forms.ChoiceField(required=False, choices=ONLY_CHOICES)
-    page = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+    page = forms.IntegerField(required=False, min_value=1, max_value=MAX_PAGE, widget=forms.HiddenInput)
 
     def __init__(self, *args: Any, models: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

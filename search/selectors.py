@@ -28,6 +28,8 @@ from search.query import ParsedQuery, fts5_query, parse_query, tsquery
 
 DEFAULT_PAGE_SIZE = 20
 MAX_PAGE_SIZE = 100
+# Beyond any real result list; keeps the offset inside the engines' integers.
+MAX_PAGE = 1_000_000
 SNIPPET_CHARS = 200
 # Best first (the engines' scores are annotated as "score"), then newest.
 RANKING: list[str] = ["-score", "-created_at", "-id"]
@@ -280,7 +282,7 @@ def search_history(
     Never raises on what the user typed: an empty or unusable query gives an empty page.
     """
     page_size = min(max(page_size, 1), MAX_PAGE_SIZE)
-    page = max(page, 1)
+    page = min(max(page, 1), MAX_PAGE)
     matches = _matches(user=user, query=query, filters=filters or SearchFilters())
     if matches is None:
         return SearchPage(query=query, hits=[], total=0, page=1, page_size=page_size)

@@ -313,3 +313,9 @@ def test_the_meter_adds_up_to_what_the_prompt_holds(session, goal):
     assert parts["goal"] > 0
     assert sum(tokens for kind, tokens in parts.items() if kind != "free") == session_budget(session=session).used
     assert parts["free"] == session.max_tokens - meter.used
+
+
+@pytest.mark.parametrize("around", ["²", "9" * 5000, "-3", "abc"])
+def test_a_crafted_around_is_no_message_not_an_error(session, owner_client, around):
+    response = owner_client.get(reverse("chat:chat", args=[session.pk]), {"around": around})
+    assert response.status_code == 200

@@ -8,6 +8,7 @@ import zipfile
 
 import pytest
 from django.core.management import call_command
+from django.test import Client
 from django.urls import reverse
 
 from chat.services import message_create, session_create
@@ -206,3 +207,26 @@ def test_the_search_api(client, user, other_user, sessions):
     client.force_login(other_user)
     mine = client.get("/api/search", {"q": "login"}).json()
     assert [r["session"] for r in mine["results"]] == [str(sessions["secret"].id)]
+
+
+def test_the_search_api_answers_token_clients_as_their_owner(user, other_user, sessions):
+    from accounts.services import api_token_create
+
+    token = api_token_create(user=user, name="search")[1]
+    client = Client(headers={"Authorization": f"Bearer {token}"})
+    data = client.get("/api/search", {"q": "login"}).json()
+    assert data["total"] == 3
+    assert {r["session"] for r in data["results"]} == {str(sessions["auth"].id)}
+    bob = Client(headers={"Authorization": f"Bearer {api_token_create(user=other_user, name='bob')[1]}"})
+    assert [r["session"] for r in bob.get("/api/search", {"q": "login"}).json()["results"]] == [
+        str(sessions["secret"].id)
+    ]
+
+
+def test_absurd_page_numbers_are_refused_or_clamped_never_a_500(client, user, sessions):
+    client.force_login(user)
+    assert client.get("/api/search", {"q": "login", "page": 10**20}).status_code == 422
+    assert client.get("/search/", {"q": "login", "page": 10**20}).status_code == 200
+    from search.selectors import search_history
+
+    assert search_history(user=user, query="login", page=10**20).hits  # the last page, not an overflow
