@@ -203,6 +203,23 @@ class KeptFacts:
     facts: tuple[Fact, ...]
     payload: dict[str, Any]
 
+    def draft(self, *, trigger: str, started: float) -> CheckpointDraft:
+        """The checkpoint to commit, with what its event reports (how, trigger, duration, retention)."""
+        return CheckpointDraft(
+            summary=self.view.summary,
+            strategy=Checkpoint.Strategy.SUMMARIZE if self.how == "summarize" else Checkpoint.Strategy.TRUNCATE,
+            key_decisions=self.view.key_decisions,
+            files_modified=self.view.files_modified,
+            next_steps=self.view.next_steps,
+            facts=self.facts,
+            payload={
+                "how": self.how,
+                "trigger": trigger,
+                "duration_ms": round((time.perf_counter() - started) * 1000),
+                **self.payload,
+            },
+        )
+
 
 def _keep_facts(
     summarizer: _Summarizer,
@@ -340,20 +357,7 @@ def _compress(
     checkpoint = compression_commit(
         session=session,
         message_ids=selection.message_ids,
-        draft=CheckpointDraft(
-            summary=kept.view.summary,
-            strategy=Checkpoint.Strategy.SUMMARIZE if kept.how == "summarize" else Checkpoint.Strategy.TRUNCATE,
-            key_decisions=kept.view.key_decisions,
-            files_modified=kept.view.files_modified,
-            next_steps=kept.view.next_steps,
-            facts=kept.facts,
-            payload={
-                "how": kept.how,
-                "trigger": reason,
-                "duration_ms": round((time.perf_counter() - started) * 1000),
-                **kept.payload,
-            },
-        ),
+        draft=kept.draft(trigger=reason, started=started),
         aged=aged,
         merged=merged,
         counter=counter,
@@ -454,20 +458,7 @@ def _rollover(
         session=session,
         checkpoint_ids=[cp.id for cp in checkpoints],
         message_ids=[m.id for m in moved],
-        draft=CheckpointDraft(
-            summary=kept.view.summary,
-            strategy=Checkpoint.Strategy.SUMMARIZE if kept.how == "summarize" else Checkpoint.Strategy.TRUNCATE,
-            key_decisions=kept.view.key_decisions,
-            files_modified=kept.view.files_modified,
-            next_steps=kept.view.next_steps,
-            facts=kept.facts,
-            payload={
-                "how": kept.how,
-                "trigger": reason,
-                "duration_ms": round((time.perf_counter() - started) * 1000),
-                **kept.payload,
-            },
-        ),
+        draft=kept.draft(trigger=reason, started=started),
         counter=summarizer.counter,
     )
     return CompressionOutcome("rolled-over", kept.how, checkpoint.id)
