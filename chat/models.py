@@ -105,7 +105,8 @@ class Message(models.Model):
         default=0, help_text="The session's context_version when this message's context state last changed."
     )
     excluded_from_context = models.BooleanField(
-        default=False, help_text="Written after the snapshot that was restored; kept in the full history only."
+        default=False,
+        help_text="Kept in the full history only: written after a restored snapshot, or too long for the context.",
     )
     tool_call_id = models.CharField(
         max_length=200, blank=True, help_text="Links a tool call and its results; they are compressed together."

@@ -217,3 +217,17 @@ def message_create(
     Session.objects.filter(pk=locked.pk).update(last_activity=now)
     session.last_activity = now
     return message
+
+
+@transaction.atomic
+def message_leave_context(*, message: Message) -> None:
+    """Keep a message in the full history only: it stops counting toward the context and
+    stops being sent (a user message that cannot fit the context, however much is compressed).
+
+    Locks the session row, as every change of a message's context state does.
+    """
+    locked = Session.objects.select_for_update().get(pk=message.session_id)
+    version = locked.next_context_version()
+    Message.objects.filter(pk=message.pk).update(excluded_from_context=True, context_version=version)
+    message.excluded_from_context = True
+    message.context_version = version

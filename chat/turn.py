@@ -22,7 +22,7 @@ from django.core.exceptions import ValidationError
 from django.db import connections
 
 from chat.models import Message, Session
-from chat.services import message_create
+from chat.services import message_create, message_leave_context
 from contextmgr.core.tokens import TiktokenCounter, TokenCount, TokenCounter
 from contextmgr.core.window import chat_messages
 from contextmgr.llm import ChatMessage, ChatResult, ContextOverflow, Gateway, LLMError, LLMTimeout, get_gateway
@@ -82,8 +82,27 @@ def message_counter(gateway: Gateway, model: str) -> TokenCounter:
         return TiktokenCounter()
 
 
-async def _prompt_with_room(session: Session, gateway: Gateway) -> tuple[list[ChatMessage], TokenCount]:
-    """The next prompt, once it leaves at least REPLY_MIN_TOKENS for the reply."""
+def _does_not_fit(session: Session, tokens: int) -> ContextOverflow:
+    return ContextOverflow(
+        f"Your message does not fit: with the system prompt and pinned goal the prompt is {tokens:,} tokens "
+        f"and the context holds {session.max_tokens:,}. It is kept in the full history but left out of the "
+        "context; shorten it or choose a larger context size."
+    )
+
+
+async def _prompt_with_room(
+    session: Session, gateway: Gateway, user_message: Message
+) -> tuple[list[ChatMessage], TokenCount]:
+    """The next prompt, once it leaves at least REPLY_MIN_TOKENS for the reply.
+
+    A user message that cannot fit however much is compressed leaves the context
+    (it stays in the history) so the turns after it are not squeezed by it.
+    """
+    room = session.max_tokens - REPLY_MIN_TOKENS
+    if user_message.tokens + session.system_prompt_tokens > room:
+        # Compressing the rest could never make room for it: do not wear the context down trying.
+        await sync_to_async(message_leave_context)(message=user_message)
+        raise _does_not_fit(session, user_message.tokens + session.system_prompt_tokens)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + settings.OLLM_COMPRESSION_WAIT_SECONDS
     tried: set[str] = set()
@@ -91,7 +110,7 @@ async def _prompt_with_room(session: Session, gateway: Gateway) -> tuple[list[Ch
         blocks = await sync_to_async(session_window)(session=session)
         messages = [ChatMessage(role, content) for role, content in chat_messages(blocks)]
         count = await asyncio.to_thread(gateway.count_prompt, messages, session.model)
-        if session.max_tokens - count.tokens >= REPLY_MIN_TOKENS:
+        if count.tokens <= room:
             return messages, count
         config = await sync_to_async(session_config)(session)
         if not config.compression.enabled:
@@ -116,11 +135,8 @@ async def _prompt_with_room(session: Session, gateway: Gateway) -> tuple[list[Ch
                 rollover=mode == "rollover",
             )
             continue
-        raise ContextOverflow(
-            f"Your message does not fit: with the system prompt and pinned goal the prompt is {count.tokens:,} "
-            f"tokens and the context holds {session.max_tokens:,}. It is saved in the history; shorten it or "
-            "choose a larger context size."
-        )
+        await sync_to_async(message_leave_context)(message=user_message)
+        raise _does_not_fit(session, count.tokens)
 
 
 async def turn_run(
@@ -162,6 +178,10 @@ async def turn_retry(
     last = await session.messages.order_by("-position").afirst()
     if last is None or last.role != Message.Role.USER:
         raise ValidationError({"content": "There is no unanswered message to retry."})
+    if last.excluded_from_context:
+        raise ValidationError(
+            {"content": "The last message does not fit this session's context: it is kept in the history only."}
+        )
     if on_stored is not None:
         await on_stored(last)
     return await _reply(session, gateway, message_counter(gateway, session.model), last, on_delta)
@@ -171,7 +191,7 @@ async def _reply(
     session: Session, gateway: Gateway, counter: TokenCounter, user_message: Message, on_delta: OnDelta | None
 ) -> TurnOutcome:
     await sync_to_async(compression_maybe_schedule)(session_id=session.pk)
-    messages, prompt = await _prompt_with_room(session, gateway)
+    messages, prompt = await _prompt_with_room(session, gateway, user_message)
     max_tokens = min(settings.OLLM_REPLY_MAX_TOKENS, session.max_tokens - prompt.tokens)
     stream = gateway.chat(
         messages,

@@ -57,7 +57,7 @@ def test_a_message_too_long_for_the_context_is_413_and_still_stored(api, small_s
     assert response.status_code == 413
     detail = response.json()["detail"]
     assert "does not fit" in detail
-    assert "saved in the history" in detail
+    assert "kept in the full history but left out of the context" in detail
     assert list(Message.objects.filter(session=small_session).values_list("role", "content")) == [("user", text)]
 
 

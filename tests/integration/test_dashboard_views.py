@@ -273,7 +273,7 @@ def test_snapshot_create_and_restore_with_a_confirmation(session, owner_client):
     assert response.status_code == 302
     assert response["Location"] == f"/sessions/{session.pk}/"
     chat = owner_client.get(response["Location"]).content.decode()
-    assert "not in context (after a restored snapshot)" in chat
+    assert "history only, not in the context" in chat
     assert Message.objects.get(content="second").excluded_from_context
 
 

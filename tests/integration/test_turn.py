@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.core.exceptions import ValidationError
 from django.test import override_settings
 from django.utils import timezone
 
 from chat.models import Message, Session
-from chat.services import session_create
-from chat.turn import turn_run
+from chat.services import message_create, session_create
+from chat.turn import turn_retry, turn_run
 from contextmgr.llm.embedded import MODEL_NAME
 from contextmgr.llm.gateway import Gateway
 from contextmgr.llm.types import ContextOverflow, LLMTimeout, ModelNotFound
@@ -65,23 +66,37 @@ async def test_with_compression_off_an_overflowing_message_is_refused_but_kept(u
         max_tokens=1700,
         settings={"compression": {"enabled": False}},
     )
-    text = "Please read this. " * 500
+    earlier = await sync_to_async(message_create)(session=session, role="user", content="Please read this. " * 250)
+    text = "And this too. " * 250  # fits alone, not beside the earlier message
     with pytest.raises(ContextOverflow, match="compression is turned off"):
         await turn_run(session_id=session.pk, content=text, gateway=gateway)
-    assert [m.content async for m in Message.objects.filter(session=session)] == [text]
+    assert [m.content async for m in Message.objects.filter(session=session)] == [earlier.content, text]
 
 
-async def test_a_message_larger_than_the_context_is_refused_but_kept(small_session, gateway):
+@override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=16)
+async def test_a_message_larger_than_the_context_is_kept_in_the_history_only(small_session, gateway):
+    await turn_run(session_id=small_session.pk, content="Where do tides come from?", gateway=gateway)
     text = "A very long paste. " * 500
     with pytest.raises(ContextOverflow, match="Your message does not fit"):
         await turn_run(session_id=small_session.pk, content=text, gateway=gateway)
-    assert await Message.objects.filter(session=small_session, content=text).aexists()
+    refused = await Message.objects.aget(session=small_session, content=text)
+    assert refused.excluded_from_context
+    # Nothing was compressed in a hopeless attempt to make room for it.
+    assert (await Session.objects.aget(pk=small_session.pk)).compression_count == 0
+    with pytest.raises(ValidationError, match="kept in the history only"):
+        await turn_retry(session_id=small_session.pk, gateway=gateway)
+
+    outcome = await turn_run(session_id=small_session.pk, content="And what about waves?", gateway=gateway)
+    assert outcome.prompt_tokens < 300  # the paste (about 2,500 tokens) is not in the prompt
+    assert (await Session.objects.aget(pk=small_session.pk)).compression_count == 0
+    assert await Message.objects.filter(session=small_session).acount() == 5
 
 
 @override_settings(OLLM_COMPRESSION_WAIT_SECONDS=0.3)
 async def test_a_turn_that_needs_room_waits_for_the_running_compression(small_session, gateway):
+    await sync_to_async(message_create)(session=small_session, role="user", content="Some background. " * 250)
     await Session.objects.filter(pk=small_session.pk).aupdate(compression_started_at=timezone.now())
-    text = "A long question. " * 450
+    text = "A long question. " * 300  # fits alone, not beside the background
     with pytest.raises(LLMTimeout, match="still running; your message is saved"):
         await turn_run(session_id=small_session.pk, content=text, gateway=gateway)
     assert await Message.objects.filter(session=small_session, content=text).aexists()
