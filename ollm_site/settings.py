@@ -125,7 +125,15 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 if REDIS_URL:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}}
+    # redis-py 8 gives every read a 5 s socket timeout, the same 5 s that channels_redis blocks
+    # waiting for a message: on a busy machine the empty answer arrives late, the read times out
+    # and the websocket consumer dies. Reads may take as long as they need, within reason.
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 60}]},
+        }
+    }
     CELERY_BROKER_URL = REDIS_URL
     CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER")
 else:

@@ -18,3 +18,6 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
     # A file, not shared-cache memory: background compressions write from
     # other threads, and only a file database makes them wait for the lock.
     DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / f"test-{os.getpid()}.sqlite3")}  # noqa: F405
+else:
+    # One test database per run, so two checkouts can test against one server at once.
+    DATABASES["default"]["TEST"] = {"NAME": f"test_ollm_{os.getpid()}"}  # noqa: F405

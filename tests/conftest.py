@@ -30,3 +30,28 @@ def _close_worker_thread_connections(django_db_setup, django_db_blocker):
 
     with django_db_blocker.unblock():
         SyncToAsync.single_thread_executor.submit(connections.close_all).result()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def celery_worker_when_brokered(request):
+    """With a broker (``REDIS_URL`` set, as in the services pass of ``make test``), compressions
+    are not run in-process: a real Celery worker consumes them from Redis, as in production.
+
+    It runs in a thread of this process so the tests' LLM doubles reach it; the system tests
+    (tests/system) start separate worker processes.
+    """
+    from django.conf import settings
+
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        yield None
+        return
+    from celery.contrib.testing.worker import start_worker
+
+    from ollm_site.celery import app
+
+    request.getfixturevalue("django_db_setup")  # the worker's connections go to the test database
+    app.control.purge()  # tasks a previous, interrupted run left in the queue
+    with start_worker(
+        app, pool="threads", concurrency=2, perform_ping_check=False, loglevel="WARNING", shutdown_timeout=60
+    ) as worker:
+        yield worker

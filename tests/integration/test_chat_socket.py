@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import html
 import json
+import os
 import re
 import uuid
 
@@ -176,8 +177,7 @@ async def test_retry_without_an_unanswered_message_says_so(small_session, user):
     await communicator.disconnect()
 
 
-@override_settings(OLLM_CHAT_TEMPERATURE=0.0)
-async def test_compression_progress_and_events_reach_the_page(user, app_gateway):
+async def _compressible_session(user):
     session = await sync_to_async(session_create)(
         owner=user,
         model=MODEL_NAME,
@@ -189,17 +189,27 @@ async def test_compression_progress_and_events_reach_the_page(user, app_gateway)
         await sync_to_async(message_create)(
             session=session, role="assistant", content=f"Answer {n}: the moon's gravity pulls the oceans. " * 8
         )
-    communicator = await socket(session.pk, user)
-    assert (await communicator.connect())[0]
+    return session
+
+
+async def _compress_now(session) -> None:
     from django.db import transaction
 
     from contextmgr.services.compression import compression_schedule
 
-    def compress_now() -> None:
+    def schedule() -> None:
         with transaction.atomic():
             compression_schedule(session_id=session.pk, reason="test", force=True)
 
-    await sync_to_async(compress_now)()
+    await sync_to_async(schedule)()
+
+
+@override_settings(OLLM_CHAT_TEMPERATURE=0.0)
+async def test_compression_progress_and_events_reach_the_page(user, app_gateway):
+    session = await _compressible_session(user)
+    communicator = await socket(session.pk, user)
+    assert (await communicator.connect())[0]
+    await _compress_now(session)
     frames = await frames_until(communicator, "Compression #1")
     assert any('id="progress"' in f and "Compressing" in f for f in frames)
     assert "compressed into checkpoint #1 (level 3)" in frames[-1]
@@ -207,6 +217,40 @@ async def test_compression_progress_and_events_reach_the_page(user, app_gateway)
     await communicator.disconnect()
     # Let the compression thread finish its last writes before the database goes.
     await asyncio.sleep(0.5)
+
+
+@pytest.mark.skipif(
+    not os.environ.get("REDIS_URL"),
+    reason="needs Redis: runs in the services pass of `make test` (REDIS_URL set, a Celery worker consuming)",
+)
+@override_settings(OLLM_CHAT_TEMPERATURE=0.0)
+async def test_a_brokered_compression_runs_in_the_celery_worker_and_reaches_the_page_through_redis(
+    user, app_gateway, celery_worker_when_brokered
+):
+    from celery.signals import task_prerun
+    from channels.layers import get_channel_layer
+    from channels_redis.core import RedisChannelLayer
+
+    assert isinstance(get_channel_layer(), RedisChannelLayer)
+    runs: list[tuple[str, bool, str | None]] = []
+
+    def record(task, **_) -> None:
+        # delivery_info is filled in only for a task that came through the broker.
+        runs.append((task.name, bool(task.request.is_eager), (task.request.delivery_info or {}).get("routing_key")))
+
+    task_prerun.connect(record, weak=False)
+    try:
+        session = await _compressible_session(user)
+        communicator = await socket(session.pk, user)
+        assert (await communicator.connect())[0]
+        await _compress_now(session)
+        frames = await frames_until(communicator, "Compression #1")
+        assert "compressed into checkpoint #1 (level 3)" in frames[-1]
+        await communicator.disconnect()
+    finally:
+        task_prerun.disconnect(record)
+    assert runs == [("contextmgr.tasks.compress_session", False, "celery")]
+    assert celery_worker_when_brokered is not None
 
 
 async def test_a_message_too_long_for_the_context_is_kept_and_explained(user, app_gateway):
