@@ -13,7 +13,9 @@ with a parameter the table does not know fails the walk, so it cannot be skipped
 from __future__ import annotations
 
 import inspect
+import io
 import re
+import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -372,6 +374,30 @@ def test_pages_without_ids_never_list_another_users_data(user, alice_data, other
     assert pages >= 8
     found = client.get("/search/", {"q": "alice private"})
     assert b"alice-private" in found.content  # the search works: it finds Alice's own
+
+
+def test_ids_in_query_strings_do_not_reach_another_users_data(user, alice_data, other_user, bob_data, api_gateway):
+    client = Client()
+    client.force_login(user)
+    bob_message = Message.objects.filter(session=bob_data["session"], content="bob-private message").get()
+    answers = [
+        client.get("/api/search", {"q": "bob private", "session": bob_data["session"].pk}),
+        client.get("/search/", {"q": "bob private", "session": bob_data["session"].pk}),
+        client.get("/search/export/", {"q": "bob private"}),
+        client.get(f"/sessions/{alice_data['session'].pk}/", {"around": bob_message.pk}),
+        client.get(f"/api/sessions/{alice_data['session'].pk}/events", {"after": 0}),
+    ]
+    for response in answers:
+        assert response.status_code == 200, response.request["PATH_INFO"]
+        assert b"bob-private" not in response.content, response.request["PATH_INFO"]
+    assert answers[0].json()["total"] == 0
+    with zipfile.ZipFile(io.BytesIO(answers[2].content)) as archive:  # compressed: look inside
+        assert archive.namelist() == []
+    mine = client.get("/search/export/", {"q": "alice private"})
+    with zipfile.ZipFile(io.BytesIO(mine.content)) as archive:
+        assert archive.namelist() == [f"{alice_data['session'].pk}.json"]
+    export = client.post("/sessions/export/", {"session": [bob_data["session"].pk]})
+    assert export.status_code == 400  # none of the ticked sessions is hers
 
 
 def test_every_unsafe_method_needs_the_csrf_token(user, alice_data, api_gateway):
