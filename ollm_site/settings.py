@@ -60,6 +60,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: /health answers before the host check and the https redirect (Docker probes it on 127.0.0.1).
+    "ollm_site.health.HealthMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -120,7 +122,7 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "staticfiles"))
 STATICFILES_DIRS = [BASE_DIR / "static"]
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
@@ -176,6 +178,23 @@ if not DEBUG:
     CSRF_COOKIE_HTTPONLY = False
     SECURE_CONTENT_TYPE_NOSNIFF = True
     X_FRAME_OPTIONS = "DENY"
+
+# Served over HTTPS (OLLM_HTTPS=1, production): redirect http to https, send HSTS, and
+# send the session and CSRF cookies over HTTPS only. Off by default, so that `make run`
+# keeps working on http://127.0.0.1. `manage.py check --deploy` is clean with these on.
+OLLM_HTTPS = env_bool("OLLM_HTTPS")
+if OLLM_HTTPS:
+    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=True)
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", str(365 * 24 * 3600)))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
+    # Opt-in: the preload list is a commitment made by submitting the domain (hstspreload.org).
+    SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD")
+# Behind a reverse proxy that terminates TLS: trust its X-Forwarded-Proto. Only set this when
+# the proxy always sets (or strips) that header, or any client could claim to be on https.
+if env_bool("OLLM_BEHIND_PROXY"):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 LOGGING = {
     "version": 1,
