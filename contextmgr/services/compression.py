@@ -104,7 +104,10 @@ def compression_run(
     is a transaction of its own: if it fails, the compression stands and the
     error is recorded.
     """
-    session = Session.objects.get(pk=session_id)
+    session = Session.objects.filter(pk=session_id).first()
+    if session is None:
+        # Deleted while its compression waited in the queue: there is nothing left to compress.
+        return CompressionOutcome("skipped", "the session was deleted")
     config = session_config(session)
     if not config.compression.enabled:
         return _record_skip(session, "compression is turned off for this session", trigger=reason)

@@ -12,7 +12,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from chat.models import Message, Session
-from chat.services import message_create, session_create
+from chat.services import message_create, session_create, session_delete
 from contextmgr.core.aging import Level
 from contextmgr.core.window import chat_messages
 from contextmgr.llm.gateway import Gateway
@@ -217,6 +217,13 @@ def test_the_celery_task_runs_a_compression(due_session, fake_ollama, monkeypatc
     fake_ollama.behaviour.canned_reply = "Logins are validated and audited."
     monkeypatch.setattr("contextmgr.services.compression.get_gateway", lambda: gateway)
     assert compress_session.apply(args=[str(due_session.pk), "test"]).get() == "compressed"
+
+
+@pytest.mark.django_db
+def test_a_queued_compression_of_a_deleted_session_is_skipped(due_session):
+    session_id = due_session.pk
+    session_delete(session=due_session)
+    assert compress_session.apply(args=[str(session_id), "test"]).get() == "skipped"
 
 
 @pytest.mark.django_db
