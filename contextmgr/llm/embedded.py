@@ -9,6 +9,7 @@ serialized per model instance; a cancelled stream stops it at the next token.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import importlib.util
 import threading
 import time
@@ -87,6 +88,9 @@ class EmbeddedBackend:
                     eos_token=llama.detokenize([llama.token_eos()], special=True).decode(),
                 )
                 self._loaded = _Loaded(llama=llama, template=template, lock=threading.Lock())
+                # Freed while the interpreter still stands: left to Llama.__del__ at exit, the
+                # native free runs after llama_cpp's module globals are gone and raises TypeError.
+                atexit.register(llama.close)
             return self._loaded
 
     def _check_model(self, model: str) -> None:
