@@ -17,7 +17,7 @@ from django.utils import timezone
 from chat.models import Message, Session
 from contextmgr.core.aging import Level
 from contextmgr.core.budget import Budget
-from contextmgr.core.retention import Fact, facts_from_json, facts_to_json, measure_retention
+from contextmgr.core.retention import Fact, extract_facts, facts_from_json, facts_to_json, measure_retention
 from contextmgr.core.tokens import TiktokenCounter, TokenCounter
 from contextmgr.core.window import render_checkpoint
 from contextmgr.models import Checkpoint, CheckpointRevision, EventType
@@ -76,9 +76,11 @@ def _revise(checkpoint: Checkpoint, *, reason: CheckpointRevision.Reason) -> Non
     )
 
 
-def _union_facts(fact_lists: Iterable[Any]) -> list[list[str]]:
-    """The facts of several checkpoints, each once, oldest first."""
-    return facts_to_json(dict.fromkeys(fact for facts in fact_lists for fact in facts_from_json(facts)))
+def facts_carried(checkpoints: Iterable[Checkpoint], messages: Iterable[Message] = ()) -> tuple[Fact, ...]:
+    """What a checkpoint that takes over ``checkpoints`` (and ``messages``) must keep: their
+    facts, each once, oldest first, then those found in the messages."""
+    stored = [fact for cp in checkpoints for fact in facts_from_json(cp.facts)]
+    return tuple(dict.fromkeys(stored + list(extract_facts(m.content for m in messages))))
 
 
 def _last_position(session: Session) -> int:
@@ -127,7 +129,7 @@ def _merge(session: Session, checkpoints: list[Checkpoint], *, summary: str, cou
     carrier.original_tokens = sum(cp.original_tokens for cp in checkpoints)
     carrier.compression_count += 1
     carrier.compressed_at = timezone.now()
-    carrier.facts = _union_facts(cp.facts for cp in checkpoints)
+    carrier.facts = facts_to_json(facts_carried(checkpoints))
     carrier.key_decisions = list(dict.fromkeys(d for cp in checkpoints for d in cp.key_decisions))
     carrier.files_modified = list(dict.fromkeys(f for cp in checkpoints for f in cp.files_modified))
     carrier.next_steps = checkpoints[-1].next_steps

@@ -32,7 +32,7 @@ from contextmgr.core.prompts import (
     build_missing_facts_prompt,
     build_summary_prompt,
 )
-from contextmgr.core.retention import Fact, extract_facts, facts_from_json, high_value, measure_retention
+from contextmgr.core.retention import Fact, extract_facts, high_value, measure_retention
 from contextmgr.core.selection import ContextMessage, select_for_compression
 from contextmgr.core.tokens import TokenCounter
 from contextmgr.core.truncate import shorten_extractive
@@ -45,6 +45,7 @@ from contextmgr.services.checkpoints import (
     CheckpointDraft,
     MergedSummary,
     compression_commit,
+    facts_carried,
     rollover_commit,
 )
 from contextmgr.services.events import event_record, progress_publish
@@ -445,12 +446,7 @@ def _rollover(
             ),
             next_steps=facts.next_steps or tuple(checkpoints[-1].next_steps if checkpoints else ()),
         ),
-        tuple(
-            dict.fromkeys(
-                [fact for cp in checkpoints for fact in facts_from_json(cp.facts)]
-                + list(extract_facts(m.content for m in moved))
-            )
-        ),
+        facts_carried(checkpoints, moved),
         source=source,
         prompt=prompt,
         target=target,

@@ -13,13 +13,13 @@ from chat.models import Session
 from chat.services import session_create
 from contextmgr.core.aging import Level
 from contextmgr.core.config import ConfigError, context_config_from_mapping
-from contextmgr.core.retention import extract_facts, facts_from_json, facts_to_json
+from contextmgr.core.retention import facts_to_json
 from contextmgr.core.tokens import TiktokenCounter
 from contextmgr.core.truncate import shorten_extractive
 from contextmgr.core.window import render_checkpoint
 from contextmgr.models import Checkpoint, Decision, Goal, GoalCheckpoint
 from contextmgr.selectors import active_checkpoints, active_goal, active_messages, checkpoint_view, session_budget
-from contextmgr.services.checkpoints import checkpoint_carry_over
+from contextmgr.services.checkpoints import checkpoint_carry_over, facts_carried
 from contextmgr.services.compression import compression_maybe_schedule, default_config, session_config
 
 
@@ -94,8 +94,6 @@ def session_continue(*, session: Session) -> Session:
     if recent:
         parts.append(shorten_extractive(recent, target, lambda text: counter.count(text).tokens))
     if parts:
-        facts = [fact for cp in checkpoints for fact in facts_from_json(cp.facts)]
-        facts += extract_facts(m.content for m in messages)
         final = Checkpoint(
             session=successor,
             number=0,
@@ -105,7 +103,7 @@ def session_continue(*, session: Session) -> Session:
             original_tokens=sum(cp.original_tokens for cp in checkpoints) + sum(m.tokens for m in messages),
             key_decisions=list(dict.fromkeys(d for cp in checkpoints for d in cp.key_decisions)),
             files_modified=list(dict.fromkeys(f for cp in checkpoints for f in cp.files_modified)),
-            facts=facts_to_json(dict.fromkeys(facts)),
+            facts=facts_to_json(facts_carried(checkpoints, messages)),
             current_tokens=0,
         )
         checkpoint_carry_over(checkpoint=final, counter=counter)
