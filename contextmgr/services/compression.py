@@ -512,6 +512,9 @@ def compression_maybe_schedule(*, session_id: UUID) -> bool:
         return False
     if not budget.compression_due:
         return False
+    if compression_running(session_id=session.pk):
+        # The running one is what the budget asks for; a second would only be skipped.
+        return False
     compression_schedule(session_id=session.pk, reason=f"{budget.active_tokens:,} of {budget.trigger_at:,} tokens")
     return True
 

@@ -220,6 +220,25 @@ def test_the_celery_task_runs_a_compression(due_session, fake_ollama, monkeypatc
 
 
 @pytest.mark.django_db
+def test_no_second_compression_is_queued_while_one_runs(due_session, django_capture_on_commit_callbacks):
+    from contextmgr.services.lease import lease_acquire, lease_release
+
+    token = lease_acquire(session_id=due_session.pk)
+    assert token is not None
+
+    def compressions(callbacks) -> int:
+        return sum("compression_schedule" in callback.__qualname__ for callback in callbacks)
+
+    with django_capture_on_commit_callbacks() as queued:
+        assert not compression_maybe_schedule(session_id=due_session.pk)
+    assert compressions(queued) == 0
+    lease_release(session_id=due_session.pk, token=token)
+    with django_capture_on_commit_callbacks() as queued:
+        assert compression_maybe_schedule(session_id=due_session.pk)
+    assert compressions(queued) == 1
+
+
+@pytest.mark.django_db
 def test_a_queued_compression_of_a_deleted_session_is_skipped(due_session):
     session_id = due_session.pk
     session_delete(session=due_session)
