@@ -9,6 +9,7 @@ when the model cannot answer.
 
 from __future__ import annotations
 
+from django.contrib.auth.decorators import login_required
 from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import HttpRequest, HttpResponse
@@ -30,6 +31,8 @@ api = NinjaAPI(
     "`python manage.py create_api_token <username>`) or with the session cookie plus its CSRF token.",
     auth=[TokenAuth(), CookieAuth()],
     urls_namespace="api",
+    # Only login, static files and /health answer anonymously: the API's map included.
+    docs_decorator=login_required,
 )
 api.add_router("/", chat_router)
 api.add_router("/", context_router)

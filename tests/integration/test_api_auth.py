@@ -198,7 +198,10 @@ def test_the_tokens_page_refuses_an_empty_name(client, user):
     assert not ApiToken.objects.exists()
 
 
-def test_the_docs_are_served_without_a_cdn(client):
+def test_the_docs_are_for_logged_in_users_and_served_without_a_cdn(client, user):
+    assert client.get("/api/docs").status_code == 302
+    assert client.get("/api/openapi.json").status_code == 302
+    client.force_login(user)
     docs = client.get("/api/docs")
     assert docs.status_code == 200
     html = docs.content.decode()

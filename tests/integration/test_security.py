@@ -72,8 +72,6 @@ PUBLIC_ROUTES = {
     "logout": "logging out needs no account",
     "admin:login": "the admin's login form",
     "admin:logout": "logging out needs no account",
-    "api:openapi-json": "the API's description: no user data",
-    "api:openapi-view": "Swagger UI over that description: no user data",
 }
 
 
