@@ -101,6 +101,7 @@ def test_the_engine_is_the_databases_own():
             (indexdef,) = cursor.fetchone()
         assert "gin" in indexdef.lower()
         assert "(body_tsv)" in indexdef
+        assert "fastupdate=off" in indexdef  # no pending list for every search to read (migration 0003)
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT generation_expression FROM information_schema.columns"
