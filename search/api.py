@@ -14,7 +14,7 @@ from ninja import Query, Router, Schema
 from pydantic import Field
 
 from chat.api import api_user
-from search.selectors import DEFAULT_PAGE_SIZE, MAX_PAGE, MAX_PAGE_SIZE, SearchFilters, search_history
+from search.selectors import DEFAULT_PAGE_SIZE, MATCH_CAP, MAX_PAGE, MAX_PAGE_SIZE, SearchFilters, search_history
 
 # Authentication is the API's own (a token, or the session cookie with CSRF).
 router = Router(tags=["search"])
@@ -50,7 +50,10 @@ class SearchHitOut(Schema):
 
 class SearchResultsOut(Schema):
     query: str
-    total: int
+    total: int = Field(description=f"Matches ranked and counted: at most {MATCH_CAP:,}, the newest.")
+    total_is_capped: bool = Field(
+        description=f"More than {MATCH_CAP:,} documents match: only the newest {MATCH_CAP:,} were ranked and counted."
+    )
     page: int
     page_size: int
     num_pages: int
@@ -77,6 +80,7 @@ def search(request: HttpRequest, params: Query[SearchParams]) -> SearchResultsOu
     return SearchResultsOut(
         query=page.query,
         total=page.total,
+        total_is_capped=page.total_is_capped,
         page=page.page,
         page_size=page.page_size,
         num_pages=page.num_pages,

@@ -4,6 +4,13 @@
 decisions, artifacts) of the user's own sessions with the engine's full-text
 index (FTS5's bm25 on SQLite, ``ts_rank`` on PostgreSQL), returns one page of
 hits with a highlighted snippet each, and groups them by session.
+
+At most ``MATCH_CAP`` matches are ranked and counted: the newest ones (the
+highest document ids, i.e. the last written to the index). When more match,
+the page says so (``total_is_capped``) instead of scoring and counting every
+match, which costs time in proportion to the matches (a common word is in
+nearly every message): the newest ``MATCH_CAP`` are found by walking the index
+from the newest document and stopping there, on both engines.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from django.db import connection
-from django.db.models import Count, OuterRef, QuerySet, Subquery, Window
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
@@ -31,8 +38,10 @@ MAX_PAGE_SIZE = 100
 # Beyond any real result list; keeps the offset inside the engines' integers.
 MAX_PAGE = 1_000_000
 SNIPPET_CHARS = 200
-# Best first (the engines' scores are annotated as "score"), then newest.
-RANKING: list[str] = ["-score", "-created_at", "-id"]
+# The most matches ranked and counted (the newest); more are reported as "MATCH_CAP+".
+MATCH_CAP = 1_000
+# Best first, then newest: the order of the engines' ranking queries below.
+RANKING_SQL = "ORDER BY score DESC, created_at DESC, id DESC"
 
 
 @dataclass(frozen=True)
@@ -78,6 +87,8 @@ class SearchPage:
     page: int
     page_size: int
     groups: list[SessionGroup] = field(default_factory=list)
+    # More than ``total`` documents match: only the newest ``total`` (MATCH_CAP) were ranked and counted.
+    total_is_capped: bool = False
 
     @property
     def num_pages(self) -> int:
@@ -115,39 +126,42 @@ def _filtered(documents: QuerySet[SearchDocument], filters: SearchFilters) -> Qu
 
 
 class _Matches(Protocol):
-    def count(self) -> int: ...
-
-    def page(self, offset: int, limit: int) -> tuple[list[tuple[int, float]], int | None]:
-        """(document id, score) best first, then newest, and the count of all matches (None when the
-        page is empty: one pass over the matches gives both)."""
+    def newest_ranked(self, limit: int) -> list[tuple[int, float]]:
+        """The ``limit`` newest matches (highest document ids) as (document id, score), ranked: best
+        first, then newest. Only these are scored, whatever the number of matches."""
         ...
 
     def session_ids(self) -> list[UUID]: ...
 
 
 class _PostgresMatches:
-    """``body_tsv`` is a stored generated tsvector with a GIN index (migration 0002); ranked by ts_rank."""
+    """``body_tsv`` is a stored generated tsvector with a GIN index (migration 0002); ranked by ts_rank.
+
+    The newest matches come from the primary key walked backwards when the query's words are common
+    (it stops at ``limit``), from the GIN index when they are rare: the planner picks by its estimates.
+    """
 
     def __init__(self, user: Any | None, parsed: ParsedQuery, filters: SearchFilters) -> None:
-        from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVectorField
+        from django.contrib.postgres.search import SearchQuery, SearchVectorField
         from django.db.models.expressions import RawSQL
 
         documents = SearchDocument.objects.all() if user is None else SearchDocument.objects.filter(session__owner=user)
-        vector = RawSQL('"search_searchdocument"."body_tsv"', [], output_field=SearchVectorField())
-        ts_query = SearchQuery(tsquery(parsed), search_type="raw", config="simple")
-        self.documents = _filtered(documents, filters).alias(vector=vector).filter(vector=ts_query)
-        self.rank = SearchRank(vector, ts_query, normalization=1)
+        self.vector = RawSQL('"search_searchdocument"."body_tsv"', [], output_field=SearchVectorField())
+        self.tsquery = tsquery(parsed)
+        ts_query = SearchQuery(self.tsquery, search_type="raw", config="simple")
+        self.documents = _filtered(documents, filters).alias(vector=self.vector).filter(vector=ts_query)
 
-    def count(self) -> int:
-        return self.documents.count()
-
-    def page(self, offset: int, limit: int) -> tuple[list[tuple[int, float]], int | None]:
-        rows = list(
-            self.documents.annotate(score=self.rank, total=Window(Count("id")))
-            .order_by(*RANKING)
-            .values_list("id", "score", "total")[offset : offset + limit]
-        )
-        return [(pk, float(score)) for pk, score, _ in rows], (int(rows[0][2]) if rows else None)
+    def newest_ranked(self, limit: int) -> list[tuple[int, float]]:
+        newest = self.documents.annotate(tsv=self.vector).order_by("-id").values_list("id", "created_at", "tsv")
+        sql, params = newest[:limit].query.sql_with_params()
+        # Ranked outside the LIMIT, so ts_rank runs on these rows only whichever plan finds them.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT id, ts_rank(tsv, to_tsquery('simple'::regconfig, %s), 1) AS score "
+                f"FROM ({sql}) AS newest {RANKING_SQL}",
+                [self.tsquery, *params],
+            )
+            return [(int(pk), float(score)) for pk, score in cursor.fetchall()]
 
     def session_ids(self) -> list[UUID]:
         return sorted(set(self.documents.values_list("session_id", flat=True)))
@@ -193,18 +207,15 @@ class _SqliteMatches:
             cursor.execute(sql, params)
             return list(cursor.fetchall())
 
-    def count(self) -> int:
-        return int(self._rows(f"SELECT count(*) {self.joined}", self.params)[0][0])
-
-    def page(self, offset: int, limit: int) -> tuple[list[tuple[int, float]], int | None]:
-        # bm25() cannot run inside a window query: it is computed in the inner one.
+    def newest_ranked(self, limit: int) -> list[tuple[int, float]]:
+        # FTS5 walks its index newest first (it serves ORDER BY rowid DESC) and stops at the LIMIT;
+        # bm25() runs only on the rows the inner query returns.
         sql = (
-            "SELECT id, score, count(*) OVER () FROM "
-            f"(SELECT d.id AS id, -bm25(search_fts) AS score, d.created_at AS created_at {self.joined}) "
-            "ORDER BY score DESC, created_at DESC, id DESC LIMIT %s OFFSET %s"
+            "SELECT id, score FROM "
+            f"(SELECT d.id AS id, -bm25(search_fts) AS score, d.created_at AS created_at {self.joined} "
+            f"ORDER BY search_fts.rowid DESC LIMIT %s) {RANKING_SQL}"
         )
-        rows = self._rows(sql, [*self.params, limit, offset])
-        return [(int(pk), float(score)) for pk, score, _ in rows], (int(rows[0][2]) if rows else None)
+        return [(int(pk), float(score)) for pk, score in self._rows(sql, [*self.params, limit])]
 
     def session_ids(self) -> list[UUID]:
         return sorted(
@@ -279,19 +290,23 @@ def search_history(
 ) -> SearchPage:
     """One page of the user's own matching documents, best first, grouped by session.
 
-    Never raises on what the user typed: an empty or unusable query gives an empty page.
+    Ranks the newest ``MATCH_CAP`` matches (``total_is_capped`` when more match); a page past the
+    last is the last. Never raises on what the user typed: an empty or unusable query gives an empty page.
     """
     page_size = min(max(page_size, 1), MAX_PAGE_SIZE)
     page = min(max(page, 1), MAX_PAGE)
     matches = _matches(user=user, query=query, filters=filters or SearchFilters())
     if matches is None:
         return SearchPage(query=query, hits=[], total=0, page=1, page_size=page_size)
-    found, total = matches.page((page - 1) * page_size, page_size)
-    if total is None:  # past the last page (or nothing at all): the last page
-        total = matches.count()
-        page = max((total + page_size - 1) // page_size, 1)
-        found, _ = matches.page((page - 1) * page_size, page_size) if total else ([], 0)
-    scores = dict(found)
+    # One more than the cap tells whether there are more; that one (the oldest) is not shown.
+    ranked = matches.newest_ranked(MATCH_CAP + 1)
+    capped = len(ranked) > MATCH_CAP
+    if capped:
+        oldest = min(pk for pk, _ in ranked)
+        ranked = [(pk, score) for pk, score in ranked if pk != oldest]
+    total = len(ranked)
+    page = min(page, max((total + page_size - 1) // page_size, 1))
+    scores = dict(ranked[(page - 1) * page_size : page * page_size])
     by_id = SearchDocument.objects.select_related("session").in_bulk(list(scores))
     rows = [by_id[pk] for pk in scores if pk in by_id]
     session_ids = {row.session_id for row in rows if row.kind == SearchDocument.Kind.MESSAGE}
@@ -324,7 +339,15 @@ def search_history(
         if hit.session_id not in groups:
             groups[hit.session_id] = SessionGroup(hit.session_id, hit.session_title, hit.model, [])
         groups[hit.session_id].hits.append(hit)
-    return SearchPage(query=query, hits=hits, total=total, page=page, page_size=page_size, groups=list(groups.values()))
+    return SearchPage(
+        query=query,
+        hits=hits,
+        total=total,
+        page=page,
+        page_size=page_size,
+        groups=list(groups.values()),
+        total_is_capped=capped,
+    )
 
 
 def search_session_ids(*, user: Any, query: str, filters: SearchFilters | None = None) -> list[UUID]:

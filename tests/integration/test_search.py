@@ -101,6 +101,7 @@ def test_the_engine_is_the_databases_own():
             (indexdef,) = cursor.fetchone()
         assert "gin" in indexdef.lower()
         assert "(body_tsv)" in indexdef
+        assert "fastupdate=off" in indexdef  # no pending list for every search to read (migration 0003)
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT generation_expression FROM information_schema.columns"
@@ -308,3 +309,39 @@ def test_the_triggers_are_in_place_and_come_back_after_a_sqlite_table_rebuild(us
     ensure_sqlite_triggers()
     message_create(session=chat_session, role="user", content="found walrus")
     assert search_history(user=user, query="walrus").total == 1
+
+
+def test_beyond_the_cap_only_the_newest_matches_are_ranked_and_counted(user, other_user, chat_session, monkeypatch):
+    # The two oldest rank best (the word three times in a short message), but are the oldest.
+    old = [message_create(session=chat_session, role="user", content="kiwi kiwi kiwi") for _ in range(2)]
+    new = [
+        message_create(session=chat_session, role="assistant", content=f"one kiwi among many other words, {i}")
+        for i in range(3)
+    ]
+    # Another user's newer matches take none of the user's places.
+    bobs = session_create(owner=other_user, model="llama3.2:3b", context_size=16384, title="Bob's")
+    message_create(session=bobs, role="user", content="kiwi kiwi kiwi kiwi")
+
+    monkeypatch.setattr("search.selectors.MATCH_CAP", 5)
+    everything = search_history(user=user, query="kiwi")
+    assert (everything.total, everything.total_is_capped) == (5, False)  # exactly the cap: all of them
+    assert {hit.ref_id for hit in everything.hits[:2]} == {m.id for m in old}
+
+    monkeypatch.setattr("search.selectors.MATCH_CAP", 3)
+    capped = search_history(user=user, query="kiwi")
+    assert (capped.total, capped.total_is_capped, capped.num_pages) == (3, True, 1)
+    # The newest three, still ranked (equal scores: newest first); the better-scoring old ones are left out.
+    assert [hit.ref_id for hit in capped.hits] == [m.id for m in reversed(new)]
+    assert [group.title for group in capped.groups] == [chat_session.title]
+    # The filters select before the cap: the user's own two "user" messages are all there is.
+    by_role = search_history(user=user, query="kiwi", filters=SearchFilters(role="user"))
+    assert (by_role.total, by_role.total_is_capped) == (2, False)
+    assert {hit.ref_id for hit in by_role.hits} == {m.id for m in old}
+    # Pages go through the capped matches; a page past them is the last.
+    pages = [search_history(user=user, query="kiwi", page=n, page_size=2) for n in (1, 2, 9)]
+    assert [(p.page, p.num_pages, p.total_is_capped, len(p.hits)) for p in pages] == [
+        (1, 2, True, 2),
+        (2, 2, True, 1),
+        (2, 2, True, 1),
+    ]
+    assert {hit.ref_id for p in pages[:2] for hit in p.hits} == {m.id for m in new}

@@ -230,3 +230,23 @@ def test_absurd_page_numbers_are_refused_or_clamped_never_a_500(client, user, se
     from search.selectors import search_history
 
     assert search_history(user=user, query="login", page=10**20).hits  # the last page, not an overflow
+
+
+def test_a_capped_search_says_so_on_the_page_and_in_the_api(client, user, sessions, monkeypatch):
+    client.force_login(user)
+    monkeypatch.setattr("search.selectors.MATCH_CAP", 2)  # Alice has 3 matches for "login"
+    html = client.get(reverse("search:search"), {"q": "login"}).content.decode()
+    assert "2+ matches · only the newest 2 are ranked" in html
+    assert "3 matches" not in html
+    data = client.get("/api/search", {"q": "login"}).json()
+    assert (data["total"], data["total_is_capped"], data["num_pages"]) == (2, True, 1)
+    # The newest two: the assistant's reply and the decision recorded after it, not the first message.
+    assert sorted((r["kind"], r["id"] if r["kind"] == "message" else 0) for r in data["results"]) == [
+        ("decision", 0),
+        ("message", sessions["reply"].id),
+    ]
+    monkeypatch.setattr("search.selectors.MATCH_CAP", 3)
+    html = client.get(reverse("search:search"), {"q": "login"}).content.decode()
+    assert "3 matches ·" in html
+    assert "+ matches" not in html
+    assert client.get("/api/search", {"q": "login"}).json()["total_is_capped"] is False
