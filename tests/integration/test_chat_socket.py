@@ -204,6 +204,18 @@ async def _compress_now(session) -> None:
     await sync_to_async(schedule)()
 
 
+async def _until_idle(session) -> None:
+    """Until the compression has let go of the session (it may go on to a rollover after
+    its events): its last writes must land before the test's database is emptied."""
+    from contextmgr.services.compression import compression_running
+
+    for _ in range(int(TIMEOUT / 0.1)):
+        if not await sync_to_async(compression_running)(session_id=session.pk):
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("the compression still holds the session")
+
+
 @override_settings(OLLM_CHAT_TEMPERATURE=0.0)
 async def test_compression_progress_and_events_reach_the_page(user, app_gateway):
     session = await _compressible_session(user)
@@ -215,8 +227,7 @@ async def test_compression_progress_and_events_reach_the_page(user, app_gateway)
     assert "compressed into checkpoint #1 (level 3)" in frames[-1]
     assert "1 compression)" in frames[-1]
     await communicator.disconnect()
-    # Let the compression thread finish its last writes before the database goes.
-    await asyncio.sleep(0.5)
+    await _until_idle(session)
 
 
 @pytest.mark.skipif(
@@ -247,6 +258,7 @@ async def test_a_brokered_compression_runs_in_the_celery_worker_and_reaches_the_
         frames = await frames_until(communicator, "Compression #1")
         assert "compressed into checkpoint #1 (level 3)" in frames[-1]
         await communicator.disconnect()
+        await _until_idle(session)
     finally:
         task_prerun.disconnect(record)
     assert runs == [("contextmgr.tasks.compress_session", False, "celery")]
