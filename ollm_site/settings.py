@@ -157,6 +157,9 @@ OLLM_SUMMARY_MODEL = os.environ.get("OLLM_SUMMARY_MODEL", "").strip()
 OLLM_RETENTION_THRESHOLD = float(os.environ.get("OLLM_RETENTION_THRESHOLD", "0.6"))
 if not 0 < OLLM_RETENTION_THRESHOLD <= 1:
     raise ImproperlyConfigured("OLLM_RETENTION_THRESHOLD must be in (0, 1].")
+# A compression renews its lease on the session every quarter of this; one not renewed for this
+# long died with its worker, and the session can be compressed again.
+OLLM_COMPRESSION_LEASE_SECONDS = float(os.environ.get("OLLM_COMPRESSION_LEASE_SECONDS", "60"))
 # How long a turn waits for a running compression to make room.
 OLLM_COMPRESSION_WAIT_SECONDS = float(os.environ.get("OLLM_COMPRESSION_WAIT_SECONDS", "600"))
 # The embedded model's largest context (SmolLM2-135M was trained for 8,192).

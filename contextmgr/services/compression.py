@@ -48,7 +48,7 @@ from contextmgr.services.checkpoints import (
     rollover_commit,
 )
 from contextmgr.services.events import event_record, progress_publish
-from contextmgr.services.lease import lease_acquire, lease_held, lease_release
+from contextmgr.services.lease import LeaseHeartbeat, lease_acquire, lease_held, lease_release
 from contextmgr.services.snapshots import snapshot_create
 
 logger = logging.getLogger(__name__)
@@ -123,12 +123,14 @@ def compression_run(
     if token is None:
         return _record_skip(session, "another compression of this session is running", trigger=reason)
     started = time.perf_counter()
+    heartbeat = LeaseHeartbeat(session_id=session.pk, token=token)
     try:
-        gateway = gateway or get_gateway()
-        if rollover:
-            summarizer = _Summarizer(session, gateway, gateway.token_counter(session.model))
-            return _rollover(session, config, summarizer, reason=reason, started=started)
-        return _compress(session, config, gateway, reason=reason, started=started)
+        with heartbeat:
+            gateway = gateway or get_gateway()
+            if rollover:
+                summarizer = _Summarizer(session, gateway, gateway.token_counter(session.model))
+                return _rollover(session, config, summarizer, reason=reason, started=started)
+            return _compress(session, config, gateway, reason=reason, started=started)
     except Exception as exc:
         logger.exception("compression of session %s failed", session.pk)
         event_record(
@@ -138,7 +140,8 @@ def compression_run(
         )
         return CompressionOutcome("error", str(exc) or type(exc).__name__)
     finally:
-        lease_release(session_id=session.pk, token=token)
+        if heartbeat.token is not None:
+            lease_release(session_id=session.pk, token=heartbeat.token)
 
 
 def _no_new_messages(session: Session) -> bool:
