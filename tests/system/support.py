@@ -125,8 +125,10 @@ def wait_daphne(proc: Proc, port: int, timeout: float = 60) -> None:
     wait_until(up, timeout=timeout, what=f"{proc.name} to listen on {port}", every=0.2)
 
 
-def start_worker(name: str, env: dict[str, str], logdir: Path, *, pool: str = "solo") -> Proc:
+def start_worker(name: str, env: dict[str, str], logdir: Path, *, pool: str = "solo", queue: str = "") -> Proc:
     argv = [str(BIN / "celery"), "-A", "ollm_site", "worker", "--pool", pool, "-n", f"{name}@%h", "--loglevel", "INFO"]
+    if queue:
+        argv += ["--queues", queue]
     argv += ["--without-gossip", "--without-mingle", "--without-heartbeat"]
     if pool == "prefork":
         argv += ["--concurrency", "1"]
@@ -148,7 +150,7 @@ def wait_worker(proc: Proc, timeout: float = 60) -> None:
 def sql(dsn: str, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     """Run one statement in autocommit; its rows (none for a statement that returns none)."""
     with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
-        cursor = conn.execute(query, params)  # type: ignore[arg-type]
+        cursor = conn.execute(query, params)
         return cursor.fetchall() if cursor.description is not None else []
 
 
@@ -329,12 +331,16 @@ class WebSocket:
                 return value
             remaining = deadline - asyncio.get_running_loop().time()
             if remaining <= 0:
-                raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+                raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; {self._last()}")
             if self.closed.is_set():
-                raise AssertionError(f"the socket closed while waiting for {what}")
+                raise AssertionError(f"the socket closed while waiting for {what}; {self._last()}")
             self.arrived.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.arrived.wait(), min(remaining, 1.0))
+
+    def _last(self) -> str:
+        shown = [t[:300] for t in self.frames.texts[-4:]]
+        return f"{len(self.frames.texts)} frames, the last: {shown}"
 
     async def close(self) -> None:
         if not self.closed.is_set():
@@ -400,14 +406,13 @@ class TcpProxy:
                 sink.shutdown(socket.SHUT_WR)
 
     def cut(self) -> None:
-        if self._listener is not None:
-            self._listener.close()
-            self._listener = None
+        # shutdown() before close(): it wakes the threads blocked in accept() and recv() on them.
+        listener, self._listener = self._listener, None
         with self._lock:
             sockets, self._sockets = self._sockets, []
-        for sock in sockets:
+        for sock in [s for s in [listener] if s is not None] + sockets:
             with contextlib.suppress(OSError):
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST, not FIN
+                sock.shutdown(socket.SHUT_RDWR)
             with contextlib.suppress(OSError):
                 sock.close()
 
