@@ -80,11 +80,16 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
+class _Server(ThreadingHTTPServer):
+    # Dozens of clients connect at once in the load test: the default backlog of 5 is too short.
+    request_queue_size = 128
+
+
 class FakeOllama:
     def __init__(self, backend: EmbeddedBackend) -> None:
         self.backend = backend
         self.behaviour = Behaviour()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = _Server(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 

@@ -16,6 +16,7 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -134,9 +135,10 @@ def base_env(services: Services, system_db: str, fake_llm: FakeOllama, logdir: P
             "REDIS_URL": services.redis_url,
             "OLLM_LLM_BACKEND": "ollama",
             "OLLAMA_HOST": fake_llm.url,
-            "OLLAMA_TIMEOUT": "60",
+            # Fifty replies queue for the one model of the stand-in: the last waits a minute or more.
+            "OLLAMA_TIMEOUT": "300",
             "OLLM_CHAT_TEMPERATURE": "0",
-            "OLLM_REPLY_MAX_TOKENS": "12",
+            "OLLM_REPLY_MAX_TOKENS": "6",
             "OLLM_MODEL_CONTEXT_OVERRIDES": json.dumps(SMALL_CONTEXT),
             "OLLM_COMPRESSION_LEASE_SECONDS": str(LEASE_SECONDS),
             "PYTHONUNBUFFERED": "1",
@@ -148,7 +150,7 @@ def base_env(services: Services, system_db: str, fake_llm: FakeOllama, logdir: P
     return env
 
 
-def seed(env: dict[str, str], order: dict[str, object]) -> dict[str, str]:
+def seed(env: dict[str, str], order: dict[str, object]) -> dict[str, Any]:
     done = subprocess.run(
         [PYTHON, "-m", "tests.system.seed", json.dumps(order)],
         env=env,
@@ -158,7 +160,7 @@ def seed(env: dict[str, str], order: dict[str, object]) -> dict[str, str]:
         text=True,
         timeout=120,
     )
-    result: dict[str, str] = json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
 
@@ -201,8 +203,12 @@ class Stack:
         )
 
     def new_session(self, **spec: object) -> str:
-        order = {"owner": USERNAME, "model": SERVED_MODEL, "context_size": 4096, **spec}
-        return seed(self.env, {"session": order})["id"]
+        return self.new_sessions(1, **spec)[0]
+
+    def new_sessions(self, count: int, **spec: object) -> list[str]:
+        order = {"owner": USERNAME, "model": SERVED_MODEL, "context_size": 4096, "count": count, **spec}
+        ids: list[str] = seed(self.env, {"session": order})["ids"]
+        return ids
 
     def due_session(self, **spec: object) -> str:
         """A session whose active conversation has reached its compression trigger."""
