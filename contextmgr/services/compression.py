@@ -18,7 +18,7 @@ from uuid import UUID
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
-from django.db import connections, transaction
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
 from chat.models import Message, Session
 from contextmgr.core.aging import CheckpointInfo, Level, level_target, plan_aging
@@ -133,6 +133,7 @@ def compression_run(
             return _compress(session, config, gateway, reason=reason, started=started)
     except Exception as exc:
         logger.exception("compression of session %s failed", session.pk)
+        _reconnect_if_broken()  # so that the error is recorded once the database is back
         event_record(
             session=session,
             type=EventType.COMPRESSION_ERROR,
@@ -142,6 +143,14 @@ def compression_run(
     finally:
         if heartbeat.token is not None:
             lease_release(session_id=session.pk, token=heartbeat.token)
+
+
+def _reconnect_if_broken() -> None:
+    """Replace a database connection that broke while the LLM was writing (the database restarted,
+    failed over, or a proxy dropped it), so the next write reconnects instead of failing on it."""
+    connection = connections[DEFAULT_DB_ALIAS]
+    if connection.connection is not None and not connection.in_atomic_block and not connection.is_usable():
+        connection.close()
 
 
 def _no_new_messages(session: Session) -> bool:
@@ -180,6 +189,7 @@ class _Summarizer:
             max_tokens=max_tokens,
             temperature=0.0,
         )
+        _reconnect_if_broken()  # the call may have outlasted the database connection
         return completion.text.strip()
 
     def shrink(self, text: str, prompt: str, target: int, *, strategy: str) -> tuple[str, str]:

@@ -96,8 +96,9 @@ class LeaseHeartbeat:
                     return
                 try:
                     self.token = lease_renew(session_id=self.session_id, token=token)
-                except Exception:  # the database may be back by the next beat
+                except Exception:  # the database may be back by the next beat, on a new connection
                     logger.exception("could not renew the lease of session %s", self.session_id)
+                    connections.close_all()
                 else:
                     if self.token is None:
                         logger.warning("session %s: the lease was lost (expired and taken)", self.session_id)

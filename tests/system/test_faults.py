@@ -20,6 +20,7 @@ from tests.system.support import (
     TcpProxy,
     WebSocket,
     event_types,
+    lease_held,
     redis_server,
     session_state,
     sql,
@@ -193,7 +194,8 @@ def test_the_database_going_away_mid_compression_changes_nothing(stack: Stack, w
     assert session_state(dsn, session_id) == before, "the failed compression changed the session"
     first = list(outcomes(dsn, session_id))
 
-    # The session can be compressed again (at the latest once the lost lease has expired).
+    # The lost lease expires; then a blip: the connection is cut and the database is back before
+    # the summary is: the compression reconnects and is applied once.
     wait_until(
         lambda: (
             not sql(
@@ -205,9 +207,17 @@ def test_the_database_going_away_mid_compression_changes_nothing(stack: Stack, w
         timeout=LEASE_SECONDS + 10,
         what="the lease to be free",
     )
+    asked = len(llm.behaviour.requests)
+    hold.clear()
     compress(session_id, "system test again", True)
-    wait_until(lambda: "compressed" in outcomes(dsn, session_id), timeout=60, what="the second compression")
+    wait_until(lambda: len(llm.behaviour.requests) > asked, timeout=30, what="the second summary request")
+    proxy.cut()
+    proxy.resume()
+    hold.set()
+    wait_until(lambda: len(outcomes(dsn, session_id)) > len(first), timeout=60, what="the second outcome")
+    assert outcomes(dsn, session_id)[len(first) :] == ["compressed"]
     state = session_state(dsn, session_id)
     assert state.checkpoints == 1
     assert state.compression_count == 1
+    wait_until(lambda: not lease_held(dsn, session_id), timeout=10, what="the lease to be given back")
     print(f"\noutcomes while the database was gone: {first}; events: {event_types(dsn, session_id)}")
