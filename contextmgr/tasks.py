@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Any
 from uuid import UUID
 
 from celery import shared_task
 
 from contextmgr.services.compression import compression_run
+from contextmgr.services.lease import lease_expires_in
 
 
-@shared_task(acks_late=True)  # type: ignore[untyped-decorator]
-def compress_session(session_id: str, reason: str, force: bool = False) -> str:
+@shared_task(bind=True, acks_late=True)  # type: ignore[untyped-decorator]
+def compress_session(self: Any, session_id: str, reason: str, force: bool = False) -> str:
+    if (self.request.delivery_info or {}).get("redelivered"):
+        # Handed back because the worker running it died (acks_late, reject_on_worker_lost): the
+        # lease that worker held stops being renewed and frees itself; run once it has.
+        wait = lease_expires_in(session_id=UUID(session_id))
+        if wait is not None:
+            raise self.retry(countdown=wait + 1)
     return compression_run(session_id=UUID(session_id), reason=reason, force=force).status

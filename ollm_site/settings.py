@@ -127,13 +127,13 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 if REDIS_URL:
-    # redis-py 8 gives every read a 5 s socket timeout, the same 5 s that channels_redis blocks
-    # waiting for a message: on a busy machine the empty answer arrives late, the read times out
-    # and the websocket consumer dies. Reads may take as long as they need, within reason.
+    # channels_redis waits for a socket's next message with a 5-second BZPOPMIN; redis-py 8 reads
+    # with a 5-second socket timeout by default, so every idle socket failed "Timeout reading from"
+    # after 5 s and its consumer died. The read must outlast the blocking pop.
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 60}]},
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30, "socket_connect_timeout": 5}]},
         }
     }
     CELERY_BROKER_URL = REDIS_URL
@@ -159,6 +159,9 @@ OLLM_SUMMARY_MODEL = os.environ.get("OLLM_SUMMARY_MODEL", "").strip()
 OLLM_RETENTION_THRESHOLD = float(os.environ.get("OLLM_RETENTION_THRESHOLD", "0.6"))
 if not 0 < OLLM_RETENTION_THRESHOLD <= 1:
     raise ImproperlyConfigured("OLLM_RETENTION_THRESHOLD must be in (0, 1].")
+# A compression renews its lease on the session every quarter of this; one not renewed for this
+# long died with its worker, and the session can be compressed again.
+OLLM_COMPRESSION_LEASE_SECONDS = float(os.environ.get("OLLM_COMPRESSION_LEASE_SECONDS", "60"))
 # How long a turn waits for a running compression to make room.
 OLLM_COMPRESSION_WAIT_SECONDS = float(os.environ.get("OLLM_COMPRESSION_WAIT_SECONDS", "600"))
 # The embedded model's largest context (SmolLM2-135M was trained for 8,192).

@@ -18,7 +18,7 @@ from uuid import UUID
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
-from django.db import connections, transaction
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
 from chat.models import Message, Session
 from contextmgr.core.aging import CheckpointInfo, Level, level_target, plan_aging
@@ -49,7 +49,7 @@ from contextmgr.services.checkpoints import (
     rollover_commit,
 )
 from contextmgr.services.events import event_record, progress_publish
-from contextmgr.services.lease import lease_acquire, lease_held, lease_release
+from contextmgr.services.lease import LeaseHeartbeat, lease_acquire, lease_held, lease_release
 from contextmgr.services.snapshots import snapshot_create
 
 logger = logging.getLogger(__name__)
@@ -127,14 +127,17 @@ def compression_run(
     if token is None:
         return _record_skip(session, "another compression of this session is running", trigger=reason)
     started = time.perf_counter()
+    heartbeat = LeaseHeartbeat(session_id=session.pk, token=token)
     try:
-        gateway = gateway or get_gateway()
-        if rollover:
-            summarizer = _Summarizer(session, gateway, gateway.token_counter(session.model))
-            return _rollover(session, config, summarizer, reason=reason, started=started)
-        return _compress(session, config, gateway, reason=reason, started=started)
+        with heartbeat:
+            gateway = gateway or get_gateway()
+            if rollover:
+                summarizer = _Summarizer(session, gateway, gateway.token_counter(session.model))
+                return _rollover(session, config, summarizer, reason=reason, started=started)
+            return _compress(session, config, gateway, reason=reason, started=started)
     except Exception as exc:
         logger.exception("compression of session %s failed", session.pk)
+        _reconnect_if_broken()  # so that the error is recorded once the database is back
         event_record(
             session=session,
             type=EventType.COMPRESSION_ERROR,
@@ -142,7 +145,16 @@ def compression_run(
         )
         return CompressionOutcome("error", str(exc) or type(exc).__name__)
     finally:
-        lease_release(session_id=session.pk, token=token)
+        if heartbeat.token is not None:
+            lease_release(session_id=session.pk, token=heartbeat.token)
+
+
+def _reconnect_if_broken() -> None:
+    """Replace a database connection that broke while the LLM was writing (the database restarted,
+    failed over, or a proxy dropped it), so the next write reconnects instead of failing on it."""
+    connection = connections[DEFAULT_DB_ALIAS]
+    if connection.connection is not None and not connection.in_atomic_block and not connection.is_usable():
+        connection.close()
 
 
 def _no_new_messages(session: Session) -> bool:
@@ -181,6 +193,7 @@ class _Summarizer:
             max_tokens=max_tokens,
             temperature=0.0,
         )
+        _reconnect_if_broken()  # the call may have outlasted the database connection
         return completion.text.strip()
 
     def shrink(self, text: str, prompt: str, target: int, *, strategy: str) -> tuple[str, str]:

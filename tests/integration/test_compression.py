@@ -4,6 +4,7 @@ the Ollama stand-in (the real model, or a canned reply where a test needs a bad 
 from __future__ import annotations
 
 import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -292,3 +293,26 @@ def test_a_failed_rollover_after_a_compression_keeps_the_compression(due_session
     assert Checkpoint.objects.filter(session=due_session).count() == 1
     error = ContextEvent.objects.get(session=due_session, type="compression-error")
     assert error.payload["reason"] == "the rollover after compression 1 failed: rollover broke"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_renewed_lease_outlives_its_timeout_and_an_abandoned_one_expires(due_session):
+    from contextmgr.services.lease import LeaseHeartbeat, lease_acquire, lease_held, lease_release
+
+    with override_settings(OLLM_COMPRESSION_LEASE_SECONDS=2):
+        token = lease_acquire(session_id=due_session.pk)
+        assert token is not None
+        with LeaseHeartbeat(session_id=due_session.pk, token=token) as heartbeat:
+            time.sleep(3)  # longer than the lease: only the renewals keep it
+            assert lease_acquire(session_id=due_session.pk) is None
+        assert heartbeat.token is not None
+        assert heartbeat.token > token
+        lease_release(session_id=due_session.pk, token=heartbeat.token)
+        assert not lease_held(session_id=due_session.pk)
+
+        # A job that died holding the lease renews nothing: it frees itself after the timeout.
+        assert lease_acquire(session_id=due_session.pk) is not None
+        assert lease_acquire(session_id=due_session.pk) is None
+        time.sleep(2.2)
+        assert not lease_held(session_id=due_session.pk)
+        assert lease_acquire(session_id=due_session.pk) is not None

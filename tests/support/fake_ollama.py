@@ -39,10 +39,27 @@ DETAILS = {
 class Behaviour:
     drop_after_chunks: int | None = None
     delay_seconds: float = 0.0
+    # A pause before each streamed chunk: a slow model, so a test can act while a reply streams.
+    chunk_delay_seconds: float = 0.0
     fail_status: int | None = None
     # When set, every generation answers with this text instead of the model's.
     canned_reply: str | None = None
+    # When set, a generation waits (at most HOLD_SECONDS) until the event is set before answering.
+    hold: threading.Event | None = None
     requests: list[dict[str, Any]] = field(default_factory=list)
+    # One entry per finished generation: the request's last message, the seconds the request spent
+    # in this server (waiting for the model included) and the model's own prompt + generation seconds.
+    served: list[Served] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Served:
+    last_message: str
+    server_seconds: float
+    model_seconds: float
+
+
+HOLD_SECONDS = 60.0
 
 
 def _canned(text: str) -> Iterator[str | ChatResult]:
@@ -63,11 +80,16 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
+class _Server(ThreadingHTTPServer):
+    # Dozens of clients connect at once in the load test: the default backlog of 5 is too short.
+    request_queue_size = 128
+
+
 class FakeOllama:
     def __init__(self, backend: EmbeddedBackend) -> None:
         self.backend = backend
         self.behaviour = Behaviour()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = _Server(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -171,6 +193,7 @@ class FakeOllama:
                     self._json(404, {"error": "not found"})
 
             def _generate(self, body: dict[str, Any], *, chat: bool) -> None:
+                received = time.perf_counter()
                 if body.get("model") != SERVED_MODEL:
                     self._json(404, {"error": f"model '{body.get('model')}' not found, try pulling it first"})
                     return
@@ -179,6 +202,8 @@ class FakeOllama:
                     messages = [ChatMessage(m["role"], m.get("content", "")) for m in body.get("messages", [])]
                 else:
                     messages = [ChatMessage("user", body.get("prompt", ""))]
+                if fake.behaviour.hold is not None:
+                    fake.behaviour.hold.wait(HOLD_SECONDS)
                 cancel = threading.Event()
                 if fake.behaviour.canned_reply is not None:
                     self._send(_canned(fake.behaviour.canned_reply), cancel, chat=chat, stream=body.get("stream", True))
@@ -199,13 +224,24 @@ class FakeOllama:
                     self._json(500, {"error": str(exc)})
                     return
                 try:
-                    self._send(itertools.chain([first], parts), cancel, chat=chat, stream=body.get("stream", True))
+                    result = self._send(
+                        itertools.chain([first], parts), cancel, chat=chat, stream=body.get("stream", True)
+                    )
                 finally:
                     parts.close()  # releases the model's lock however the reply ended
+                if result is not None:
+                    fake.behaviour.served.append(
+                        Served(
+                            last_message=messages[-1].content if messages else "",
+                            server_seconds=time.perf_counter() - received,
+                            model_seconds=result.prompt_seconds + result.generation_seconds,
+                        )
+                    )
 
             def _send(
                 self, parts: Iterator[str | ChatResult], cancel: threading.Event, *, chat: bool, stream: bool
-            ) -> None:
+            ) -> ChatResult | None:
+                """Send the reply; its final counts once it was sent whole, else None."""
 
                 def line(text: str, done: bool, result: ChatResult | None = None) -> dict[str, Any]:
                     out: dict[str, Any] = {"model": SERVED_MODEL, "created_at": _now(), "done": done}
@@ -231,21 +267,26 @@ class FakeOllama:
                     for part in parts:
                         if isinstance(part, ChatResult):
                             self._json(200, line("".join(texts), True, part))
-                        else:
-                            texts.append(part)
-                    return
+                            return part
+                        texts.append(part)
+                    return None
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-ndjson")
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
                 sent = 0
+                final: ChatResult | None = None
                 try:
                     for part in parts:
                         if fake.behaviour.drop_after_chunks is not None and sent >= fake.behaviour.drop_after_chunks:
                             cancel.set()
                             self.close_connection = True
                             self.connection.shutdown(2)  # mid-stream, with no final chunk
-                            return
+                            return None
+                        if fake.behaviour.chunk_delay_seconds:
+                            time.sleep(fake.behaviour.chunk_delay_seconds)
+                        if isinstance(part, ChatResult):
+                            final = part
                         payload = line("", True, part) if isinstance(part, ChatResult) else line(part, False)
                         data = json.dumps(payload).encode() + b"\n"
                         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
@@ -257,5 +298,7 @@ class FakeOllama:
                     cancel.set()  # the client went away: stop generating, as Ollama does
                     for _ in parts:
                         pass
+                    return None
+                return final
 
         return Handler
