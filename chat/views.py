@@ -208,13 +208,16 @@ def chat_page(request: HttpRequest, session_id: UUID) -> HttpResponse:
     from contextmgr.views import goals_context, settings_context, snapshots_context
 
     session = viewable(request, session_id)
-    around = request.GET.get("around", "")
     return render(
         request,
         "chat/chat.html",
         {
             "session": session,
-            **history_groups(session, around=_message_id(around)),
+            **history_groups(
+                session,
+                around=_message_id(request.GET.get("around", "")),
+                before=_message_id(request.GET.get("before", "")),
+            ),
             "can_write": session.owner_id == request.user.pk,
             "backend": backend_status(),
             "rename_form": RenameForm(initial={"title": session.title}),
@@ -241,17 +244,29 @@ def context_window(request: HttpRequest, session_id: UUID) -> HttpResponse:
     return render(request, "chat/context.html", {"session": session, "prompt": prompt, **context_panel(session)})
 
 
-def history_groups(session: Session, *, around: int | None = None) -> dict[str, Any]:
-    """The latest messages (or, with ``around``, the window centred on that message), consecutive
-    ones compressed into the same checkpoint grouped under its marker; the rest is on the full
-    history page and in the export."""
+CHECKPOINT_TEXTS = tuple(
+    f"compressed_into__{name}" for name in ("summary", "facts", "key_decisions", "files_modified", "next_steps")
+)
+
+
+def history_groups(session: Session, *, around: int | None = None, before: int | None = None) -> dict[str, Any]:
+    """The latest HISTORY_WINDOW messages; with ``before`` (a position) the window of messages just
+    before it; with ``around`` (a message id) the window centred on that message. Consecutive
+    messages compressed into the same checkpoint are grouped under its marker; the rest is a
+    link away ("earlier", "show the latest"), on the full history page and in the export."""
     total = session.messages.count()
-    start = max(total - HISTORY_WINDOW, 0)
+    end = total
+    if before is not None and 1 < before <= total:
+        end = before - 1  # positions are 1-based and gapless: position p is row p - 1
+    start = max(end - HISTORY_WINDOW, 0)
     if around is not None:
         position = session.messages.filter(pk=around).values_list("position", flat=True).first()
         if position is not None and position <= start:
             start = max(position - HISTORY_WINDOW // 2, 0)
-    messages = list(session_history(session=session)[start : start + HISTORY_WINDOW])
+            end = min(start + HISTORY_WINDOW, total)
+    # The group markers need only a checkpoint's number, level and merge; its texts and facts
+    # (JSON, large after many compressions) stay in the database.
+    messages = list(session_history(session=session).defer(*CHECKPOINT_TEXTS)[start:end])
     groups = [
         (checkpoint_id and rows[0].compressed_into, rows)
         for checkpoint_id, rows in (
@@ -261,7 +276,8 @@ def history_groups(session: Session, *, around: int | None = None) -> dict[str, 
     return {
         "groups": groups,
         "hidden_count": start,
-        "later_count": max(total - start - HISTORY_WINDOW, 0),
+        "first_position": start + 1,
+        "later_count": total - end,
     }
 
 
