@@ -30,13 +30,7 @@ from chat.services import session_create, session_delete, session_update
 from contextmgr.core.reliability import ReliabilityLevel, low_reliability_warning
 from contextmgr.llm import LLMError, get_gateway
 from contextmgr.llm.gateway import BackendStatus
-from contextmgr.selectors import (
-    context_counts_exact,
-    context_meter,
-    session_context_line,
-    session_prompt,
-    session_reliability,
-)
+from contextmgr.selectors import context_meter, session_context, session_prompt
 from contextmgr.services.goals import goal_create
 
 
@@ -66,17 +60,19 @@ def _model_names() -> list[str]:
 
 
 def context_panel(session: Session) -> dict[str, Any]:
-    """What the meter, the reliability badge and the warning panel show."""
-    reliability = session_reliability(session=session)
+    """What the meter, the reliability badge and the warning panel show: one reading of the
+    budget and the reliability serves them all (it is shown after every reply)."""
+    report = session_context(session=session)
+    reliability = report.reliability
     warning = low_reliability_warning(
         model=session.model,
         parameter_size_b=session.model_parameter_size_b,
         compression_count=session.compression_count,
     )
     return {
-        "meter": context_meter(session=session),
-        "context_line": session_context_line(session=session),
-        "exact": context_counts_exact(session=session),
+        "meter": context_meter(session=session, budget=report.budget),
+        "context_line": report.display,
+        "exact": report.messages_exact,
         "reliability": reliability,
         "warning": warning,
         # Before any compression nothing is compressed to distrust, whatever the model's size.
