@@ -280,9 +280,10 @@ def history_groups(session: Session, *, around: int | None = None, before: int |
 def chat_fragments(kind: str, session_id: UUID, **extra: Any) -> str:
     """HTML frames for the chat socket, swapped into the page out of band by id.
 
-    ``turn_start``: the stored user message and an empty reply; ``turn_done``,
-    ``turn_stopped`` and ``history``: the history and panels again; ``event``: a
-    context event's line, and the history unless a reply is streaming.
+    ``turn_start``: the stored user message and an empty reply; ``turn_done``: the stored
+    reply in place of the streamed one (the whole history instead with ``with_history``)
+    and the panels; ``turn_stopped`` and ``history``: the history and panels again;
+    ``event``: a context event's line, and the history unless a reply is streaming.
     """
     from contextmgr.presentation import describe_event
     from contextmgr.views import goals_context, snapshots_context
@@ -292,7 +293,7 @@ def chat_fragments(kind: str, session_id: UUID, **extra: Any) -> str:
     if kind != "turn_start":
         context.update(context_panel(session))
         context.update(goals_context(session))
-    if kind in ("turn_done", "turn_stopped", "history") or (kind == "event" and extra.get("with_history")):
+    if kind in ("turn_stopped", "history") or (kind in ("turn_done", "event") and extra.get("with_history")):
         context.update(history_groups(session))
         context["with_history"] = True
     if kind == "event":
