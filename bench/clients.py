@@ -40,6 +40,8 @@ def bearer(user: Any) -> bytes:
 @dataclass
 class Timed:
     seconds: float
+    # The process's CPU time over the same span (the model's threads included).
+    cpu_seconds: float
     # perf_counter times of the frames that carried reply tokens (websocket only).
     token_times: list[float] = field(default_factory=list)
 
@@ -59,14 +61,14 @@ async def api_turn(session_id: Any, authorization: bytes, content: str) -> Timed
             (b"content-length", str(len(body)).encode()),
         ],
     )
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     response = await communicator.get_response(timeout=TIMEOUT)
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     assert response["status"] == 200, response
     # The client hangs up, as a browser does, so the handler's disconnect listener ends too.
     await communicator.send_input({"type": "http.disconnect"})
     await communicator.wait(timeout=TIMEOUT)
-    return Timed(seconds)
+    return Timed(seconds, cpu)
 
 
 async def ws_connect(session_id: Any, cookie: bytes) -> WebsocketCommunicator:
@@ -83,7 +85,7 @@ async def ws_connect(session_id: Any, cookie: bytes) -> WebsocketCommunicator:
 async def ws_turn(communicator: WebsocketCommunicator, content: str) -> Timed:
     """Send the form's frame and read every frame up to the one that closes the turn."""
     token_times = []
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     await communicator.send_to(text_data=json.dumps({"action": "send", "message": content}))
     while True:
         frame = await communicator.receive_from(timeout=TIMEOUT)
@@ -91,7 +93,7 @@ async def ws_turn(communicator: WebsocketCommunicator, content: str) -> Timed:
         if TOKEN_FRAME in frame and "-body" in frame:
             token_times.append(now)
         if TURN_DONE in frame:
-            return Timed(now - started, token_times)
+            return Timed(now - started, time.process_time() - cpu, token_times)
         assert 'class="status error"' not in frame, frame
 
 
@@ -99,7 +101,7 @@ async def direct_turn(
     chat: Callable[..., ChatStream], messages: Sequence[ChatMessage], *, model: str, num_ctx: int, max_tokens: int
 ) -> tuple[Timed, ChatResult]:
     """The same prompt straight to the backend object the app uses (its ``chat``), the reply read to the end."""
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     token_times = []
     stream = chat(messages, model=model, num_ctx=num_ctx, max_tokens=max_tokens, temperature=0.0)
     try:
@@ -107,9 +109,9 @@ async def direct_turn(
             token_times.append(time.perf_counter())
     finally:
         await stream.aclose()
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     assert stream.result is not None
-    return Timed(seconds, token_times), stream.result
+    return Timed(seconds, cpu, token_times), stream.result
 
 
 class RecordingBackend:

@@ -27,7 +27,6 @@ import os
 import platform
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +38,7 @@ os.environ["OLLM_LLM_BACKEND"] = "embedded"
 setup_django()
 
 from asgiref.sync import sync_to_async  # noqa: E402
-from clients import RecordingBackend, api_turn, bearer, direct_turn, session_cookie, ws_connect, ws_turn  # noqa: E402
+from clients import RecordingBackend, Timed, api_turn, bearer, direct_turn, session_cookie, ws_connect, ws_turn  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.test.utils import override_settings  # noqa: E402
@@ -94,28 +93,28 @@ async def measure(owner: Any, size: int, rounds: int, reply_tokens: int, recorde
     socket = await ws_connect(session.pk, cookie)
     reset = sync_to_async(drop_messages_after)
 
-    async def direct() -> float:
+    async def direct() -> Timed:
         timed, result = await direct_turn(
             recorder.direct, prompt, model=MODEL_NAME, num_ctx=session.max_tokens, max_tokens=reply_tokens
         )
         replies.append(result.completion_tokens)
-        return timed.seconds
+        return timed
 
-    async def api() -> float:
+    async def api() -> Timed:
         recorder.calls.clear()
         timed = await api_turn(session.pk, authorization, MESSAGE)
         await reset(session, position)
         assert recorder.calls == [prompt], "the API turn sent another prompt"
         replies.append(backend.recent_results[-1].completion_tokens)
-        return timed.seconds
+        return timed
 
-    async def ws() -> float:
+    async def ws() -> Timed:
         recorder.calls.clear()
         timed = await ws_turn(socket, MESSAGE)
         await reset(session, position)
         assert recorder.calls == [prompt], "the websocket turn sent another prompt"
         replies.append(backend.recent_results[-1].completion_tokens)
-        return timed.seconds
+        return timed
 
     replies: list[int] = []
     paths = {"direct": direct, "api": api, "ws": ws}
@@ -125,9 +124,9 @@ async def measure(owner: Any, size: int, rounds: int, reply_tokens: int, recorde
     cpu: dict[str, list[float]] = {name: [] for name in paths}
     for _ in range(rounds):
         for name, run in paths.items():
-            c0 = time.process_time()
-            times[name].append(await run())
-            cpu[name].append(time.process_time() - c0)
+            timed = await run()  # the turn only: the reset between rounds is not counted
+            times[name].append(timed.seconds)
+            cpu[name].append(timed.cpu_seconds)
     await socket.disconnect()
     assert len(set(replies)) == 1, f"the paths generated replies of different lengths: {replies}"
     return {
