@@ -46,9 +46,14 @@ seed: $(RUN_STAMP) .env
 llm-check: $(RUN_STAMP) .env
 	$(BIN)/python manage.py llm_check
 
+# Figures quoted in the README; the long conversations take about 15 minutes per size on 2 cores.
 bench: $(DEV_STAMP) .env
 	$(BIN)/python bench/gateway_throughput.py
-	$(BIN)/python bench/conversation.py
+	$(BIN)/python bench/turn_overhead.py
+	$(BIN)/python bench/budget_check.py
+	$(BIN)/python bench/streaming.py
+	$(BIN)/python bench/page_load.py
+	$(BIN)/python bench/conversation.py --size 2048 4096 8192
 	$(BIN)/python bench/retention.py
 	$(BIN)/python bench/search_latency.py
 

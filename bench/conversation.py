@@ -1,17 +1,18 @@
 """A long conversation through the embedded model, and the non-LLM cost of a compression.
 
-Part 1: a scripted conversation (200 turns by default) at a 4K selection
-(Tier 1: every compression is a rollover) through the real SmolLM2 model.
-Prints the compressions, the largest prompt sent against num_ctx (exact
-counts), the tokens each compression saved, and the time spent in chat vs
-in compression.
+Part 1: a scripted conversation (200 turns by default) at each selected
+context size (``--size``, default 4K; 2K and 4K are Tier 1, where every
+compression is a rollover) through the real SmolLM2 model. Prints the
+compressions, every call's prompt against num_ctx (exact counts; none may
+exceed it, reply cap included), the tokens each compression saved, and the
+share of the wall time spent compressing.
 
 Part 2: the non-LLM overhead of one compression (selection, snapshot, DB
 writes, events; the ``truncate`` strategy, so no model call) in sessions whose
 history holds 1,000 and 10,000 messages but whose active context is the same,
 to show the cost follows the messages compressed, not the session's length.
 
-    .venv/bin/python bench/conversation.py [--turns 200] [--skip-conversation]
+    .venv/bin/python bench/conversation.py [--turns 200] [--size 2048 4096 8192] [--skip-conversation]
 """
 
 from __future__ import annotations
@@ -52,24 +53,24 @@ TOPICS = ["the login form", "password hashing", "JWT expiry", "refresh tokens", 
 class RecordingGateway(Gateway):
     def __init__(self, embedded: EmbeddedBackend) -> None:
         super().__init__(mode="embedded", embedded=embedded, ollama=None)
-        self.prompts: list[tuple[int, int]] = []
+        # Every call, chat turns and summaries alike: (exact prompt tokens, reply cap, num_ctx).
+        self.prompts: list[tuple[int, int, int]] = []
 
     def chat(self, messages, *, model, num_ctx, max_tokens, **kwargs):  # type: ignore[no-untyped-def]
-        if messages and messages[0].role == "system":
-            assert self.embedded is not None
-            self.prompts.append((self.embedded.count_prompt_tokens(messages), max_tokens))
+        assert self.embedded is not None
+        self.prompts.append((self.embedded.count_prompt_tokens(messages), max_tokens, num_ctx))
         return super().chat(messages, model=model, num_ctx=num_ctx, max_tokens=max_tokens, **kwargs)
 
 
-def conversation(owner, turns: int) -> None:  # type: ignore[no-untyped-def]
+def conversation(owner, turns: int, size: int) -> None:  # type: ignore[no-untyped-def]
     import contextmgr.services.compression as compression
 
-    gateway = RecordingGateway(EmbeddedBackend(n_ctx=4096))
+    gateway = RecordingGateway(EmbeddedBackend(n_ctx=max(4096, size)))
     compression.get_gateway = lambda: gateway  # type: ignore[assignment,attr-defined]
     session = session_create(
         owner=owner,
         model=MODEL_NAME,
-        context_size=4096,
+        context_size=size,
         system_prompt="You are a concise security engineer.",
         settings={"compression": {"summary_max_tokens": 256}},
     )
@@ -87,16 +88,17 @@ def conversation(owner, turns: int) -> None:  # type: ignore[no-untyped-def]
     done = ContextEvent.objects.filter(session=session, type__in=["compressed", "rollover-complete"]).order_by("id")
     saved = [e.payload["tokens_before"] - e.payload["tokens_after"] for e in done]
     compress_seconds = sum(e.payload.get("duration_ms", 0) for e in done) / 1000
-    largest = max(p for p, _ in gateway.prompts)
-    largest_with_reply = max(p + r for p, r in gateway.prompts)
-    print(f"== {turns} turns at 4K (num_ctx {session.max_tokens:,}) with {MODEL_NAME}")
+    largest = max(p for p, _, _ in gateway.prompts)
+    largest_with_reply = max(p + r for p, r, _ in gateway.prompts)
+    over = sum(1 for p, r, n in gateway.prompts if p + r > n)
+    print(f"== {turns} turns at {size // 1024}K (num_ctx {session.max_tokens:,}) with {MODEL_NAME}")
     print(
         f"compressions: {len(done)} ({sum(1 for e in done if e.type == 'rollover-complete')} rollovers), "
         f"errors: {ContextEvent.objects.filter(session=session, type='compression-error').count()}"
     )
     print(
         f"largest prompt: {largest:,} tokens; largest prompt + reply cap: {largest_with_reply:,} "
-        f"(num_ctx {session.max_tokens:,})"
+        f"(num_ctx {session.max_tokens:,}); calls over num_ctx: {over} of {len(gateway.prompts)}"
     )
     if saved:
         print(
@@ -105,7 +107,7 @@ def conversation(owner, turns: int) -> None:  # type: ignore[no-untyped-def]
         )
     print(
         f"time: {wall:.0f} s wall; turns {chat_seconds:.0f} s (waits for compressions included); "
-        f"compressions {compress_seconds:.0f} s (in the background)"
+        f"compressions {compress_seconds:.0f} s ({compress_seconds / wall:.0%} of the wall time, in the background)"
     )
 
 
@@ -174,12 +176,17 @@ def overhead(owner, history: int, rounds: int = 5) -> float:  # type: ignore[no-
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--size", type=int, nargs="+", default=[4096], choices=[2048, 4096, 8192])
     parser.add_argument("--skip-conversation", action="store_true")
+    parser.add_argument("--skip-overhead", action="store_true")
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
     owner = get_user_model().objects.create_user(username="bench")
     if not args.skip_conversation:
-        conversation(owner, args.turns)
+        for size in args.size:
+            conversation(owner, args.turns, size)
+    if args.skip_overhead:
+        return 0
     print("== non-LLM overhead of one compression (truncate strategy, same 40-message active context)")
     for history in (1_000, 10_000):
         print(f"history of {history:>6,} messages: {overhead(owner, history):7.1f} ms (median of 5)")

@@ -67,6 +67,9 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
     session_id: UUID
     turn: asyncio.Task[None] | None = None
     turn_number = 0
+    # Set when the history changed while a reply streamed (and was not re-sent then):
+    # the end of the turn re-sends it whole, else only the stored reply.
+    history_stale = False
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -137,6 +140,7 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
                     session_id=self.session_id, content=content, on_delta=on_delta, on_stored=on_stored
                 )
         except asyncio.CancelledError:
+            self.history_stale = False  # the frame below re-sends it
             await self.send_to_page(
                 await sync_to_async(chat_fragments)("turn_stopped", self.session_id, reply_id=reply_id)
             )
@@ -161,9 +165,14 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
             except Exception:  # the other pages miss one live update; the turn is stored
                 logger.exception("could not tell the other pages of session %s", self.session_id)
             # Last: once the page has this frame it may send the next message, and the turn must be over.
+            with_history, self.history_stale = self.history_stale, False
             await self.send_to_page(
                 await sync_to_async(chat_fragments)(
-                    "turn_done", self.session_id, reply_id=reply_id, assistant_message=outcome.assistant_message
+                    "turn_done",
+                    self.session_id,
+                    reply_id=reply_id,
+                    assistant_message=outcome.assistant_message,
+                    with_history=with_history,
                 )
             )
 
@@ -186,11 +195,16 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
 
     async def chat_changed(self, message: dict[str, Any]) -> None:
         """Another page of this session finished a turn: show the new history here too."""
-        if message.get("origin") != self.channel_name and not self.streaming:
+        if message.get("origin") == self.channel_name:
+            return
+        if self.streaming:
+            self.history_stale = True
+        else:
             await self.send(text_data=await sync_to_async(chat_fragments)("history", self.session_id))
 
     async def context_event(self, message: dict[str, Any]) -> None:
         event = message["event"]
+        self.history_stale = self.history_stale or self.streaming
         html = await sync_to_async(chat_fragments)(
             "event", self.session_id, event=event, with_history=not self.streaming
         )

@@ -12,8 +12,10 @@ from django.db.models import QuerySet
 from chat.models import Message, Session
 from contextmgr.llm import Gateway, LLMError, ModelInfo, ModelNotFound, get_gateway
 
-# How many of the latest messages the chat page shows (a search hit further back is shown in its own window).
-HISTORY_WINDOW = 300
+# How many of the latest messages the chat page shows; "earlier" pages back by as many (a search hit
+# further back is shown in its own window). Rendering is what a page costs: 100 keep a long
+# session's page well under 200 ms of server time (bench/page_load.py).
+HISTORY_WINDOW = 100
 
 
 def sessions_for_user(*, user: Any) -> QuerySet[Session]:

@@ -30,13 +30,7 @@ from chat.services import session_create, session_delete, session_update
 from contextmgr.core.reliability import ReliabilityLevel, low_reliability_warning
 from contextmgr.llm import LLMError, get_gateway
 from contextmgr.llm.gateway import BackendStatus
-from contextmgr.selectors import (
-    context_counts_exact,
-    context_meter,
-    session_context_line,
-    session_prompt,
-    session_reliability,
-)
+from contextmgr.selectors import context_meter, session_context, session_prompt
 from contextmgr.services.goals import goal_create
 
 
@@ -66,17 +60,19 @@ def _model_names() -> list[str]:
 
 
 def context_panel(session: Session) -> dict[str, Any]:
-    """What the meter, the reliability badge and the warning panel show."""
-    reliability = session_reliability(session=session)
+    """What the meter, the reliability badge and the warning panel show: one reading of the
+    budget and the reliability serves them all (it is shown after every reply)."""
+    report = session_context(session=session)
+    reliability = report.reliability
     warning = low_reliability_warning(
         model=session.model,
         parameter_size_b=session.model_parameter_size_b,
         compression_count=session.compression_count,
     )
     return {
-        "meter": context_meter(session=session),
-        "context_line": session_context_line(session=session),
-        "exact": context_counts_exact(session=session),
+        "meter": context_meter(session=session, budget=report.budget),
+        "context_line": report.display,
+        "exact": report.messages_exact,
         "reliability": reliability,
         "warning": warning,
         # Before any compression nothing is compressed to distrust, whatever the model's size.
@@ -208,13 +204,16 @@ def chat_page(request: HttpRequest, session_id: UUID) -> HttpResponse:
     from contextmgr.views import goals_context, settings_context, snapshots_context
 
     session = viewable(request, session_id)
-    around = request.GET.get("around", "")
     return render(
         request,
         "chat/chat.html",
         {
             "session": session,
-            **history_groups(session, around=_message_id(around)),
+            **history_groups(
+                session,
+                around=_message_id(request.GET.get("around", "")),
+                before=_message_id(request.GET.get("before", "")),
+            ),
             "can_write": session.owner_id == request.user.pk,
             "backend": backend_status(),
             "rename_form": RenameForm(initial={"title": session.title}),
@@ -241,17 +240,29 @@ def context_window(request: HttpRequest, session_id: UUID) -> HttpResponse:
     return render(request, "chat/context.html", {"session": session, "prompt": prompt, **context_panel(session)})
 
 
-def history_groups(session: Session, *, around: int | None = None) -> dict[str, Any]:
-    """The latest messages (or, with ``around``, the window centred on that message), consecutive
-    ones compressed into the same checkpoint grouped under its marker; the rest is on the full
-    history page and in the export."""
+CHECKPOINT_TEXTS = tuple(
+    f"compressed_into__{name}" for name in ("summary", "facts", "key_decisions", "files_modified", "next_steps")
+)
+
+
+def history_groups(session: Session, *, around: int | None = None, before: int | None = None) -> dict[str, Any]:
+    """The latest HISTORY_WINDOW messages; with ``before`` (a position) the window of messages just
+    before it; with ``around`` (a message id) the window centred on that message. Consecutive
+    messages compressed into the same checkpoint are grouped under its marker; the rest is a
+    link away ("earlier", "show the latest"), on the full history page and in the export."""
     total = session.messages.count()
-    start = max(total - HISTORY_WINDOW, 0)
+    end = total
+    if before is not None and 1 < before <= total:
+        end = before - 1  # positions are 1-based and gapless: position p is row p - 1
+    start = max(end - HISTORY_WINDOW, 0)
     if around is not None:
         position = session.messages.filter(pk=around).values_list("position", flat=True).first()
         if position is not None and position <= start:
             start = max(position - HISTORY_WINDOW // 2, 0)
-    messages = list(session_history(session=session)[start : start + HISTORY_WINDOW])
+            end = min(start + HISTORY_WINDOW, total)
+    # The group markers need only a checkpoint's number, level and merge; its texts and facts
+    # (JSON, large after many compressions) stay in the database.
+    messages = list(session_history(session=session).defer(*CHECKPOINT_TEXTS)[start:end])
     groups = [
         (checkpoint_id and rows[0].compressed_into, rows)
         for checkpoint_id, rows in (
@@ -261,16 +272,18 @@ def history_groups(session: Session, *, around: int | None = None) -> dict[str, 
     return {
         "groups": groups,
         "hidden_count": start,
-        "later_count": max(total - start - HISTORY_WINDOW, 0),
+        "first_position": start + 1,
+        "later_count": total - end,
     }
 
 
 def chat_fragments(kind: str, session_id: UUID, **extra: Any) -> str:
     """HTML frames for the chat socket, swapped into the page out of band by id.
 
-    ``turn_start``: the stored user message and an empty reply; ``turn_done``,
-    ``turn_stopped`` and ``history``: the history and panels again; ``event``: a
-    context event's line, and the history unless a reply is streaming.
+    ``turn_start``: the stored user message and an empty reply; ``turn_done``: the stored
+    reply in place of the streamed one (the whole history instead with ``with_history``)
+    and the panels; ``turn_stopped`` and ``history``: the history and panels again;
+    ``event``: a context event's line, and the history unless a reply is streaming.
     """
     from contextmgr.presentation import describe_event
     from contextmgr.views import goals_context, snapshots_context
@@ -280,7 +293,7 @@ def chat_fragments(kind: str, session_id: UUID, **extra: Any) -> str:
     if kind != "turn_start":
         context.update(context_panel(session))
         context.update(goals_context(session))
-    if kind in ("turn_done", "turn_stopped", "history") or (kind == "event" and extra.get("with_history")):
+    if kind in ("turn_stopped", "history") or (kind in ("turn_done", "event") and extra.get("with_history")):
         context.update(history_groups(session))
         context["with_history"] = True
     if kind == "event":

@@ -69,6 +69,11 @@ class Checkpoint(models.Model):
 
     class Meta:
         ordering = ["session", "number"]
+        indexes = [
+            # The active checkpoints are read for every budget, meter and prompt: with this index
+            # that read costs the few active ones, not every checkpoint a long session ever merged.
+            models.Index(fields=["session", "merged_into", "retired", "number"], name="checkpoint_active_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"Checkpoint #{self.number} ({self.level_label})"
@@ -212,6 +217,11 @@ class Snapshot(models.Model):
 
     class Meta:
         ordering = ["session", "-created_at", "-id"]
+        indexes = [
+            # Whether this compression round has its automatic snapshot yet, asked after every
+            # message near the trigger: a lookup, not a scan of every snapshot of a long session.
+            models.Index(fields=["session", "kind", "message_count"], name="snapshot_round_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} snapshot {self.created_at:%Y-%m-%d %H:%M:%S}"

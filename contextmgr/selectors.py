@@ -166,7 +166,7 @@ def session_context(*, session: Session) -> ContextReport:
         system_tokens=session.system_prompt_tokens,
         # The pinned goal block is counted with the system prompt in the budget.
         goal_tokens=budget.system_prompt_tokens - session.system_prompt_tokens,
-        messages_exact=not active_messages(session=session).filter(tokens_exact=False).exists(),
+        messages_exact=context_counts_exact(session=session),
         reliability=reliability,
         display=context_line(
             used=budget.used,
@@ -337,10 +337,10 @@ def session_state(*, session: Session) -> dict[str, Any]:
     }
 
 
-def context_meter(*, session: Session) -> Meter:
+def context_meter(*, session: Session, budget: Budget | None = None) -> Meter:
     """The meter's segments in prompt order: system prompt, pinned goal, checkpoints, then the
-    active user and assistant messages."""
-    budget = session_budget(session=session)
+    active user and assistant messages; ``budget`` when the caller has just read it."""
+    budget = budget or session_budget(session=session)
     # order_by() drops the model's ordering, which would otherwise split the GROUP BY per message.
     by_role = dict(
         active_messages(session=session)

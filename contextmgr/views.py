@@ -9,7 +9,9 @@ from uuid import UUID
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
+from django.core.paginator import Page, Paginator
 from django.db import transaction
+from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -64,7 +66,8 @@ def goals_context(session: Session) -> dict[str, Any]:
 
 
 def snapshots_context(session: Session) -> dict[str, Any]:
-    return {"snapshots": session_snapshots(session=session)[:20]}
+    # The panel lists when, what kind and how big; each state (JSON) is read only by a restore.
+    return {"snapshots": session_snapshots(session=session).defer("state")[:20]}
 
 
 def _goals_panel(request: HttpRequest, session: Session, error: str = "") -> HttpResponse:
@@ -260,18 +263,33 @@ def timeline(request: HttpRequest, session_id: UUID) -> HttpResponse:
         parameter_size_b=session.model_parameter_size_b, compression_count=0, checkpoints=[]
     ).score
     points = [(session.created_at, start), *reliability_history(session=session)]
-    events = [(event, describe_event(event.type, event.payload)) for event in session_events(session=session)]
+    events_page = _newest_page(session_events(session=session), request.GET.get("events_page", ""))
+    checkpoints_page = _newest_page(session_checkpoints(session=session), request.GET.get("checkpoints_page", ""))
     return render(
         request,
         "chat/timeline.html",
         {
             "session": session,
-            "events": events,
-            "checkpoints": session_checkpoints(session=session),
+            "events": [(event, describe_event(event.type, event.payload)) for event in events_page],
+            "events_page": events_page,
+            "checkpoints": checkpoints_page,
+            "checkpoints_page": checkpoints_page,
             "chart": reliability_chart([score for _, score in points]),
             **context_panel(session),
         },
     )
+
+
+# Events and checkpoints per timeline page: a long session has thousands of each.
+TIMELINE_PAGE = 50
+
+
+def _newest_page(rows: QuerySet[Any], number: str) -> Page[Any]:
+    """One page of ``rows`` (oldest first); the newest page unless ``number`` names another
+    (anything that is not a page number is the newest page too)."""
+    paginator = Paginator(rows, TIMELINE_PAGE)
+    wanted = int(number) if number.isascii() and number.isdigit() and len(number) < 10 else paginator.num_pages
+    return paginator.get_page(wanted)
 
 
 def settings_context(session: Session) -> dict[str, Any]:

@@ -79,6 +79,16 @@ def api_gateway(use_gateway, embedded_backend, closed_port_url):
 
 
 @pytest.fixture
+def owner_client(user):
+    """A browser logged in as alice."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
 def api_token(user):
     from accounts.services import api_token_create
 

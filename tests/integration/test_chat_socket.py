@@ -80,7 +80,7 @@ async def test_a_reply_streams_in_order_and_is_stored(small_session, user, app_g
     communicator = await socket(small_session.pk, user)
     assert (await communicator.connect())[0]
     await communicator.send_to(text_data=json.dumps({"action": "send", "message": "What is a <b>context</b> window?"}))
-    frames = await frames_until(communicator, 'id="history" hx-swap-oob="true"')
+    frames = await frames_until(communicator, 'hx-swap-oob="outerHTML:#reply-1"')
     await communicator.disconnect()
 
     user_message, reply = [m async for m in Message.objects.filter(session=small_session).order_by("position")]
@@ -95,9 +95,32 @@ async def test_a_reply_streams_in_order_and_is_stored(small_session, user, app_g
     assert streamed_text(frames, "reply-1") == reply.content
     assert reply.role == "assistant"
     assert reply.done_reason in {"stop", "length"}
-    # The last frame brings the history, the meter and the panels back in step.
-    assert f"msg-{reply.id}" in frames[-1]
+    # The last frame puts the stored reply where the streamed one was and brings the meter and
+    # the panels in step; the history is not sent again (nothing else changed in it).
+    assert f'id="msg-{reply.id}" hx-swap-oob="outerHTML:#reply-1"' in frames[-1]
     assert 'id="context-meter"' in frames[-1]
+    assert 'id="history"' not in frames[-1]
+
+
+@override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=48)
+async def test_a_history_change_while_a_reply_streams_resends_the_history_at_its_end(small_session, user, app_gateway):
+    from channels.layers import get_channel_layer
+
+    from contextmgr.services.events import session_group
+
+    communicator = await socket(small_session.pk, user)
+    assert (await communicator.connect())[0]
+    await communicator.send_to(text_data=json.dumps({"message": "Name three colours."}))
+    await frames_until(communicator, '<div id="reply-1-body" hx-swap-oob="beforeend">')
+    # Another page of the session finished a turn meanwhile.
+    await get_channel_layer().group_send(session_group(small_session.pk), {"type": "chat.changed", "origin": "other"})
+    frames = await frames_until(communicator, 'id="context-meter"')  # the turn's last frame
+    await communicator.disconnect()
+    last = frames[-1]
+    assert 'id="history" hx-swap-oob="true"' in last
+    reply = await Message.objects.filter(session=small_session, role="assistant").alast()
+    assert reply is not None
+    assert f'id="msg-{reply.id}"' in last
 
 
 @override_settings(OLLM_CHAT_TEMPERATURE=0.7, OLLM_REPLY_MAX_TOKENS=400)

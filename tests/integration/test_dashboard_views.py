@@ -31,13 +31,6 @@ def goal(session):
 
 
 @pytest.fixture
-def owner_client(user):
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-@pytest.fixture
 def other_client(other_user):
     client = Client()
     client.force_login(other_user)

@@ -532,9 +532,10 @@ def test_everything_users_and_models_write_is_escaped_on_every_page(user, xss_se
 
 def test_websocket_fragments_escape_too(user, xss_session):
     event = ContextEvent.objects.filter(session=xss_session, type="compression-error").get()
+    reply = Message.objects.filter(session=xss_session, role="assistant").last()
     for kind, extra in (
         ("history", {}),
-        ("turn_done", {}),
+        ("turn_done", {"assistant_message": reply, "with_history": True}),
         ("event", {"event": {"type": event.type, "payload": event.payload}, "with_history": True}),
     ):
         html = chat_fragments(kind, xss_session.pk, **extra)
@@ -545,6 +546,8 @@ def test_websocket_fragments_escape_too(user, xss_session):
     user_message = Message.objects.get(session=xss_session, role="user")
     start = chat_fragments("turn_start", xss_session.pk, user_message=user_message, reply_id="reply-1")
     assert_escaped(start, "turn_start", ["user-message"])
+    done = chat_fragments("turn_done", xss_session.pk, assistant_message=reply, reply_id="reply-1")
+    assert_escaped(done, "turn_done without the history", ["assistant-message"])
 
 
 def test_admin_pages_escape_too(django_user_model, xss_session):

@@ -19,13 +19,6 @@ from contextmgr.services.session_settings import session_continue, session_set_c
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def owner_client(user):
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 def form(**changes):
     values = {
         "compression_enabled": "1",

@@ -1,0 +1,134 @@
+"""The app as its clients reach it, in this process: the REST API and the chat websocket through the
+real ASGI application (routing, middleware, auth, ninja, Channels), and the backend called straight.
+
+Everything shares one event loop and one embedded model instance (``get_gateway()``), so the
+only difference between the paths is the app's own work.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from channels.testing import HttpCommunicator, WebsocketCommunicator
+from django.test import Client
+
+from accounts.services import api_token_create
+from contextmgr.llm import ChatMessage, ChatResult, ChatStream
+from contextmgr.llm.embedded import EmbeddedBackend
+from ollm_site.asgi import application
+
+TIMEOUT = 600
+# The frame that ends a websocket turn: the stored reply and the panels (the meter) in step.
+TURN_DONE = 'id="context-meter"'
+TOKEN_FRAME = 'hx-swap-oob="beforeend">'
+
+
+def session_cookie(user: Any) -> bytes:
+    client = Client()
+    client.force_login(user)
+    return f"sessionid={client.cookies['sessionid'].value}".encode()
+
+
+def bearer(user: Any) -> bytes:
+    return f"Bearer {api_token_create(user=user, name='bench')[1]}".encode()
+
+
+@dataclass
+class Timed:
+    seconds: float
+    # The process's CPU time over the same span (the model's threads included).
+    cpu_seconds: float
+    # perf_counter times of the frames that carried reply tokens (websocket only).
+    token_times: list[float] = field(default_factory=list)
+
+
+async def api_turn(session_id: Any, authorization: bytes, content: str) -> Timed:
+    """POST /api/sessions/{id}/messages and read the whole answer."""
+    body = json.dumps({"content": content}).encode()
+    communicator = HttpCommunicator(
+        application,
+        "POST",
+        f"/api/sessions/{session_id}/messages",
+        body=body,
+        headers=[
+            (b"host", b"localhost"),
+            (b"authorization", authorization),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ],
+    )
+    started, cpu = time.perf_counter(), time.process_time()
+    response = await communicator.get_response(timeout=TIMEOUT)
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    assert response["status"] == 200, response
+    # The client hangs up, as a browser does, so the handler's disconnect listener ends too.
+    await communicator.send_input({"type": "http.disconnect"})
+    await communicator.wait(timeout=TIMEOUT)
+    return Timed(seconds, cpu)
+
+
+async def ws_connect(session_id: Any, cookie: bytes) -> WebsocketCommunicator:
+    communicator = WebsocketCommunicator(
+        application,
+        f"/ws/sessions/{session_id}/",
+        headers=[(b"origin", b"http://localhost"), (b"host", b"localhost"), (b"cookie", cookie)],
+    )
+    connected, code = await communicator.connect(timeout=TIMEOUT)
+    assert connected, code
+    return communicator
+
+
+async def ws_turn(communicator: WebsocketCommunicator, content: str) -> Timed:
+    """Send the form's frame and read every frame up to the one that closes the turn."""
+    token_times = []
+    started, cpu = time.perf_counter(), time.process_time()
+    await communicator.send_to(text_data=json.dumps({"action": "send", "message": content}))
+    while True:
+        frame = await communicator.receive_from(timeout=TIMEOUT)
+        now = time.perf_counter()
+        if TOKEN_FRAME in frame and "-body" in frame:
+            token_times.append(now)
+        if TURN_DONE in frame:
+            return Timed(now - started, time.process_time() - cpu, token_times)
+        assert 'class="status error"' not in frame, frame
+
+
+async def direct_turn(
+    chat: Callable[..., ChatStream], messages: Sequence[ChatMessage], *, model: str, num_ctx: int, max_tokens: int
+) -> tuple[Timed, ChatResult]:
+    """The same prompt straight to the backend object the app uses (its ``chat``), the reply read to the end."""
+    started, cpu = time.perf_counter(), time.process_time()
+    token_times = []
+    stream = chat(messages, model=model, num_ctx=num_ctx, max_tokens=max_tokens, temperature=0.0)
+    try:
+        async for _delta in stream:
+            token_times.append(time.perf_counter())
+    finally:
+        await stream.aclose()
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    assert stream.result is not None
+    return Timed(seconds, cpu, token_times), stream.result
+
+
+class RecordingBackend:
+    """Wraps the backend's ``chat`` to keep the messages of every call (to check the app sent the
+    prompt the direct path sends) and its result."""
+
+    def __init__(self, backend: EmbeddedBackend) -> None:
+        self.backend = backend
+        self.calls: list[list[ChatMessage]] = []
+        self._chat = backend.chat
+        backend.chat = self._record  # type: ignore[method-assign]
+
+    def _record(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatStream:
+        self.calls.append(list(messages))
+        return self._chat(messages, **kwargs)
+
+    @property
+    def direct(self) -> Callable[..., ChatStream]:
+        """The backend's own ``chat``, unrecorded."""
+        return self._chat

@@ -1,0 +1,107 @@
+"""Server time of the chat page and the aging timeline for a session of 10,000 messages.
+
+The session is 8K (Tier 2), its history grown through real compressions
+(bench/history.py), so it holds the checkpoints, revisions, snapshots and
+events such a history leaves. Each page is requested through Django's test
+client (middleware, login, views, templates; no network), logged in as its
+owner; the figure is the p50 of the rounds, required < 200 ms.
+
+    .venv/bin/python bench/page_load.py [--messages 10000] [--rounds 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from django_setup import setup_django
+
+os.environ["OLLM_LLM_BACKEND"] = "embedded"
+setup_django()
+
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.test import Client  # noqa: E402
+from django.urls import reverse  # noqa: E402
+from history import session_with_history  # noqa: E402
+
+from contextmgr.llm import get_gateway  # noqa: E402
+from contextmgr.llm.embedded import MODEL_NAME  # noqa: E402
+
+LIMIT_MS = 200.0
+
+
+class QueryCounter:
+    """Counts a request's queries (its request signals reset ``connection.queries``)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
+        self.count += 1
+        return execute(sql, params, many, context)
+
+    def __len__(self) -> int:
+        return self.count
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--messages", type=int, default=10_000)
+    parser.add_argument("--rounds", type=int, default=15)
+    args = parser.parse_args()
+    call_command("migrate", verbosity=0)
+    owner = get_user_model().objects.create_user(username="bench")
+    gateway = get_gateway()
+    grown = session_with_history(
+        owner=owner,
+        model=MODEL_NAME,
+        gateway=gateway,
+        counter=gateway.token_counter(MODEL_NAME),
+        messages=args.messages,
+        context_size=8192,
+    )
+    print(f"session: {grown.describe()}", flush=True)
+    client = Client(HTTP_HOST="localhost")
+    client.force_login(owner)
+    pages = {
+        "chat page": reverse("chat:chat", args=[grown.session.pk]),
+        "aging timeline": reverse("contextmgr:timeline", args=[grown.session.pk]),
+    }
+    print(f"\n== server time of one page, {args.messages:,}-message session, {args.rounds} rounds, ms")
+    print("| page | p50 | p95 | queries | HTML |")
+    print("|---|---:|---:|---:|---:|")
+    ok = True
+    for name, url in pages.items():
+        response = client.get(url)  # warm
+        assert response.status_code == 200, response.status_code
+        queries = QueryCounter()
+        with connection.execute_wrapper(queries):
+            response = client.get(url)
+        samples = []
+        for _ in range(args.rounds):
+            t0 = time.perf_counter()
+            client.get(url)
+            samples.append((time.perf_counter() - t0) * 1000)
+        samples.sort()
+        p50 = statistics.median(samples)
+        ok = ok and p50 < LIMIT_MS
+        print(
+            f"| {name} | {p50:.0f} | {samples[int(len(samples) * 0.95) - 1]:.0f} | {len(queries)} | "
+            f"{len(response.content) // 1024:,} KiB |"
+        )
+    print(f"required: p50 < {LIMIT_MS:.0f} ms")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
