@@ -88,5 +88,5 @@ def test_a_long_conversation_in_the_browser(live_url, browser):
     page.click("button:has-text('Restore')")
     page.wait_for_selector("#composer")
     assert page.locator("details.compressed").count() == 0
-    assert page.locator(".badge:has-text('not in context')").count() >= 1
+    assert page.locator(".badge:has-text('not in the context')").count() >= 1
     context.close()
