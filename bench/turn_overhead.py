@@ -16,7 +16,7 @@ after each app turn its two messages are removed so every round starts from
 the same state and the prompts are identical (the benchmark checks both). The
 figure is the median of the per-round ratios app / direct, required <= 1.05.
 
-    .venv/bin/python bench/turn_overhead.py [--sizes 10 1000 10000] [--rounds 7] [--reply-tokens 32]
+    .venv/bin/python bench/turn_overhead.py [--sizes 10 1000 10000] [--rounds 7] [--reply-tokens 256]
 """
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 1_000, 10_000])
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--reply-tokens", type=int, default=32)
+    parser.add_argument("--reply-tokens", type=int, default=256)
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
     return asyncio.run(run(args.sizes, args.rounds, args.reply_tokens))
