@@ -5,7 +5,11 @@ from typing import Any
 
 from django.apps import AppConfig
 from django.db import connections
+from django.db.migrations.recorder import MigrationRecorder
 from django.db.models.signals import post_migrate
+
+# The migrations that define ``sqlite_triggers()``, newest first.
+TRIGGER_MIGRATIONS = ("0004_message_date_follows_updates", "0002_fulltext_index")
 
 
 def ensure_sqlite_triggers(using: str = "default", **kwargs: Any) -> None:
@@ -22,7 +26,10 @@ def ensure_sqlite_triggers(using: str = "default", **kwargs: Any) -> None:
         cursor.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'search_fts'")
         if cursor.fetchone() is None:
             return
-        migration = importlib.import_module("search.migrations.0002_fulltext_index")
+        applied = MigrationRecorder(connection).applied_migrations()
+        # The newest applied migration that writes triggers says what they are.
+        name = next((n for n in TRIGGER_MIGRATIONS if ("search", n) in applied), TRIGGER_MIGRATIONS[-1])
+        migration = importlib.import_module(f"search.migrations.{name}")
         for statement in migration.sqlite_triggers():
             cursor.execute(statement)
 

@@ -63,12 +63,27 @@ def _values(source: dict[str, object], n: str) -> str:
 
 
 def _set(source: dict[str, object], n: str) -> str:
-    return ", ".join(
-        f"{column} = {str(source[column]).replace('{n}', n)}" for column in ("body", "role", "locked")
-    )
+    """What an update of the source row copies: ``copy`` (0004 adds the message's date), else body, role, locked."""
+    columns = list(source.get("copy", ("body", "role", "locked")))  # type: ignore[call-overload]
+    return ", ".join(f"{column} = {str(source.get(column, '{n}.' + column)).replace('{n}', n)}" for column in columns)
 
 
-def sqlite_triggers() -> list[str]:
+def sqlite_source_triggers(s: dict[str, object]) -> list[str]:
+    """The insert, update and delete triggers of one source table."""
+    kind, table, watch = s["kind"], s["table"], list(s["watch"])  # type: ignore[call-overload]
+    changed = " OR ".join(f"old.{c} IS NOT new.{c}" for c in watch)
+    return [
+        f"CREATE TRIGGER IF NOT EXISTS search_{kind}_ai AFTER INSERT ON {table} BEGIN "
+        f"INSERT INTO search_searchdocument ({DOC_COLUMNS}) VALUES ({_values(s, 'new')}); END",
+        f"CREATE TRIGGER IF NOT EXISTS search_{kind}_au AFTER UPDATE OF {', '.join(watch)} ON {table} "
+        f"WHEN {changed} BEGIN "
+        f"UPDATE search_searchdocument SET {_set(s, 'new')} WHERE kind = '{kind}' AND ref_id = new.id; END",
+        f"CREATE TRIGGER IF NOT EXISTS search_{kind}_ad AFTER DELETE ON {table} BEGIN "
+        f"DELETE FROM search_searchdocument WHERE kind = '{kind}' AND ref_id = old.id; END",
+    ]
+
+
+def sqlite_triggers(source_list: list[dict[str, object]] | None = None) -> list[str]:
     """Every trigger; IF NOT EXISTS, so ``search.apps`` can put back any that a table rebuild dropped."""
     statements = [
         "CREATE TRIGGER IF NOT EXISTS search_fts_ai AFTER INSERT ON search_searchdocument BEGIN "
@@ -80,18 +95,8 @@ def sqlite_triggers() -> list[str]:
         "INSERT INTO search_fts(search_fts, rowid, body) VALUES ('delete', old.id, old.body); "
         "INSERT INTO search_fts(rowid, body) VALUES (new.id, new.body); END",
     ]
-    for s in sources("sqlite"):
-        kind, table, watch = s["kind"], s["table"], list(s["watch"])  # type: ignore[call-overload]
-        changed = " OR ".join(f"old.{c} IS NOT new.{c}" for c in watch)
-        statements += [
-            f"CREATE TRIGGER IF NOT EXISTS search_{kind}_ai AFTER INSERT ON {table} BEGIN "
-            f"INSERT INTO search_searchdocument ({DOC_COLUMNS}) VALUES ({_values(s, 'new')}); END",
-            f"CREATE TRIGGER IF NOT EXISTS search_{kind}_au AFTER UPDATE OF {', '.join(watch)} ON {table} "
-            f"WHEN {changed} BEGIN "
-            f"UPDATE search_searchdocument SET {_set(s, 'new')} WHERE kind = '{kind}' AND ref_id = new.id; END",
-            f"CREATE TRIGGER IF NOT EXISTS search_{kind}_ad AFTER DELETE ON {table} BEGIN "
-            f"DELETE FROM search_searchdocument WHERE kind = '{kind}' AND ref_id = old.id; END",
-        ]
+    for s in sources("sqlite") if source_list is None else source_list:
+        statements += sqlite_source_triggers(s)
     return statements
 
 
@@ -121,10 +126,19 @@ def postgresql_forward() -> list[str]:
         "CREATE INDEX search_document_fts ON search_searchdocument USING gin (body_tsv)",
     ]
     for s in sources("postgresql"):
-        kind, table, watch = s["kind"], s["table"], list(s["watch"])  # type: ignore[call-overload]
-        changed = " OR ".join(f"OLD.{c} IS DISTINCT FROM NEW.{c}" for c in watch)
         statements += [
-            f"""CREATE OR REPLACE FUNCTION search_{kind}_sync() RETURNS trigger LANGUAGE plpgsql AS $$
+            *postgresql_source_sync(s),
+            f"INSERT INTO search_searchdocument ({DOC_COLUMNS}) SELECT {_values(s, 't')} FROM {s['table']} t",
+        ]
+    return statements
+
+
+def postgresql_source_sync(s: dict[str, object]) -> list[str]:
+    """The function and the trigger that keep one source table's documents; CREATE OR REPLACE the function."""
+    kind, table, watch = s["kind"], s["table"], list(s["watch"])  # type: ignore[call-overload]
+    changed = " OR ".join(f"OLD.{c} IS DISTINCT FROM NEW.{c}" for c in watch)
+    return [
+        f"""CREATE OR REPLACE FUNCTION search_{kind}_sync() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF TG_OP = 'DELETE' THEN
     DELETE FROM search_searchdocument WHERE kind = '{kind}' AND ref_id = OLD.id;
@@ -136,11 +150,9 @@ BEGIN
   END IF;
   RETURN NEW;
 END $$""",
-            f"CREATE TRIGGER search_{kind}_sync AFTER INSERT OR DELETE OR UPDATE OF {', '.join(watch)} ON {table} "
-            f"FOR EACH ROW EXECUTE FUNCTION search_{kind}_sync()",
-            f"INSERT INTO search_searchdocument ({DOC_COLUMNS}) SELECT {_values(s, 't')} FROM {table} t",
-        ]
-    return statements
+        f"CREATE TRIGGER search_{kind}_sync AFTER INSERT OR DELETE OR UPDATE OF {', '.join(watch)} ON {table} "
+        f"FOR EACH ROW EXECUTE FUNCTION search_{kind}_sync()",
+    ]
 
 
 def postgresql_backward() -> list[str]:

@@ -132,6 +132,39 @@ def _valid_file(**changes):
     return data
 
 
+def test_imported_messages_are_searched_by_the_dates_in_the_file(api, client, user):
+    """The search index dates an imported message as the file does, not as the day of the import."""
+    old = _valid_file(
+        startTime="2020-03-14T09:00:00Z",
+        lastActivity="2020-03-14T09:05:00Z",
+        messages=[
+            {"role": role, "parts": [{"type": "text", "text": text}], "timestamp": f"2020-03-14T09:0{minute}:00Z"}
+            for role, text, minute in (("user", "where is the okapi", 0), ("assistant", "the okapi sleeps", 5))
+        ],
+    )
+    body = api.post("/api/sessions/import", old, content_type=JSON).json()
+    ids = list(Message.objects.filter(session_id=body["id"]).order_by("position").values_list("id", flat=True))
+
+    def found(**dates):
+        response = api.get("/api/search", {"q": "okapi", **dates})
+        assert response.status_code == 200
+        return response.json()
+
+    in_2020 = found(since="2020-03-01", until="2020-03-31")
+    assert sorted(hit["id"] for hit in in_2020["results"]) == sorted(ids)
+    dated = sorted(hit["created_at"][:19] for hit in in_2020["results"])
+    assert dated == ["2020-03-14T09:00:00", "2020-03-14T09:05:00"]
+    assert found(since="2020-03-14", until="2020-03-14")["total"] == 2
+    assert found(since="2020-03-15")["total"] == 0  # not "new" because it was imported today
+    assert found(until="2020-03-13")["total"] == 0
+    # The search page filters the same way.
+    client.force_login(user)
+    page = client.get("/search/", {"q": "okapi", "since": "2020-03-01", "until": "2020-03-31"}).content.decode()
+    assert page.count("okapi</mark>") == 2
+    recent = client.get("/search/", {"q": "okapi", "since": "2021-01-01"}).content.decode()
+    assert "okapi</mark>" not in recent
+
+
 def _deep(levels):
     value: object = "bottom"
     for _ in range(levels):

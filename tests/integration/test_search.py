@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+import importlib
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import connection
@@ -302,13 +303,66 @@ def test_the_triggers_are_in_place_and_come_back_after_a_sqlite_table_rebuild(us
             return
         cursor.execute("SELECT DISTINCT tbl_name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'search_%'")
         assert sorted(row[0] for row in cursor.fetchall()) == sorted([*tables, "search_searchdocument"])
-        # What a table rebuild does to one of them.
+        # What a table rebuild does to them.
         cursor.execute("DROP TRIGGER search_message_ai")
+        cursor.execute("DROP TRIGGER search_message_au")
     message_create(session=chat_session, role="user", content="lost walrus")
     assert search_history(user=user, query="walrus").total == 0
     ensure_sqlite_triggers()
-    message_create(session=chat_session, role="user", content="found walrus")
+    found = message_create(session=chat_session, role="user", content="found walrus")
     assert search_history(user=user, query="walrus").total == 1
+    # The update trigger put back is the one of migration 0004: it copies the date.
+    Message.objects.filter(pk=found.pk).update(created_at=OLD)
+    assert _document_date_and_position(found) == (OLD, found.position)
+
+
+OLD = datetime(2020, 3, 14, 9, 0, tzinfo=UTC)
+
+
+def _document_date_and_position(message):
+    document = SearchDocument.objects.get(kind="message", ref_id=message.pk)
+    return document.created_at, document.position
+
+
+def test_the_index_follows_a_messages_date_and_position(user, chat_session):
+    message = message_create(session=chat_session, role="user", content="an old marmot")
+    other = message_create(session=chat_session, role="user", content="a new marmot")
+    Message.objects.filter(pk=message.pk).update(created_at=OLD, position=1000)
+    assert _document_date_and_position(message) == (OLD, 1000)
+    assert _document_date_and_position(other) == (other.created_at, other.position)
+    in_2020 = SearchFilters(since=OLD.date(), until=OLD.date())
+    assert [hit.ref_id for hit in search_history(user=user, query="marmot", filters=in_2020).hits] == [message.pk]
+    since_today = SearchFilters(since=timezone.localdate())
+    assert [hit.ref_id for hit in search_history(user=user, query="marmot", filters=since_today).hits] == [other.pk]
+
+
+class _Editor:
+    """What the migration's functions use of a schema editor: the connection, and execute()."""
+
+    def __init__(self):
+        self.connection = connection
+
+    def execute(self, sql, params=None):
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+
+
+def test_migration_0004_corrects_stale_documents_and_is_reversible(user, chat_session):
+    migration = importlib.import_module("search.migrations.0004_message_date_follows_updates")
+    stale = message_create(session=chat_session, role="user", content="stale heron")
+    fresh = message_create(session=chat_session, role="user", content="fresh heron")
+    # What an import left behind before 0004: the message dated by the file, the document by the import.
+    migration.backward(None, _Editor())
+    Message.objects.filter(pk=stale.pk).update(created_at=OLD)
+    assert _document_date_and_position(stale) == (stale.created_at, stale.position)
+    migration.forward(None, _Editor())
+    assert _document_date_and_position(stale) == (OLD, stale.position)
+    assert _document_date_and_position(fresh) == (fresh.created_at, fresh.position)
+    Message.objects.filter(pk=fresh.pk).update(created_at=OLD)
+    assert _document_date_and_position(fresh) == (OLD, fresh.position)
+    # Edits still reach the index through the recreated triggers.
+    Message.objects.filter(pk=fresh.pk).update(content="renamed egret")
+    assert search_history(user=user, query="egret").total == 1
 
 
 def test_beyond_the_cap_only_the_newest_matches_are_ranked_and_counted(user, other_user, chat_session, monkeypatch):
