@@ -55,10 +55,11 @@ class TurnOutcome:
         return self.result.done_reason == "length"
 
 
-def _compress_now(**options: Any) -> None:
-    """A compression in a worker thread of its own, which must not keep a database connection open."""
+def _compress_now(**options: Any) -> str:
+    """A compression in a worker thread of its own, which must not keep a database connection open;
+    returns how it ended."""
     try:
-        compression_run(**options)
+        return compression_run(**options).status
     finally:
         connections.close_all()
 
@@ -84,9 +85,9 @@ def message_counter(gateway: Gateway, model: str) -> TokenCounter:
 
 def _does_not_fit(session: Session, tokens: int) -> ContextOverflow:
     return ContextOverflow(
-        f"Your message does not fit: with the system prompt and pinned goal the prompt is {tokens:,} tokens "
-        f"and the context holds {session.max_tokens:,}. It is kept in the full history but left out of the "
-        "context; shorten it or choose a larger context size."
+        f"Your message does not fit: the prompt would be {tokens:,} tokens and the context holds "
+        f"{session.max_tokens:,}, with {REPLY_MIN_TOKENS} kept for the reply. It is kept in the full history "
+        "but left out of the context; shorten it or choose a larger context size."
     )
 
 
@@ -99,10 +100,6 @@ async def _prompt_with_room(
     (it stays in the history) so the turns after it are not squeezed by it.
     """
     room = session.max_tokens - REPLY_MIN_TOKENS
-    if user_message.tokens + session.system_prompt_tokens > room:
-        # Compressing the rest could never make room for it: do not wear the context down trying.
-        await sync_to_async(message_leave_context)(message=user_message)
-        raise _does_not_fit(session, user_message.tokens + session.system_prompt_tokens)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + settings.OLLM_COMPRESSION_WAIT_SECONDS
     tried: set[str] = set()
@@ -127,16 +124,28 @@ async def _prompt_with_room(
         if "compress" not in tried or "rollover" not in tried:
             mode = "compress" if "compress" not in tried else "rollover"
             tried.add(mode)
-            await sync_to_async(_compress_now, thread_sensitive=False)(
+            status = await sync_to_async(_compress_now, thread_sensitive=False)(
                 session_id=session.pk,
                 reason="no room for a reply",
                 force=True,
                 gateway=gateway,
                 rollover=mode == "rollover",
             )
+            if status == "error":
+                # Not the message's fault: it stays in the context, and Retry tries again.
+                raise LLMError("could not make room for a reply: the compression failed; your message is saved")
             continue
         await sync_to_async(message_leave_context)(message=user_message)
         raise _does_not_fit(session, count.tokens)
+
+
+async def _refuse_if_it_can_never_fit(session: Session, user_message: Message) -> None:
+    """A message that alone (with the system prompt) leaves no room for a reply leaves the context
+    at once, before any compression is scheduled: compressing the rest could never make room."""
+    tokens = user_message.tokens + session.system_prompt_tokens
+    if tokens > session.max_tokens - REPLY_MIN_TOKENS:
+        await sync_to_async(message_leave_context)(message=user_message)
+        raise _does_not_fit(session, tokens)
 
 
 async def turn_run(
@@ -190,6 +199,7 @@ async def turn_retry(
 async def _reply(
     session: Session, gateway: Gateway, counter: TokenCounter, user_message: Message, on_delta: OnDelta | None
 ) -> TurnOutcome:
+    await _refuse_if_it_can_never_fit(session, user_message)
     await sync_to_async(compression_maybe_schedule)(session_id=session.pk)
     messages, prompt = await _prompt_with_room(session, gateway, user_message)
     max_tokens = min(settings.OLLM_REPLY_MAX_TOKENS, session.max_tokens - prompt.tokens)

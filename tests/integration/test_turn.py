@@ -13,7 +13,7 @@ from chat.services import message_create, session_create
 from chat.turn import turn_retry, turn_run
 from contextmgr.llm.embedded import MODEL_NAME
 from contextmgr.llm.gateway import Gateway
-from contextmgr.llm.types import ContextOverflow, LLMTimeout, ModelNotFound
+from contextmgr.llm.types import ContextOverflow, LLMError, LLMTimeout, ModelNotFound
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -90,6 +90,16 @@ async def test_a_message_larger_than_the_context_is_kept_in_the_history_only(sma
     assert outcome.prompt_tokens < 300  # the paste (about 2,500 tokens) is not in the prompt
     assert (await Session.objects.aget(pk=small_session.pk)).compression_count == 0
     assert await Message.objects.filter(session=small_session).acount() == 5
+
+
+async def test_a_failed_compression_keeps_the_message_in_the_context(small_session, gateway, monkeypatch):
+    await sync_to_async(message_create)(session=small_session, role="user", content="Some background. " * 250)
+    monkeypatch.setattr("chat.turn._compress_now", lambda **options: "error")
+    text = "A long question. " * 300  # fits alone, not beside the background
+    with pytest.raises(LLMError, match="the compression failed; your message is saved"):
+        await turn_run(session_id=small_session.pk, content=text, gateway=gateway)
+    stored = await Message.objects.aget(session=small_session, content=text)
+    assert not stored.excluded_from_context  # Retry can still answer it
 
 
 @override_settings(OLLM_COMPRESSION_WAIT_SECONDS=0.3)
