@@ -234,7 +234,11 @@ class Frames:
     def turn_done(self, since: int) -> bool:
         """Whether a turn ended (done, error or stopped) in the frames from index ``since``."""
         return any(
-            ('<div id="chat-status" class="status"></div>' in t and 'id="history" hx-swap-oob="true"' in t)
+            # The last frame of a turn swaps the stored reply in (or the whole history) and clears the status.
+            (
+                '<div id="chat-status" class="status"></div>' in t
+                and ('hx-swap-oob="outerHTML:#reply-' in t or 'id="history" hx-swap-oob="true"' in t)
+            )
             or 'class="status error"' in t
             for t in self.texts[since:]
         )
