@@ -61,18 +61,21 @@ async def test_anonymous_sockets_are_refused(small_session):
     communicator = await socket(small_session.pk)
     connected, code = await communicator.connect()
     assert (connected, code) == (False, 4401)
+    await communicator.disconnect()  # the refused consumer still listens on the channel layer
 
 
 async def test_another_users_session_is_refused(small_session, other_user):
     communicator = await socket(small_session.pk, other_user)
     connected, code = await communicator.connect()
     assert (connected, code) == (False, 4404)
+    await communicator.disconnect()  # the refused consumer still listens on the channel layer
 
 
 async def test_a_foreign_origin_is_refused(small_session, user):
     communicator = await socket(small_session.pk, user, origin=b"http://evil.example")
     connected, _ = await communicator.connect()
     assert not connected
+    await communicator.disconnect()  # the refused consumer still listens on the channel layer
 
 
 @override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=24)

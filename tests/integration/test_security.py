@@ -596,6 +596,7 @@ async def test_a_socket_without_an_origin_is_refused(chat_session, user):
     communicator = await _socket(chat_session.pk, user, [])
     connected, _ = await communicator.connect()
     assert not connected
+    await communicator.disconnect()  # the refused consumer still listens on the channel layer
     same_site = await _socket(chat_session.pk, user, [(b"origin", b"http://localhost")])
     connected, _ = await same_site.connect()
     assert connected  # the same request with the site's origin gets in
@@ -612,3 +613,4 @@ async def test_staff_cannot_open_a_socket_on_someone_elses_session(chat_session,
     communicator = await _socket(chat_session.pk, staff, [(b"origin", b"http://localhost")])
     connected, code = await communicator.connect()
     assert (connected, code) == (False, 4404)  # staff read sessions on the page; the socket writes
+    await communicator.disconnect()
