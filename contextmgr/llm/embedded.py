@@ -13,7 +13,7 @@ import atexit
 import importlib.util
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import AsyncGenerator, Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +33,9 @@ MODEL_NAME = "embedded/smollm2-135m"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 PARAMETER_SIZE_B = 0.135
 DEFAULT_SEED = 1234
+# Prompts whose tokens are remembered: a turn counts its prompt, then sends it, and a
+# summary is counted before it is sent too (tokenizing 4K tokens takes 5-9 ms here).
+TOKENIZED_PROMPTS_KEPT = 8
 
 
 def bundled_model_path() -> Path:
@@ -63,6 +66,8 @@ class EmbeddedBackend:
         # How the latest generations ended, cancelled ones included (for logs and tests).
         self.recent_results: deque[ChatResult] = deque(maxlen=32)
         self._message_overhead: int | None = None
+        self._tokenized: OrderedDict[str, tuple[int, ...]] = OrderedDict()
+        self._tokenized_lock = threading.Lock()
 
     def _load(self) -> _Loaded:
         with self._load_lock:
@@ -103,10 +108,25 @@ class EmbeddedBackend:
         stops = formatted.stop if isinstance(formatted.stop, list) else [formatted.stop] if formatted.stop else []
         return formatted.prompt, stops
 
+    def prompt_tokens(self, prompt: str) -> tuple[int, ...]:
+        """The tokens the model evaluates for ``prompt`` (the template's text, special tokens parsed),
+        tokenized once for the last few prompts."""
+        with self._tokenized_lock:
+            tokens = self._tokenized.get(prompt)
+            if tokens is not None:
+                self._tokenized.move_to_end(prompt)
+                return tokens
+        tokens = tuple(self._load().llama.tokenize(prompt.encode("utf-8"), special=True))
+        with self._tokenized_lock:
+            self._tokenized[prompt] = tokens
+            while len(self._tokenized) > TOKENIZED_PROMPTS_KEPT:
+                self._tokenized.popitem(last=False)
+        return tokens
+
     def count_prompt_tokens(self, messages: Sequence[ChatMessage]) -> int:
         """Exactly the tokens ``chat`` will evaluate for ``messages``."""
         prompt, _ = self.prompt_for(messages)
-        return len(self._load().llama.tokenize(prompt.encode("utf-8"), special=True))
+        return len(self.prompt_tokens(prompt))
 
     def count_text_tokens(self, text: str) -> int:
         return len(self._load().llama.tokenize(text.encode("utf-8", errors="replace"), add_bos=False, special=False))
@@ -139,7 +159,8 @@ class EmbeddedBackend:
         prompt, template_stops = self.prompt_for(messages)
         with loaded.lock:
             started = time.perf_counter()
-            prompt_tokens = len(llama.tokenize(prompt.encode("utf-8"), special=True))
+            tokens = self.prompt_tokens(prompt)
+            prompt_tokens = len(tokens)
             window = min(num_ctx, llama.n_ctx())
             if prompt_tokens >= window:
                 raise ContextOverflow(
@@ -156,8 +177,10 @@ class EmbeddedBackend:
 
             from llama_cpp import LogitsProcessorList
 
+            # The tokens, not the text: llama.cpp would tokenize the text again, the same way
+            # (a token list gets no BOS added, and ``prompt_tokens`` already holds the model's).
             chunks = llama.create_completion(
-                prompt,
+                list(tokens),
                 max_tokens=budget,
                 temperature=temperature,
                 stop=[*template_stops, *stop],

@@ -111,6 +111,29 @@ async def test_embedded_caps_the_reply_to_what_num_ctx_leaves(embedded_backend):
     assert completion.result.done_reason == "length"
 
 
+def test_embedded_sends_the_tokens_llama_cpp_would_make_of_the_prompt_text(embedded_backend):
+    """The prompt goes to llama.cpp as tokens, tokenized once: they must be the ones it builds from the text."""
+    prompt, _ = embedded_backend.prompt_for([ChatMessage("system", "Be brief."), *LONG])
+    llama = embedded_backend._load().llama
+    # llama-cpp-python's rule for a text prompt: the model's BOS if it wants one, then the text, specials parsed.
+    bos = [llama.token_bos()] if llama._model.add_bos_token() else []
+    tokens = embedded_backend.prompt_tokens(prompt)
+    assert list(tokens) == bos + llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+    assert embedded_backend.prompt_tokens(prompt) is tokens, "a prompt counted once is not tokenized again"
+
+
+def test_embedded_remembers_only_the_last_few_prompts(embedded_backend):
+    from contextmgr.llm.embedded import TOKENIZED_PROMPTS_KEPT
+
+    first = embedded_backend.prompt_tokens("prompt 0")
+    for n in range(1, TOKENIZED_PROMPTS_KEPT + 1):
+        embedded_backend.prompt_tokens(f"prompt {n}")
+    again = embedded_backend.prompt_tokens("prompt 0")
+    assert again == first
+    assert again is not first
+    assert len(embedded_backend._tokenized) == TOKENIZED_PROMPTS_KEPT
+
+
 class CountingLock:
     """Wraps the model's lock to see how many generations hold it at once."""
 
