@@ -219,7 +219,8 @@ def message_send(request: HttpRequest, session_id: UUID, payload: MessageIn, wai
     return {
         "user_message": outcome.user_message,
         "assistant_message": outcome.assistant_message,
-        "context": ContextOut.of(session),
+        # As the turn left it, unless the call waited for a compression that changed it since.
+        "context": ContextOut.of(session, None if wait_compression else outcome.context),
         "prompt_tokens": outcome.prompt_tokens,
         "prompt_exact": outcome.prompt_exact,
         "compression_running": not settled,

@@ -172,6 +172,7 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
                     self.session_id,
                     reply_id=reply_id,
                     assistant_message=outcome.assistant_message,
+                    report=outcome.context,
                     with_history=with_history,
                 )
             )

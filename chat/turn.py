@@ -24,9 +24,9 @@ from django.db import connections
 from chat.models import Message, Session
 from chat.services import message_create, message_leave_context
 from contextmgr.core.tokens import TiktokenCounter, TokenCount, TokenCounter
-from contextmgr.core.window import chat_messages
+from contextmgr.core.window import WindowBlock, chat_messages, window_budget
 from contextmgr.llm import ChatMessage, ChatResult, ContextOverflow, Gateway, LLMError, LLMTimeout, get_gateway
-from contextmgr.selectors import session_window
+from contextmgr.selectors import ContextReport, session_context, session_window
 from contextmgr.services.compression import (
     REPLY_MIN_TOKENS,
     compression_maybe_schedule,
@@ -49,6 +49,8 @@ class TurnOutcome:
     result: ChatResult
     prompt_tokens: int
     prompt_exact: bool
+    # The context once the reply and its markers are stored: what the meter shows after the turn.
+    context: ContextReport
 
     @property
     def cut_by_cap(self) -> bool:
@@ -92,9 +94,10 @@ def _does_not_fit(session: Session, tokens: int) -> ContextOverflow:
 
 
 async def _prompt_with_room(
-    session: Session, gateway: Gateway, user_message: Message
+    session: Session, gateway: Gateway, user_message: Message, blocks: tuple[WindowBlock, ...] | None
 ) -> tuple[list[ChatMessage], TokenCount]:
-    """The next prompt, once it leaves at least REPLY_MIN_TOKENS for the reply.
+    """The next prompt, once it leaves at least REPLY_MIN_TOKENS for the reply; ``blocks``: the
+    window as just read, if it was.
 
     A user message that cannot fit however much is compressed leaves the context
     (it stays in the history) so the turns after it are not squeezed by it.
@@ -104,11 +107,13 @@ async def _prompt_with_room(
     deadline = loop.time() + settings.OLLM_COMPRESSION_WAIT_SECONDS
     tried: set[str] = set()
     while True:
-        blocks = await sync_to_async(session_window)(session=session)
+        if blocks is None:
+            blocks = await sync_to_async(session_window)(session=session)
         messages = [ChatMessage(role, content) for role, content in chat_messages(blocks)]
         count = await asyncio.to_thread(gateway.count_prompt, messages, session.model)
         if count.tokens <= room:
             return messages, count
+        blocks = None  # what follows changes the window, or waits for it to change
         config = await sync_to_async(session_config)(session)
         if not config.compression.enabled:
             raise ContextOverflow(
@@ -200,8 +205,12 @@ async def _reply(
     session: Session, gateway: Gateway, counter: TokenCounter, user_message: Message, on_delta: OnDelta | None
 ) -> TurnOutcome:
     await _refuse_if_it_can_never_fit(session, user_message)
-    await sync_to_async(compression_maybe_schedule)(session_id=session.pk)
-    messages, prompt = await _prompt_with_room(session, gateway, user_message)
+    # One read of the window serves the budget check and the prompt.
+    blocks = await sync_to_async(session_window)(session=session)
+    await sync_to_async(compression_maybe_schedule)(
+        session_id=session.pk, budget=window_budget(blocks, max_tokens=session.max_tokens)
+    )
+    messages, prompt = await _prompt_with_room(session, gateway, user_message, blocks)
     max_tokens = min(settings.OLLM_REPLY_MAX_TOKENS, session.max_tokens - prompt.tokens)
     stream = gateway.chat(
         messages,
@@ -244,5 +253,13 @@ async def _reply(
         done_reason=result.done_reason,
     )
     await sync_to_async(goal_apply_markers)(session=session, text=text)
-    await sync_to_async(compression_maybe_schedule)(session_id=session.pk)
-    return TurnOutcome(user_message, assistant_message, result, prompt.tokens, prompt.exact)
+    context = await sync_to_async(_context_after_reply)(session.pk)
+    return TurnOutcome(user_message, assistant_message, result, prompt.tokens, prompt.exact, context)
+
+
+def _context_after_reply(session_id: UUID) -> ContextReport:
+    """The context with the reply stored, and the compression it makes due scheduled: one reading
+    of the budget serves both."""
+    report = session_context(session=Session.objects.get(pk=session_id))
+    compression_maybe_schedule(session_id=session_id, budget=report.budget)
+    return report

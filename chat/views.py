@@ -30,7 +30,7 @@ from chat.services import session_create, session_delete, session_update
 from contextmgr.core.reliability import ReliabilityLevel, low_reliability_warning
 from contextmgr.llm import LLMError, get_gateway
 from contextmgr.llm.gateway import BackendStatus
-from contextmgr.selectors import context_meter, session_context, session_prompt
+from contextmgr.selectors import ContextReport, context_meter, session_context, session_prompt
 from contextmgr.services.goals import goal_create
 
 
@@ -59,15 +59,17 @@ def _model_names() -> list[str]:
         return []
 
 
-def context_panel(session: Session) -> dict[str, Any]:
+def context_panel(session: Session, report: ContextReport | None = None) -> dict[str, Any]:
     """What the meter, the reliability badge and the warning panel show: one reading of the
-    budget and the reliability serves them all (it is shown after every reply)."""
-    report = session_context(session=session)
+    budget and the reliability serves them all (it is shown after every reply); ``report``:
+    that reading, when the caller has just made it."""
+    if report is None:
+        report = session_context(session=session)
     reliability = report.reliability
     warning = low_reliability_warning(
         model=session.model,
         parameter_size_b=session.model_parameter_size_b,
-        compression_count=session.compression_count,
+        compression_count=report.compression_count,
     )
     return {
         "meter": context_meter(session=session, budget=report.budget),
@@ -76,7 +78,7 @@ def context_panel(session: Session) -> dict[str, Any]:
         "reliability": reliability,
         "warning": warning,
         # Before any compression nothing is compressed to distrust, whatever the model's size.
-        "reliability_low": session.compression_count > 0
+        "reliability_low": report.compression_count > 0
         and reliability.level in (ReliabilityLevel.LOW, ReliabilityLevel.CRITICAL),
     }
 
@@ -282,8 +284,9 @@ def chat_fragments(kind: str, session_id: UUID, **extra: Any) -> str:
 
     ``turn_start``: the stored user message and an empty reply; ``turn_done``: the stored
     reply in place of the streamed one (the whole history instead with ``with_history``)
-    and the panels; ``turn_stopped`` and ``history``: the history and panels again;
-    ``event``: a context event's line, and the history unless a reply is streaming.
+    and the panels, from the turn's ``report`` of the context; ``turn_stopped`` and
+    ``history``: the history and panels again; ``event``: a context event's line, and the
+    history unless a reply is streaming.
     """
     from contextmgr.presentation import describe_event
     from contextmgr.views import goals_context, snapshots_context
@@ -291,7 +294,7 @@ def chat_fragments(kind: str, session_id: UUID, **extra: Any) -> str:
     session = Session.objects.get(pk=session_id)
     context: dict[str, Any] = {"session": session, "kind": kind, "can_write": True, "oob": True, **extra}
     if kind != "turn_start":
-        context.update(context_panel(session))
+        context.update(context_panel(session, extra.get("report")))
         context.update(goals_context(session))
     if kind in ("turn_stopped", "history") or (kind in ("turn_done", "event") and extra.get("with_history")):
         context.update(history_groups(session))

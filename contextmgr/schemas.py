@@ -9,7 +9,7 @@ from ninja import Field, Schema
 
 from chat.models import Session
 from contextmgr.models import Checkpoint, CheckpointRevision, Goal
-from contextmgr.selectors import Prompt, session_context
+from contextmgr.selectors import ContextReport, Prompt, session_context
 
 # Ids are 64-bit database keys: a larger number in a path could only fail inside the database.
 MAX_ID = 2**63 - 1
@@ -38,8 +38,10 @@ class ContextOut(Schema):
     display: str = Field(description="The context line, e.g. 'Context: 5,234/13,600 🟡 65% (2 compressions)'.")
 
     @classmethod
-    def of(cls, session: Session) -> ContextOut:
-        report = session_context(session=session)
+    def of(cls, session: Session, report: ContextReport | None = None) -> ContextOut:
+        """The session's context; ``report``: a reading of it the caller has just made."""
+        if report is None:
+            report = session_context(session=session)
         budget = report.budget
         return cls(
             max_tokens=budget.max_tokens,
@@ -51,7 +53,7 @@ class ContextOut(Schema):
             trigger_at=budget.trigger_at,
             usage_pct=round(100 * budget.used / budget.max_tokens, 1) if budget.max_tokens else 100.0,
             exact=report.messages_exact,
-            compression_count=session.compression_count,
+            compression_count=report.compression_count,
             reliability=ReliabilityOut(
                 score=round(report.reliability.score, 4),
                 percent=report.reliability.percent,

@@ -156,6 +156,7 @@ class ContextReport:
     messages_exact: bool
     reliability: Reliability
     display: str
+    compression_count: int
 
 
 def session_context(*, session: Session) -> ContextReport:
@@ -174,6 +175,7 @@ def session_context(*, session: Session) -> ContextReport:
             reliability=reliability,
             compression_count=session.compression_count,
         ),
+        compression_count=session.compression_count,
     )
 
 

@@ -22,6 +22,7 @@ from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
 from chat.models import Message, Session
 from contextmgr.core.aging import CheckpointInfo, Level, level_target, plan_aging
+from contextmgr.core.budget import Budget
 from contextmgr.core.config import ContextConfig, context_config_from_mapping, effective_preserve_recent
 from contextmgr.core.markers import marker_facts
 from contextmgr.core.prompts import (
@@ -513,12 +514,16 @@ def _auto_snapshot(session: Session, config: ContextConfig, reason: str) -> None
         snapshot_create(session=session, kind=Snapshot.Kind.AUTO, reason=reason)
 
 
-def compression_maybe_schedule(*, session_id: UUID) -> bool:
+def compression_maybe_schedule(*, session_id: UUID, budget: Budget | None = None) -> bool:
     """After a message is stored: take the automatic snapshot when usage reaches its threshold,
-    and schedule a compression when the budget says it is due."""
+    and schedule a compression when the budget says it is due.
+
+    ``budget``: the session's budget, when the caller has just read it (it is read here otherwise).
+    """
     session = Session.objects.get(pk=session_id)
     config = session_config(session)
-    budget = session_budget(session=session)
+    if budget is None:
+        budget = session_budget(session=session)
     if budget.usage_of_available >= config.snapshots.auto_threshold:
         _auto_snapshot(session, config, f"At {round(budget.usage_of_available * 100)}% of the available budget")
     if not config.compression.enabled:

@@ -15,7 +15,7 @@ from django.utils import timezone
 from chat.models import Message, Session
 from chat.services import message_create, session_create, session_delete
 from contextmgr.core.aging import Level
-from contextmgr.core.window import chat_messages
+from contextmgr.core.window import chat_messages, window_budget
 from contextmgr.llm.gateway import Gateway
 from contextmgr.llm.ollama_backend import OllamaBackend
 from contextmgr.models import Checkpoint, ContextEvent, Snapshot
@@ -102,6 +102,18 @@ def test_a_due_session_is_compressed_with_a_real_summary(due_session, gateway):
     # Every user message is still in the active context, verbatim.
     prompt_users = [c for r, c in chat_messages(session_window(session=due_session)) if r == "user"]
     assert prompt_users == [f"Question {i} about logins?" for i in range(18)]
+
+
+@pytest.mark.django_db
+def test_the_window_sent_and_the_stored_budget_agree(due_session, gateway):
+    """A turn reads its budget off the window it sends; pages and the API sum the stored counts."""
+    goal_create(session=due_session, description="Ship the login form")
+    assert compression_run(session_id=due_session.pk, gateway=gateway).status == "compressed"
+    due_session.refresh_from_db()
+    from_window = window_budget(session_window(session=due_session), max_tokens=due_session.max_tokens)
+    assert from_window == session_budget(session=due_session)
+    assert from_window.checkpoint_tokens > 0
+    assert from_window.system_prompt_tokens > due_session.system_prompt_tokens, "the goal block is counted"
 
 
 @pytest.mark.django_db
