@@ -38,6 +38,29 @@ def test_create_api_token_prints_the_token_once_and_stores_only_its_hash(user):
     assert token.last_used_at is not None
 
 
+def test_a_token_records_its_last_use_at_most_once_a_minute(user):
+    from datetime import timedelta
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from accounts.services import LAST_USED_PRECISION, api_token_authenticate
+
+    token, raw = api_token_create(user=user, name="script")
+    assert api_token_authenticate(raw=raw) == user
+    first = ApiToken.objects.get(pk=token.pk).last_used_at
+    assert first is not None
+    with CaptureQueriesContext(connection) as queries:
+        assert api_token_authenticate(raw=raw) == user
+    assert [q["sql"] for q in queries if q["sql"].startswith("UPDATE")] == []
+    assert ApiToken.objects.get(pk=token.pk).last_used_at == first
+    ApiToken.objects.filter(pk=token.pk).update(last_used_at=first - LAST_USED_PRECISION - timedelta(seconds=1))
+    api_token_authenticate(raw=raw)
+    later = ApiToken.objects.get(pk=token.pk).last_used_at
+    assert later is not None
+    assert later > first
+
+
 def test_create_api_token_refuses_unknown_users(db):
     with pytest.raises(CommandError, match="There is no user 'nobody'"):
         call_command("create_api_token", "nobody")
