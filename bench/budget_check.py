@@ -93,7 +93,9 @@ def main() -> int:
         budget = session_budget(session=Session.objects.get(pk=session_id))
         assert not budget.compression_due, "the benchmark's session must be below its trigger"
         checks = {
-            "budget check (per message)": lambda: compression_maybe_schedule(session_id=session_id),  # noqa: B023
+            "budget check (per message)": lambda: compression_maybe_schedule(
+                session=Session.objects.get(pk=session_id)  # noqa: B023
+            ),
             "context panel (per reply)": lambda: context_panel(Session.objects.get(pk=session_id)),  # noqa: B023
         }
         rows.append((size, budget.active_tokens, {name: timed(call, args.rounds) for name, call in checks.items()}))

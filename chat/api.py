@@ -146,7 +146,7 @@ def session_import_view(
     session = session_import(
         owner=api_user(request), data=session_file_load(raw), context_size=context_size, title=title
     )
-    compression_maybe_schedule(session_id=session.pk)
+    compression_maybe_schedule(session=session)
     return Status(201, session)
 
 
@@ -173,7 +173,7 @@ def session_patch(request: HttpRequest, session_id: UUID, payload: SessionPatch)
         if payload.settings is not None:
             session = session_set_context_settings(session=session, settings=payload.settings)
         if resized or payload.system_prompt is not None:
-            compression_maybe_schedule(session_id=session.pk)
+            compression_maybe_schedule(session=session)
     return session
 
 
@@ -212,15 +212,19 @@ def message_send(request: HttpRequest, session_id: UUID, payload: MessageIn, wai
         session_id=session.pk,
         after_event_id=before,
         timeout=settings.OLLM_COMPRESSION_WAIT_SECONDS if wait_compression else 0,
+        budget=outcome.context.budget,
     )
-    session.refresh_from_db()
     outcome.user_message.refresh_from_db()
     outcome.assistant_message.refresh_from_db()
+    if wait_compression:  # the compression waited for changed the context since the turn read it
+        session.refresh_from_db()
+        context = ContextOut.of(session)
+    else:
+        context = ContextOut.of(outcome.session, outcome.context)
     return {
         "user_message": outcome.user_message,
         "assistant_message": outcome.assistant_message,
-        # As the turn left it, unless the call waited for a compression that changed it since.
-        "context": ContextOut.of(session, None if wait_compression else outcome.context),
+        "context": context,
         "prompt_tokens": outcome.prompt_tokens,
         "prompt_exact": outcome.prompt_exact,
         "compression_running": not settled,

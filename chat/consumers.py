@@ -128,7 +128,11 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
         async def on_stored(user_message: Any) -> None:
             await self.send_to_page(
                 await sync_to_async(chat_fragments)(
-                    "turn_start", self.session_id, user_message=user_message, reply_id=reply_id
+                    "turn_start",
+                    self.session_id,
+                    session=user_message.session,
+                    user_message=user_message,
+                    reply_id=reply_id,
                 )
             )
 
@@ -170,9 +174,11 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
                 await sync_to_async(chat_fragments)(
                     "turn_done",
                     self.session_id,
+                    session=outcome.session,
                     reply_id=reply_id,
                     assistant_message=outcome.assistant_message,
                     report=outcome.context,
+                    goals_changed=outcome.markers_applied > 0,
                     with_history=with_history,
                 )
             )

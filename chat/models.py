@@ -7,6 +7,7 @@ says which checkpoint stands for it in the active context.
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -61,10 +62,13 @@ class Session(models.Model):
     def __str__(self) -> str:
         return self.title
 
-    def next_context_version(self) -> int:
-        """Raise the context version; precondition: the session row is locked in the current transaction."""
+    def next_context_version(self, **also: Any) -> int:
+        """Raise the context version, writing the fields in ``also`` in the same update;
+        precondition: the session row is locked in the current transaction."""
         self.context_version += 1
-        Session.objects.filter(pk=self.pk).update(context_version=self.context_version)
+        Session.objects.filter(pk=self.pk).update(context_version=self.context_version, **also)
+        for field, value in also.items():
+            setattr(self, field, value)
         return self.context_version
 
     @property

@@ -199,9 +199,10 @@ def message_create(
     locked = Session.objects.select_for_update().get(pk=session.pk)
     last = locked.messages.aggregate(last=Max("position"))["last"] or 0
     count = token_count or (counter or TiktokenCounter()).count(content)
+    now = timezone.now()
     message = Message.objects.create(
         session=locked,
-        context_version=locked.next_context_version(),
+        context_version=locked.next_context_version(last_activity=now),
         position=last + 1,
         role=role,
         content=content,
@@ -213,8 +214,6 @@ def message_create(
         tool_args=tool_args,
         tool_result=tool_result,
     )
-    now = timezone.now()
-    Session.objects.filter(pk=locked.pk).update(last_activity=now)
     session.last_activity = now
     return message
 

@@ -49,8 +49,10 @@ class TurnOutcome:
     result: ChatResult
     prompt_tokens: int
     prompt_exact: bool
-    # The context once the reply and its markers are stored: what the meter shows after the turn.
+    # The session and its context once the reply and its markers are stored: what the page shows after the turn.
+    session: Session
     context: ContextReport
+    markers_applied: int
 
     @property
     def cut_by_cap(self) -> bool:
@@ -66,11 +68,11 @@ def _compress_now(**options: Any) -> str:
         connections.close_all()
 
 
-async def _count(counter: TokenCounter, text: str) -> TokenCount:
-    """Count off the event loop (the embedded tokenizer may have to load the model first);
-    if the model's counter fails, the estimate will do: nothing may stop a message being stored."""
+def _count(counter: TokenCounter, text: str) -> TokenCount:
+    """Off the event loop (the embedded tokenizer may have to load the model first). If the
+    model's counter fails, the estimate will do: nothing may stop a message being stored."""
     try:
-        return await asyncio.to_thread(counter.count, text)
+        return counter.count(text)
     except Exception:
         logger.exception("exact token count failed; storing the estimate")
         return TiktokenCounter().count(text)
@@ -168,14 +170,17 @@ async def turn_run(
     when no reply can be had (the user's message stays stored).
     """
     gateway = gateway or get_gateway()
-    session = await Session.objects.aget(pk=session_id)
-    counter = message_counter(gateway, session.model)
-    user_message = await sync_to_async(message_create)(
-        session=session, role=Message.Role.USER, content=content, token_count=await _count(counter, content)
-    )
+    user_message = await sync_to_async(_store_user_message)(session_id, content, gateway)
     if on_stored is not None:
         await on_stored(user_message)
-    return await _reply(session, gateway, counter, user_message, on_delta)
+    return await _reply(user_message.session, gateway, user_message, on_delta)
+
+
+def _store_user_message(session_id: UUID, content: str, gateway: Gateway) -> Message:
+    """The user's message, counted and stored (its ``session`` is the session as it was written)."""
+    session = Session.objects.get(pk=session_id)
+    count = _count(message_counter(gateway, session.model), content)
+    return message_create(session=session, role=Message.Role.USER, content=content, token_count=count)
 
 
 async def turn_retry(
@@ -198,18 +203,12 @@ async def turn_retry(
         )
     if on_stored is not None:
         await on_stored(last)
-    return await _reply(session, gateway, message_counter(gateway, session.model), last, on_delta)
+    return await _reply(session, gateway, last, on_delta)
 
 
-async def _reply(
-    session: Session, gateway: Gateway, counter: TokenCounter, user_message: Message, on_delta: OnDelta | None
-) -> TurnOutcome:
+async def _reply(session: Session, gateway: Gateway, user_message: Message, on_delta: OnDelta | None) -> TurnOutcome:
     await _refuse_if_it_can_never_fit(session, user_message)
-    # One read of the window serves the budget check and the prompt.
-    blocks = await sync_to_async(session_window)(session=session)
-    await sync_to_async(compression_maybe_schedule)(
-        session_id=session.pk, budget=window_budget(blocks, max_tokens=session.max_tokens)
-    )
+    blocks = await sync_to_async(_window_before_reply)(session)
     messages, prompt = await _prompt_with_room(session, gateway, user_message, blocks)
     max_tokens = min(settings.OLLM_REPLY_MAX_TOKENS, session.max_tokens - prompt.tokens)
     stream = gateway.chat(
@@ -233,33 +232,48 @@ async def _reply(
     if stopped:
         # The user saw this much of the reply and may refer to it: it is kept, marked as stopped.
         if "".join(parts).strip():
-            await sync_to_async(message_create)(
-                session=session,
-                role=Message.Role.ASSISTANT,
-                content="".join(parts),
-                token_count=await _count(counter, "".join(parts)),
-                done_reason="cancelled",
-            )
+            await sync_to_async(_store_reply)(session, gateway, "".join(parts), "cancelled")
         raise asyncio.CancelledError
     result = stream.result
     if result is None:
         raise LLMError("the reply ended without its final counts")
     text = "".join(parts)
-    assistant_message = await sync_to_async(message_create)(
-        session=session,
-        role=Message.Role.ASSISTANT,
-        content=text,
-        token_count=await _count(counter, text),
-        done_reason=result.done_reason,
+    after = await sync_to_async(_after_reply)(session, gateway, text, result.done_reason)
+    return TurnOutcome(
+        user_message, after.message, result, prompt.tokens, prompt.exact, after.session, after.context, after.markers
     )
-    await sync_to_async(goal_apply_markers)(session=session, text=text)
-    context = await sync_to_async(_context_after_reply)(session.pk)
-    return TurnOutcome(user_message, assistant_message, result, prompt.tokens, prompt.exact, context)
 
 
-def _context_after_reply(session_id: UUID) -> ContextReport:
-    """The context with the reply stored, and the compression it makes due scheduled: one reading
-    of the budget serves both."""
-    report = session_context(session=Session.objects.get(pk=session_id))
-    compression_maybe_schedule(session_id=session_id, budget=report.budget)
-    return report
+def _window_before_reply(session: Session) -> tuple[WindowBlock, ...]:
+    """The window the reply is asked from; its budget (one read serves both) says whether the
+    user's message made a compression due."""
+    blocks = session_window(session=session)
+    compression_maybe_schedule(session=session, budget=window_budget(blocks, max_tokens=session.max_tokens))
+    return blocks
+
+
+def _store_reply(session: Session, gateway: Gateway, text: str, done_reason: str) -> Message:
+    count = _count(message_counter(gateway, session.model), text)
+    return message_create(
+        session=session, role=Message.Role.ASSISTANT, content=text, token_count=count, done_reason=done_reason
+    )
+
+
+@dataclass(frozen=True)
+class _AfterReply:
+    message: Message
+    session: Session
+    context: ContextReport
+    markers: int
+
+
+def _after_reply(session: Session, gateway: Gateway, text: str, done_reason: str) -> _AfterReply:
+    """Store the reply (in its own transaction: it is kept whatever follows), apply its goal
+    markers, then read the context once: it says whether a compression is due and is what the
+    page's meter and the API show after the turn."""
+    message = _store_reply(session, gateway, text, done_reason)
+    session = Session.objects.get(pk=session.pk)
+    markers = goal_apply_markers(session=session, text=text)
+    report = session_context(session=session)
+    compression_maybe_schedule(session=session, budget=report.budget)
+    return _AfterReply(message, session, report, markers)

@@ -279,24 +279,32 @@ def history_groups(session: Session, *, around: int | None = None, before: int |
     }
 
 
-def chat_fragments(kind: str, session_id: UUID, **extra: Any) -> str:
+def chat_fragments(kind: str, session_id: UUID, *, session: Session | None = None, **extra: Any) -> str:
     """HTML frames for the chat socket, swapped into the page out of band by id.
 
     ``turn_start``: the stored user message and an empty reply; ``turn_done``: the stored
     reply in place of the streamed one (the whole history instead with ``with_history``)
-    and the panels, from the turn's ``report`` of the context; ``turn_stopped`` and
-    ``history``: the history and panels again; ``event``: a context event's line, and the
-    history unless a reply is streaming.
+    and the panels, from the turn's ``report`` of the context, the goals panel only when
+    ``goals_changed``; ``turn_stopped`` and ``history``: the history and panels again;
+    ``event``: a context event's line, and the history unless a reply is streaming.
+    ``session``: the session as the caller has just read it (it is read here otherwise).
     """
     from contextmgr.presentation import describe_event
     from contextmgr.views import goals_context, snapshots_context
 
-    session = Session.objects.get(pk=session_id)
+    if session is None:
+        session = Session.objects.get(pk=session_id)
     context: dict[str, Any] = {"session": session, "kind": kind, "can_write": True, "oob": True, **extra}
+    with_history = kind in ("turn_stopped", "history") or (
+        kind in ("turn_done", "event") and bool(extra.get("with_history"))
+    )
     if kind != "turn_start":
         context.update(context_panel(session, extra.get("report")))
-        context.update(goals_context(session))
-    if kind in ("turn_stopped", "history") or (kind in ("turn_done", "event") and extra.get("with_history")):
+        # A turn changes the goals panel only through the reply's markers.
+        context["with_goals"] = kind != "turn_done" or with_history or bool(extra.get("goals_changed"))
+        if context["with_goals"]:
+            context.update(goals_context(session))
+    if with_history:
         context.update(history_groups(session))
         context["with_history"] = True
     if kind == "event":

@@ -514,13 +514,13 @@ def _auto_snapshot(session: Session, config: ContextConfig, reason: str) -> None
         snapshot_create(session=session, kind=Snapshot.Kind.AUTO, reason=reason)
 
 
-def compression_maybe_schedule(*, session_id: UUID, budget: Budget | None = None) -> bool:
+def compression_maybe_schedule(*, session: Session, budget: Budget | None = None) -> bool:
     """After a message is stored: take the automatic snapshot when usage reaches its threshold,
     and schedule a compression when the budget says it is due.
 
-    ``budget``: the session's budget, when the caller has just read it (it is read here otherwise).
+    ``session``: as read by the caller's request or turn (its settings decide); ``budget``: the
+    session's budget, when the caller has just read it (it is read here otherwise).
     """
-    session = Session.objects.get(pk=session_id)
     config = session_config(session)
     if budget is None:
         budget = session_budget(session=session)
@@ -547,18 +547,20 @@ COMPRESSION_OUTCOMES = (
 WAIT_POLL_SECONDS = 0.2
 
 
-def compression_wait(*, session_id: UUID, after_event_id: int, timeout: float) -> bool:
+def compression_wait(*, session_id: UUID, after_event_id: int, timeout: float, budget: Budget | None = None) -> bool:
     """Wait until no compression of the session is running or due to start; False if ``timeout`` passed first.
 
     A compression scheduled after event ``after_event_id`` may not have taken
     its lease yet: while the budget says one is due and none of its outcome
-    events has been recorded since, it is still to come.
+    events has been recorded since, it is still to come. ``budget``: the
+    session's budget as the caller has just read it, for the first look.
     """
     deadline = time.monotonic() + timeout
     while True:
         if not compression_running(session_id=session_id):
             session = Session.objects.get(pk=session_id)
-            if not session_config(session).compression.enabled or not session_budget(session=session).compression_due:
+            due = (budget or session_budget(session=session)).compression_due
+            if not session_config(session).compression.enabled or not due:
                 return True
             if ContextEvent.objects.filter(
                 session_id=session_id, id__gt=after_event_id, type__in=COMPRESSION_OUTCOMES
@@ -566,4 +568,5 @@ def compression_wait(*, session_id: UUID, after_event_id: int, timeout: float) -
                 return True
         if time.monotonic() >= deadline:
             return False
+        budget = None  # later looks read it again
         time.sleep(WAIT_POLL_SECONDS)

@@ -52,7 +52,7 @@ def session_set_context_settings(*, session: Session, settings: Mapping[str, Any
         )
     Session.objects.filter(pk=session.pk).update(settings=dict(settings))
     session.settings = dict(settings)
-    compression_maybe_schedule(session_id=session.pk)
+    compression_maybe_schedule(session=session)
     return session
 
 

@@ -105,6 +105,28 @@ async def test_a_reply_streams_in_order_and_is_stored(small_session, user, app_g
     assert 'id="history"' not in frames[-1]
 
 
+async def test_the_goals_panel_comes_with_the_turn_only_when_the_reply_changed_it(user, use_gateway, fake_ollama):
+    """The panel is re-rendered at the end of a turn only when the reply's markers changed it."""
+    from contextmgr.llm.gateway import Gateway
+    from contextmgr.llm.ollama_backend import OllamaBackend
+    from tests.support.fake_ollama import SERVED_MODEL
+
+    use_gateway(Gateway(mode="ollama", embedded=None, ollama=OllamaBackend(host=fake_ollama.url, timeout=60)))
+    session = await sync_to_async(session_create)(owner=user, model=SERVED_MODEL, context_size=4096)
+    communicator = await socket(session.pk, user)
+    assert (await communicator.connect())[0]
+    fake_ollama.behaviour.canned_reply = "Sure, let us start with the login form."
+    await communicator.send_to(text_data=json.dumps({"message": "Where do we start?"}))
+    plain = (await frames_until(communicator, 'id="context-meter"'))[-1]
+    fake_ollama.behaviour.canned_reply = "[GOAL] Ship the login form\nFirst the form, then the audit log."
+    await communicator.send_to(text_data=json.dumps({"message": "Make that our goal."}))
+    marked = (await frames_until(communicator, 'id="context-meter"'))[-1]
+    await communicator.disconnect()
+    assert 'id="goals-panel"' not in plain
+    assert 'id="goals-panel" class="panel" hx-swap-oob="true"' in marked
+    assert "Ship the login form" in marked
+
+
 @override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=48)
 async def test_a_history_change_while_a_reply_streams_resends_the_history_at_its_end(small_session, user, app_gateway):
     from channels.layers import get_channel_layer

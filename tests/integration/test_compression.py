@@ -222,7 +222,7 @@ def test_turned_off_compression_is_not_run(due_session, gateway):
     Session.objects.filter(pk=due_session.pk).update(settings={"compression": {"enabled": False}})
     outcome = compression_run(session_id=due_session.pk, gateway=gateway, force=True)
     assert outcome.reason == "compression is turned off for this session"
-    assert not compression_maybe_schedule(session_id=due_session.pk)
+    assert not compression_maybe_schedule(session=Session.objects.get(pk=due_session.pk))
 
 
 @pytest.mark.django_db
@@ -243,11 +243,11 @@ def test_no_second_compression_is_queued_while_one_runs(due_session, django_capt
         return sum("compression_schedule" in callback.__qualname__ for callback in callbacks)
 
     with django_capture_on_commit_callbacks() as queued:
-        assert not compression_maybe_schedule(session_id=due_session.pk)
+        assert not compression_maybe_schedule(session=Session.objects.get(pk=due_session.pk))
     assert compressions(queued) == 0
     lease_release(session_id=due_session.pk, token=token)
     with django_capture_on_commit_callbacks() as queued:
-        assert compression_maybe_schedule(session_id=due_session.pk)
+        assert compression_maybe_schedule(session=Session.objects.get(pk=due_session.pk))
     assert compressions(queued) == 1
 
 

@@ -54,13 +54,13 @@ def test_message_store_triggers_compression_at_threshold(user, django_capture_on
     index = 0
     with django_capture_on_commit_callbacks() as callbacks:
         while not session_budget(session=session).compression_due:
-            assert not compression_maybe_schedule(session_id=session.pk), "scheduled below 80%"
+            assert not compression_maybe_schedule(session=session), "scheduled below 80%"
             message_create(session=session, role="user", content=f"Question {index}?")
             message_create(session=session, role="assistant", content="An answer that goes on for a while. " * 12)
             index += 1
     assert callbacks == []
     with django_capture_on_commit_callbacks() as callbacks:
-        assert compression_maybe_schedule(session_id=session.pk)
+        assert compression_maybe_schedule(session=session)
     scheduled = [c for c in callbacks if c.__qualname__.startswith("compression_schedule")]
     assert len(scheduled) == 1, "one background compression is scheduled"
 

@@ -159,7 +159,7 @@ def test_auto_threshold_sets_when_the_automatic_snapshot_is_taken(user, gateway,
     while session_budget(session=session).usage_of_available < 0.5:
         assert not Snapshot.objects.filter(session=session, kind="auto").exists()
         converse(session, 1, start=index)
-        compression_maybe_schedule(session_id=session.pk)
+        compression_maybe_schedule(session=session)
         index += 1
     snapshot = Snapshot.objects.get(session=session, kind="auto")
     assert snapshot.reason.startswith("At ")
