@@ -40,8 +40,6 @@ def bearer(user: Any) -> bytes:
 @dataclass
 class Timed:
     seconds: float
-    # The process's CPU time over the same span (the model's threads included).
-    cpu_seconds: float
     # perf_counter times of the frames that carried reply tokens (websocket only).
     token_times: list[float] = field(default_factory=list)
 
@@ -61,14 +59,14 @@ async def api_turn(session_id: Any, authorization: bytes, content: str) -> Timed
             (b"content-length", str(len(body)).encode()),
         ],
     )
-    started, cpu = time.perf_counter(), time.process_time()
+    started = time.perf_counter()
     response = await communicator.get_response(timeout=TIMEOUT)
-    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    seconds = time.perf_counter() - started
     assert response["status"] == 200, response
     # The client hangs up, as a browser does, so the handler's disconnect listener ends too.
     await communicator.send_input({"type": "http.disconnect"})
     await communicator.wait(timeout=TIMEOUT)
-    return Timed(seconds, cpu)
+    return Timed(seconds)
 
 
 async def ws_connect(session_id: Any, cookie: bytes) -> WebsocketCommunicator:
@@ -85,7 +83,7 @@ async def ws_connect(session_id: Any, cookie: bytes) -> WebsocketCommunicator:
 async def ws_turn(communicator: WebsocketCommunicator, content: str) -> Timed:
     """Send the form's frame and read every frame up to the one that closes the turn."""
     token_times = []
-    started, cpu = time.perf_counter(), time.process_time()
+    started = time.perf_counter()
     await communicator.send_to(text_data=json.dumps({"action": "send", "message": content}))
     while True:
         frame = await communicator.receive_from(timeout=TIMEOUT)
@@ -93,7 +91,7 @@ async def ws_turn(communicator: WebsocketCommunicator, content: str) -> Timed:
         if TOKEN_FRAME in frame and "-body" in frame:
             token_times.append(now)
         if TURN_DONE in frame:
-            return Timed(now - started, time.process_time() - cpu, token_times)
+            return Timed(now - started, token_times)
         assert 'class="status error"' not in frame, frame
 
 
@@ -101,7 +99,7 @@ async def direct_turn(
     chat: Callable[..., ChatStream], messages: Sequence[ChatMessage], *, model: str, num_ctx: int, max_tokens: int
 ) -> tuple[Timed, ChatResult]:
     """The same prompt straight to the backend object the app uses (its ``chat``), the reply read to the end."""
-    started, cpu = time.perf_counter(), time.process_time()
+    started = time.perf_counter()
     token_times = []
     stream = chat(messages, model=model, num_ctx=num_ctx, max_tokens=max_tokens, temperature=0.0)
     try:
@@ -109,9 +107,9 @@ async def direct_turn(
             token_times.append(time.perf_counter())
     finally:
         await stream.aclose()
-    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    seconds = time.perf_counter() - started
     assert stream.result is not None
-    return Timed(seconds, cpu, token_times), stream.result
+    return Timed(seconds, token_times), stream.result
 
 
 class RecordingBackend:
