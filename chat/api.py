@@ -214,16 +214,16 @@ def message_send(request: HttpRequest, session_id: UUID, payload: MessageIn, wai
         timeout=settings.OLLM_COMPRESSION_WAIT_SECONDS if wait_compression else 0,
         budget=outcome.context.budget,
     )
-    outcome.user_message.refresh_from_db()
-    outcome.assistant_message.refresh_from_db()
+    # A compression since may have taken either message out of the context.
+    stored = Message.objects.in_bulk([outcome.user_message.pk, outcome.assistant_message.pk])
     if wait_compression:  # the compression waited for changed the context since the turn read it
         session.refresh_from_db()
         context = ContextOut.of(session)
     else:
         context = ContextOut.of(outcome.session, outcome.context)
     return {
-        "user_message": outcome.user_message,
-        "assistant_message": outcome.assistant_message,
+        "user_message": stored[outcome.user_message.pk],
+        "assistant_message": stored[outcome.assistant_message.pk],
         "context": context,
         "prompt_tokens": outcome.prompt_tokens,
         "prompt_exact": outcome.prompt_exact,

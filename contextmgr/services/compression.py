@@ -557,16 +557,25 @@ def compression_wait(*, session_id: UUID, after_event_id: int, timeout: float, b
     """
     deadline = time.monotonic() + timeout
     while True:
-        if not compression_running(session_id=session_id):
-            session = Session.objects.get(pk=session_id)
-            due = (budget or session_budget(session=session)).compression_due
-            if not session_config(session).compression.enabled or not due:
-                return True
-            if ContextEvent.objects.filter(
-                session_id=session_id, id__gt=after_event_id, type__in=COMPRESSION_OUTCOMES
-            ).exists():
-                return True
+        if not compression_running(session_id=session_id) and not _compression_to_come(
+            session_id, after_event_id, budget
+        ):
+            return True
         if time.monotonic() >= deadline:
             return False
         budget = None  # later looks read it again
         time.sleep(WAIT_POLL_SECONDS)
+
+
+def _compression_to_come(session_id: UUID, after_event_id: int, budget: Budget | None) -> bool:
+    """Whether the budget says a compression is due and none has ended since ``after_event_id``."""
+    if budget is not None and not budget.compression_due:
+        return False
+    session = Session.objects.get(pk=session_id)
+    if not session_config(session).compression.enabled:
+        return False
+    if not (budget or session_budget(session=session)).compression_due:
+        return False
+    return not ContextEvent.objects.filter(
+        session_id=session_id, id__gt=after_event_id, type__in=COMPRESSION_OUTCOMES
+    ).exists()

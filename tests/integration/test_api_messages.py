@@ -47,6 +47,8 @@ def test_a_turn_stores_both_messages_and_returns_the_context(api, small_session)
     assert body["compression_running"] is False
     assert body["context"]["message_tokens"] == user_message["tokens"] + reply["tokens"]
     assert body["context"]["max_tokens"] == 1700
+    # The turn's own reading of the context is the one the context endpoint gives now.
+    assert body["context"] == api.get(f"/api/sessions/{small_session.id}/context").json()
     stored = list(Message.objects.filter(session=small_session).values_list("id", "content"))
     assert stored == [(user_message["id"], "What is a context window?"), (reply["id"], reply["content"])]
 
