@@ -134,9 +134,12 @@ def goal_apply_markers(*, session: Session, text: str) -> int:
 
     Checkpoint and next-step markers need an active goal and are ignored without one.
     """
+    updates = parse_markers(text)
+    if not updates:  # most replies: nothing to read
+        return 0
     applied = 0
     goal = active_goal(session=session)
-    for update in parse_markers(text):
+    for update in updates:
         if isinstance(update, GoalSet):
             if goal is None or goal.description.casefold() != update.description.casefold():
                 goal = goal_create(session=session, description=update.description)
