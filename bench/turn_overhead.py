@@ -149,7 +149,7 @@ async def measure(owner: Any, size: int, rounds: int, reply_tokens: int, recorde
     for number in range(rounds):
         # The order turns each round: a call's place in the round changed the model's own time
         # by up to 7% here (whatever ran just before it), which a fixed order charges to one path.
-        for name in names[number % 3 :] + names[: number % 3]:
+        for name in names[number % len(names) :] + names[: number % len(names)]:
             timed = await paths[name]()  # the turn only: the reset between rounds is not counted
             times[name].append(timed.seconds)
             model[name].append(model_seconds[-1])
@@ -195,7 +195,7 @@ async def run(sizes: list[int], rounds: int, reply_tokens: int) -> int:
         for size in sizes:
             results.append(await measure(owner, size, rounds, reply_tokens, recorder))
     print(f"\nmachine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
-    print(f"== turn time, {MODEL_NAME}, temperature 0, {rounds} rounds of (direct, api, ws), p50 in ms")
+    print(f"== turn time, {MODEL_NAME}, temperature 0, {rounds} rounds of direct, api and ws (order turning)")
     print(
         "| messages | active prompt | reply | path | turn p50 | outside the model p50 | model time vs direct "
         "| turn ratio (95% interval) | app ratio (95% interval) |"

@@ -216,15 +216,11 @@ def message_send(request: HttpRequest, session_id: UUID, payload: MessageIn, wai
     )
     # A compression since may have taken either message out of the context.
     stored = Message.objects.in_bulk([outcome.user_message.pk, outcome.assistant_message.pk])
-    if wait_compression:  # the compression waited for changed the context since the turn read it
-        session.refresh_from_db()
-        context = ContextOut.of(session)
-    else:
-        context = ContextOut.of(outcome.session, outcome.context)
+    session.refresh_from_db()
     return {
         "user_message": stored[outcome.user_message.pk],
         "assistant_message": stored[outcome.assistant_message.pk],
-        "context": context,
+        "context": ContextOut.of(session, outcome.context),
         "prompt_tokens": outcome.prompt_tokens,
         "prompt_exact": outcome.prompt_exact,
         "compression_running": not settled,

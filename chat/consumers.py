@@ -174,10 +174,9 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
                 await sync_to_async(chat_fragments)(
                     "turn_done",
                     self.session_id,
-                    session=outcome.session,
                     reply_id=reply_id,
                     assistant_message=outcome.assistant_message,
-                    report=outcome.context,
+                    reading=outcome.context,
                     goals_changed=outcome.markers_applied > 0,
                     with_history=with_history,
                 )

@@ -49,8 +49,7 @@ class TurnOutcome:
     result: ChatResult
     prompt_tokens: int
     prompt_exact: bool
-    # The session and its context once the reply and its markers are stored: what the page shows after the turn.
-    session: Session
+    # The context once the reply and its markers are stored: what the page and the API show after the turn.
     context: ContextReport
     markers_applied: int
 
@@ -68,11 +67,12 @@ def _compress_now(**options: Any) -> str:
         connections.close_all()
 
 
-def _count(counter: TokenCounter, text: str) -> TokenCount:
-    """Off the event loop (the embedded tokenizer may have to load the model first). If the
+async def _count(counter: TokenCounter, text: str) -> TokenCount:
+    """Count in a thread of its own, not the one the consumers share for the database: a long
+    message takes a while, and the embedded tokenizer may have to load the model first. If the
     model's counter fails, the estimate will do: nothing may stop a message being stored."""
     try:
-        return counter.count(text)
+        return await asyncio.to_thread(counter.count, text)
     except Exception:
         logger.exception("exact token count failed; storing the estimate")
         return TiktokenCounter().count(text)
@@ -170,17 +170,15 @@ async def turn_run(
     when no reply can be had (the user's message stays stored).
     """
     gateway = gateway or get_gateway()
-    user_message = await sync_to_async(_store_user_message)(session_id, content, gateway)
+    session = await Session.objects.aget(pk=session_id)
+    count = await _count(message_counter(gateway, session.model), content)
+    # Its ``session`` is the session as the message was written, which the rest of the turn reads.
+    user_message = await sync_to_async(message_create)(
+        session=session, role=Message.Role.USER, content=content, token_count=count
+    )
     if on_stored is not None:
         await on_stored(user_message)
     return await _reply(user_message.session, gateway, user_message, on_delta)
-
-
-def _store_user_message(session_id: UUID, content: str, gateway: Gateway) -> Message:
-    """The user's message, counted and stored (its ``session`` is the session as it was written)."""
-    session = Session.objects.get(pk=session_id)
-    count = _count(message_counter(gateway, session.model), content)
-    return message_create(session=session, role=Message.Role.USER, content=content, token_count=count)
 
 
 async def turn_retry(
@@ -232,16 +230,22 @@ async def _reply(session: Session, gateway: Gateway, user_message: Message, on_d
     if stopped:
         # The user saw this much of the reply and may refer to it: it is kept, marked as stopped.
         if "".join(parts).strip():
-            await sync_to_async(_store_reply)(session, gateway, "".join(parts), "cancelled")
+            count = await _count(message_counter(gateway, session.model), "".join(parts))
+            await sync_to_async(message_create)(
+                session=session,
+                role=Message.Role.ASSISTANT,
+                content="".join(parts),
+                token_count=count,
+                done_reason="cancelled",
+            )
         raise asyncio.CancelledError
     result = stream.result
     if result is None:
         raise LLMError("the reply ended without its final counts")
     text = "".join(parts)
-    after = await sync_to_async(_after_reply)(session, gateway, text, result.done_reason)
-    return TurnOutcome(
-        user_message, after.message, result, prompt.tokens, prompt.exact, after.session, after.context, after.markers
-    )
+    count = await _count(message_counter(gateway, session.model), text)
+    after = await sync_to_async(_after_reply)(session, text, count, result.done_reason)
+    return TurnOutcome(user_message, after.message, result, prompt.tokens, prompt.exact, after.context, after.markers)
 
 
 def _window_before_reply(session: Session) -> tuple[WindowBlock, ...]:
@@ -252,28 +256,28 @@ def _window_before_reply(session: Session) -> tuple[WindowBlock, ...]:
     return blocks
 
 
-def _store_reply(session: Session, gateway: Gateway, text: str, done_reason: str) -> Message:
-    count = _count(message_counter(gateway, session.model), text)
-    return message_create(
-        session=session, role=Message.Role.ASSISTANT, content=text, token_count=count, done_reason=done_reason
-    )
-
-
 @dataclass(frozen=True)
 class _AfterReply:
     message: Message
-    session: Session
     context: ContextReport
     markers: int
 
 
-def _after_reply(session: Session, gateway: Gateway, text: str, done_reason: str) -> _AfterReply:
+def _after_reply(session: Session, text: str, count: TokenCount, done_reason: str) -> _AfterReply:
     """Store the reply (in its own transaction: it is kept whatever follows), apply its goal
     markers, then read the context once: it says whether a compression is due and is what the
     page's meter and the API show after the turn."""
-    message = _store_reply(session, gateway, text, done_reason)
+    message = message_create(
+        session=session, role=Message.Role.ASSISTANT, content=text, token_count=count, done_reason=done_reason
+    )
     session = Session.objects.get(pk=session.pk)
-    markers = goal_apply_markers(session=session, text=text)
+    try:
+        markers = goal_apply_markers(session=session, text=text)
+    except Exception:
+        # The reply is stored and answered the user; a marker it could not apply must not
+        # turn the turn into an error whose Retry would find nothing left to answer.
+        logger.exception("goal markers of a reply in session %s could not be applied", session.pk)
+        markers = 0
     report = session_context(session=session)
     compression_maybe_schedule(session=session, budget=report.budget)
-    return _AfterReply(message, session, report, markers)
+    return _AfterReply(message, report, markers)

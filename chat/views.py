@@ -59,12 +59,11 @@ def _model_names() -> list[str]:
         return []
 
 
-def context_panel(session: Session, report: ContextReport | None = None) -> dict[str, Any]:
+def context_panel(session: Session, reading: ContextReport | None = None) -> dict[str, Any]:
     """What the meter, the reliability badge and the warning panel show: one reading of the
-    budget and the reliability serves them all (it is shown after every reply); ``report``:
-    that reading, when the caller has just made it."""
-    if report is None:
-        report = session_context(session=session)
+    budget and the reliability serves them all (it is shown after every reply); ``reading``:
+    see ``session_context``."""
+    report = session_context(session=session, reading=reading)
     reliability = report.reliability
     warning = low_reliability_warning(
         model=session.model,
@@ -284,8 +283,8 @@ def chat_fragments(kind: str, session_id: UUID, *, session: Session | None = Non
 
     ``turn_start``: the stored user message and an empty reply; ``turn_done``: the stored
     reply in place of the streamed one (the whole history instead with ``with_history``)
-    and the panels, from the turn's ``report`` of the context, the goals panel only when
-    ``goals_changed``; ``turn_stopped`` and ``history``: the history and panels again;
+    and the panels, from the turn's ``reading`` of the context while it holds, the goals panel
+    only when ``goals_changed``; ``turn_stopped`` and ``history``: the history and panels again;
     ``event``: a context event's line, and the history unless a reply is streaming.
     ``session``: the session as the caller has just read it (it is read here otherwise).
     """
@@ -299,7 +298,7 @@ def chat_fragments(kind: str, session_id: UUID, *, session: Session | None = Non
         kind in ("turn_done", "event") and bool(extra.get("with_history"))
     )
     if kind != "turn_start":
-        context.update(context_panel(session, extra.get("report")))
+        context.update(context_panel(session, extra.get("reading")))
         # A turn changes the goals panel only through the reply's markers.
         context["with_goals"] = kind != "turn_done" or with_history or bool(extra.get("goals_changed"))
         if context["with_goals"]:

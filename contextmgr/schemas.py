@@ -38,10 +38,9 @@ class ContextOut(Schema):
     display: str = Field(description="The context line, e.g. 'Context: 5,234/13,600 🟡 65% (2 compressions)'.")
 
     @classmethod
-    def of(cls, session: Session, report: ContextReport | None = None) -> ContextOut:
-        """The session's context; ``report``: a reading of it the caller has just made."""
-        if report is None:
-            report = session_context(session=session)
+    def of(cls, session: Session, reading: ContextReport | None = None) -> ContextOut:
+        """The session's context; ``reading``: see ``session_context``."""
+        report = session_context(session=session, reading=reading)
         budget = report.budget
         return cls(
             max_tokens=budget.max_tokens,

@@ -157,9 +157,15 @@ class ContextReport:
     reliability: Reliability
     display: str
     compression_count: int
+    # The session's context version when this was read: it holds while the version does.
+    context_version: int
 
 
-def session_context(*, session: Session) -> ContextReport:
+def session_context(*, session: Session, reading: ContextReport | None = None) -> ContextReport:
+    """The context as pages and the API show it. ``reading``: one taken earlier (at the end of a
+    turn), returned as it is while ``session`` is still at the context version it was taken at."""
+    if reading is not None and reading.context_version == session.context_version:
+        return reading
     budget = session_budget(session=session)
     reliability = session_reliability(session=session)
     return ContextReport(
@@ -176,6 +182,7 @@ def session_context(*, session: Session) -> ContextReport:
             compression_count=session.compression_count,
         ),
         compression_count=session.compression_count,
+        context_version=session.context_version,
     )
 
 

@@ -34,7 +34,7 @@ GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 PARAMETER_SIZE_B = 0.135
 DEFAULT_SEED = 1234
 # Prompts whose tokens are remembered: a turn counts its prompt, then sends it, and a
-# summary is counted before it is sent too (tokenizing 4K tokens takes 5-9 ms here).
+# summary is counted before it is sent too (a 1,600-token prompt takes 5-9 ms to tokenize here).
 TOKENIZED_PROMPTS_KEPT = 8
 
 

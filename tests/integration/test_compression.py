@@ -3,6 +3,7 @@ the Ollama stand-in (the real model, or a canned reply where a test needs a bad 
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from datetime import timedelta
@@ -20,7 +21,7 @@ from contextmgr.llm.gateway import Gateway
 from contextmgr.llm.ollama_backend import OllamaBackend
 from contextmgr.models import Checkpoint, ContextEvent, Snapshot
 from contextmgr.selectors import session_budget, session_state, session_window
-from contextmgr.services.compression import compression_maybe_schedule, compression_run
+from contextmgr.services.compression import compression_maybe_schedule, compression_run, compression_wait
 from contextmgr.services.events import event_record
 from contextmgr.services.goals import decision_record, goal_create
 from contextmgr.tasks import compress_session
@@ -114,6 +115,16 @@ def test_the_window_sent_and_the_stored_budget_agree(due_session, gateway):
     assert from_window == session_budget(session=due_session)
     assert from_window.checkpoint_tokens > 0
     assert from_window.system_prompt_tokens > due_session.system_prompt_tokens, "the goal block is counted"
+
+
+@pytest.mark.django_db
+def test_waiting_for_a_compression_starts_from_the_callers_budget(due_session):
+    """With no compression running, one is still to come while the budget says it is due."""
+    due = session_budget(session=due_session)
+    assert not compression_wait(session_id=due_session.pk, after_event_id=0, timeout=0)
+    assert not compression_wait(session_id=due_session.pk, after_event_id=0, timeout=0, budget=due)
+    settled = dataclasses.replace(due, active_tokens=0)
+    assert compression_wait(session_id=due_session.pk, after_event_id=0, timeout=0, budget=settled)
 
 
 @pytest.mark.django_db

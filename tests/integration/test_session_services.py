@@ -8,7 +8,7 @@ from django.test.utils import override_settings
 from chat.models import MAX_MESSAGE_CHARS, Message
 from chat.services import message_create, session_create
 from contextmgr.core.tokens import PER_MESSAGE_OVERHEAD, TokenCount, count_text_tokens
-from contextmgr.selectors import session_budget, session_context_line
+from contextmgr.selectors import session_budget, session_context, session_context_line
 
 pytestmark = pytest.mark.django_db
 
@@ -61,6 +61,19 @@ def test_messages_are_stored_in_order_and_counted_once(chat_session):
     budget = session_budget(session=chat_session)
     assert budget.active_tokens == first.tokens + second.tokens
     assert budget.system_prompt_tokens == chat_session.system_prompt_tokens
+
+
+def test_a_reading_of_the_context_holds_only_while_the_context_version_does(chat_session):
+    message_create(session=chat_session, role="user", content="Hello there")
+    chat_session.refresh_from_db()
+    reading = session_context(session=chat_session)
+    assert session_context(session=chat_session, reading=reading) is reading
+    message_create(session=chat_session, role="assistant", content="Hi! How can I help?")
+    chat_session.refresh_from_db()
+    fresh = session_context(session=chat_session, reading=reading)
+    assert fresh is not reading
+    assert fresh.budget.active_tokens > reading.budget.active_tokens
+    assert fresh.context_version == chat_session.context_version
 
 
 def test_budget_sums_stored_counts_without_recounting(chat_session):

@@ -49,6 +49,19 @@ async def test_a_turn_streams_and_stores_both_messages(small_session, gateway):
     assert outcome.cut_by_cap == (outcome.assistant_message.done_reason == "length")
 
 
+@override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=8)
+async def test_markers_that_cannot_be_applied_do_not_fail_a_stored_reply(small_session, gateway, monkeypatch):
+    def broken(**options):
+        raise ValidationError({"description": "too long"})
+
+    monkeypatch.setattr("chat.turn.goal_apply_markers", broken)
+    outcome = await turn_run(session_id=small_session.pk, content="Say hello.", gateway=gateway)
+    assert outcome.markers_applied == 0
+    roles = [m.role async for m in Message.objects.filter(session=small_session).order_by("position")]
+    assert roles == ["user", "assistant"]
+    assert outcome.context.budget.active_tokens == outcome.user_message.tokens + outcome.assistant_message.tokens
+
+
 @override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=4)
 async def test_a_reply_cut_by_the_cap_says_so(small_session, gateway):
     outcome = await turn_run(session_id=small_session.pk, content="Describe the history of Rome.", gateway=gateway)
