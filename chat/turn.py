@@ -227,23 +227,23 @@ async def _reply(session: Session, gateway: Gateway, user_message: Message, on_d
         stopped = True
     finally:
         await stream.aclose()
+    text = "".join(parts)
+    counter = message_counter(gateway, session.model)
     if stopped:
         # The user saw this much of the reply and may refer to it: it is kept, marked as stopped.
-        if "".join(parts).strip():
-            count = await _count(message_counter(gateway, session.model), "".join(parts))
+        if text.strip():
             await sync_to_async(message_create)(
                 session=session,
                 role=Message.Role.ASSISTANT,
-                content="".join(parts),
-                token_count=count,
+                content=text,
+                token_count=await _count(counter, text),
                 done_reason="cancelled",
             )
         raise asyncio.CancelledError
     result = stream.result
     if result is None:
         raise LLMError("the reply ended without its final counts")
-    text = "".join(parts)
-    count = await _count(message_counter(gateway, session.model), text)
+    count = await _count(counter, text)
     after = await sync_to_async(_after_reply)(session, text, count, result.done_reason)
     return TurnOutcome(user_message, after.message, result, prompt.tokens, prompt.exact, after.context, after.markers)
 
