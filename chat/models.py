@@ -42,7 +42,9 @@ class Session(models.Model):
     settings = models.JSONField(default=dict, blank=True, help_text="This session's overrides of the context defaults.")
     compression_count = models.PositiveIntegerField(default=0)
     context_version = models.PositiveBigIntegerField(
-        default=0, help_text="Raised by every write that changes which messages are in the active context."
+        default=0,
+        help_text="Raised by every write that changes the active context: its messages, checkpoints, goal block or "
+        "locked decisions.",
     )
     compressed_through = models.PositiveIntegerField(
         default=0, help_text="The last message position when the latest compression was applied."

@@ -24,9 +24,16 @@ from django.db import connections
 from chat.models import Message, Session
 from chat.services import message_create, message_leave_context
 from contextmgr.core.tokens import TiktokenCounter, TokenCount, TokenCounter
-from contextmgr.core.window import WindowBlock, chat_messages, window_budget
+from contextmgr.core.window import WindowBlock, chat_messages
 from contextmgr.llm import ChatMessage, ChatResult, ContextOverflow, Gateway, LLMError, LLMTimeout, get_gateway
-from contextmgr.selectors import ContextReport, session_context, session_window
+from contextmgr.selectors import (
+    ContextReading,
+    ContextReport,
+    session_context,
+    session_context_with,
+    session_reading,
+    session_window,
+)
 from contextmgr.services.compression import (
     REPLY_MIN_TOKENS,
     compression_maybe_schedule,
@@ -206,8 +213,8 @@ async def turn_retry(
 
 async def _reply(session: Session, gateway: Gateway, user_message: Message, on_delta: OnDelta | None) -> TurnOutcome:
     await _refuse_if_it_can_never_fit(session, user_message)
-    blocks = await sync_to_async(_window_before_reply)(session)
-    messages, prompt = await _prompt_with_room(session, gateway, user_message, blocks)
+    reading = await sync_to_async(_reading_before_reply)(session)
+    messages, prompt = await _prompt_with_room(session, gateway, user_message, reading.window)
     max_tokens = min(settings.OLLM_REPLY_MAX_TOKENS, session.max_tokens - prompt.tokens)
     stream = gateway.chat(
         messages,
@@ -244,16 +251,16 @@ async def _reply(session: Session, gateway: Gateway, user_message: Message, on_d
     if result is None:
         raise LLMError("the reply ended without its final counts")
     count = await _count(counter, text)
-    after = await sync_to_async(_after_reply)(session, text, count, result.done_reason)
+    after = await sync_to_async(_after_reply)(session, text, count, result.done_reason, reading)
     return TurnOutcome(user_message, after.message, result, prompt.tokens, prompt.exact, after.context, after.markers)
 
 
-def _window_before_reply(session: Session) -> tuple[WindowBlock, ...]:
-    """The window the reply is asked from; its budget (one read serves both) says whether the
-    user's message made a compression due."""
-    blocks = session_window(session=session)
-    compression_maybe_schedule(session=session, budget=window_budget(blocks, max_tokens=session.max_tokens))
-    return blocks
+def _reading_before_reply(session: Session) -> ContextReading:
+    """The window the reply is asked from, with its context report (one read serves both): its
+    budget says whether the user's message made a compression due."""
+    reading = session_reading(session=session)
+    compression_maybe_schedule(session=session, budget=reading.report.budget)
+    return reading
 
 
 @dataclass(frozen=True)
@@ -263,14 +270,17 @@ class _AfterReply:
     markers: int
 
 
-def _after_reply(session: Session, text: str, count: TokenCount, done_reason: str) -> _AfterReply:
+def _after_reply(
+    session: Session, text: str, count: TokenCount, done_reason: str, before: ContextReading
+) -> _AfterReply:
     """Store the reply (in its own transaction: it is kept whatever follows), apply its goal
-    markers, then read the context once: it says whether a compression is due and is what the
-    page's meter and the API show after the turn."""
+    markers, then take the context: the reading before the reply plus the reply when nothing
+    else changed it meanwhile, else read afresh. It says whether a compression is due and is
+    what the page's meter and the API show after the turn."""
     message = message_create(
         session=session, role=Message.Role.ASSISTANT, content=text, token_count=count, done_reason=done_reason
     )
-    session = Session.objects.get(pk=session.pk)
+    session = message.session  # the row as the reply's transaction read it
     try:
         markers = goal_apply_markers(session=session, text=text)
     except Exception:
@@ -278,6 +288,10 @@ def _after_reply(session: Session, text: str, count: TokenCount, done_reason: st
         # turn the turn into an error whose Retry would find nothing left to answer.
         logger.exception("goal markers of a reply in session %s could not be applied", session.pk)
         markers = 0
-    report = session_context(session=session)
+    if markers:
+        session = Session.objects.get(pk=session.pk)  # markers raised its context version
+        report = session_context(session=session)
+    else:
+        report = session_context_with(reading=before, message=message)
     compression_maybe_schedule(session=session, budget=report.budget)
     return _AfterReply(message, report, markers)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -30,6 +31,7 @@ from contextmgr.core.window import (
     chat_messages,
     render_checkpoint,
     render_system,
+    window_budget,
 )
 from contextmgr.llm import ChatMessage, Gateway, LLMError
 from contextmgr.models import (
@@ -105,19 +107,7 @@ def checkpoint_view(checkpoint: Checkpoint) -> CheckpointView:
 
 def session_window(*, session: Session) -> tuple[WindowBlock, ...]:
     """The exact context the next call sends, block by block, with stored token counts."""
-    pinned = pinned_block(session=session)
-    return assemble_window(
-        system=render_system(session.system_prompt, pinned),
-        system_tokens=session.system_prompt_tokens + (count_text_tokens(pinned) if pinned else 0),
-        checkpoints=[
-            (cp.id, render_checkpoint(checkpoint_view(cp)), cp.current_tokens)
-            for cp in active_checkpoints(session=session)
-        ],
-        messages=[
-            ActiveMessage(m.id, m.role, m.content, m.tokens)
-            for m in active_messages(session=session).only("id", "role", "content", "tokens")
-        ],
-    )
+    return session_reading(session=session).window
 
 
 def session_budget(*, session: Session) -> Budget:
@@ -135,14 +125,17 @@ def session_budget(*, session: Session) -> Budget:
 
 
 def session_reliability(*, session: Session) -> Reliability:
-    checkpoints = [
-        CheckpointRetention(tokens=cp.current_tokens, level=Level(cp.level), retention=cp.retention)
-        for cp in active_checkpoints(session=session)
-    ]
+    return _reliability(session, active_checkpoints(session=session))
+
+
+def _reliability(session: Session, checkpoints: Iterable[Checkpoint]) -> Reliability:
     return compute_reliability(
         parameter_size_b=session.model_parameter_size_b,
         compression_count=session.compression_count,
-        checkpoints=checkpoints,
+        checkpoints=[
+            CheckpointRetention(tokens=cp.current_tokens, level=Level(cp.level), retention=cp.retention)
+            for cp in checkpoints
+        ],
     )
 
 
@@ -166,14 +159,23 @@ def session_context(*, session: Session, reading: ContextReport | None = None) -
     turn), returned as it is while ``session`` is still at the context version it was taken at."""
     if reading is not None and reading.context_version == session.context_version:
         return reading
-    budget = session_budget(session=session)
-    reliability = session_reliability(session=session)
+    return _context_report(
+        session,
+        budget=session_budget(session=session),
+        reliability=session_reliability(session=session),
+        messages_exact=context_counts_exact(session=session),
+    )
+
+
+def _context_report(
+    session: Session, *, budget: Budget, reliability: Reliability, messages_exact: bool
+) -> ContextReport:
     return ContextReport(
         budget=budget,
         system_tokens=session.system_prompt_tokens,
         # The pinned goal block is counted with the system prompt in the budget.
         goal_tokens=budget.system_prompt_tokens - session.system_prompt_tokens,
-        messages_exact=context_counts_exact(session=session),
+        messages_exact=messages_exact,
         reliability=reliability,
         display=context_line(
             used=budget.used,
@@ -183,6 +185,73 @@ def session_context(*, session: Session, reading: ContextReport | None = None) -
         ),
         compression_count=session.compression_count,
         context_version=session.context_version,
+    )
+
+
+def _report_inputs(session: Session) -> tuple[object, ...]:
+    """The session's fields a context report is computed from, besides its rows."""
+    return (
+        session.max_tokens,
+        session.system_prompt_tokens,
+        session.compression_count,
+        session.model_parameter_size_b,
+    )
+
+
+@dataclass(frozen=True)
+class ContextReading:
+    """The window and its report, read together in one pass (as a turn does before the reply)."""
+
+    window: tuple[WindowBlock, ...]
+    report: ContextReport
+    session_inputs: tuple[object, ...]
+
+
+def session_reading(*, session: Session) -> ContextReading:
+    """The window the next call sends and the context report of the same rows: each table is read
+    once, where ``session_window`` and ``session_context`` apart read some twice."""
+    pinned = pinned_block(session=session)
+    checkpoints = list(active_checkpoints(session=session))
+    messages = list(active_messages(session=session).only("id", "role", "content", "tokens", "tokens_exact"))
+    window = assemble_window(
+        system=render_system(session.system_prompt, pinned),
+        system_tokens=session.system_prompt_tokens + (count_text_tokens(pinned) if pinned else 0),
+        checkpoints=[(cp.id, render_checkpoint(checkpoint_view(cp)), cp.current_tokens) for cp in checkpoints],
+        messages=[ActiveMessage(m.id, m.role, m.content, m.tokens) for m in messages],
+    )
+    report = _context_report(
+        session,
+        budget=window_budget(window, max_tokens=session.max_tokens),
+        reliability=_reliability(session, checkpoints),
+        messages_exact=all(m.tokens_exact for m in messages),
+    )
+    return ContextReading(window=window, report=report, session_inputs=_report_inputs(session))
+
+
+def session_context_with(*, reading: ContextReading, message: Message) -> ContextReport:
+    """The context once ``message`` is stored after ``reading`` was taken.
+
+    ``message.session`` must be the session row as the message's own transaction read it
+    (``message_create`` returns it so). When that message is the only change to the context
+    since the reading (it raised the context version by one, and the session's settings are as
+    they were), the report is the reading's plus the message, with no query; otherwise it is
+    read afresh.
+    """
+    session = message.session
+    report = reading.report
+    if (
+        session.context_version != report.context_version + 1
+        or _report_inputs(session) != reading.session_inputs
+        or message.compressed_into_id is not None
+        or message.excluded_from_context
+    ):
+        return session_context(session=session)
+    budget = replace(report.budget, active_tokens=report.budget.active_tokens + message.tokens)
+    return _context_report(
+        session,
+        budget=budget,
+        reliability=report.reliability,
+        messages_exact=report.messages_exact and message.tokens_exact,
     )
 
 

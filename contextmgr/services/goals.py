@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Literal
+from uuid import UUID
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -15,6 +16,15 @@ from contextmgr.models import MAX_GOAL_CHARS, MAX_PATH_CHARS, Artifact, Decision
 from contextmgr.selectors import active_goal
 
 Source = Literal["user", "marker"]
+
+
+def _pinned_block_changes(session_id: UUID) -> None:
+    """The goal block and the locked decisions are part of the context: raise the session's
+    context version, so a reading of the context taken before this write is not reused after it.
+
+    Precondition: inside the caller's transaction, which keeps the session row locked to its end.
+    """
+    Session.objects.select_for_update().get(pk=session_id).next_context_version()
 
 
 def _text(field: str, value: str, limit: int = MAX_GOAL_CHARS) -> str:
@@ -31,6 +41,7 @@ def goal_create(*, session: Session, description: str, priority: str = Goal.Prio
     """Make a new active goal; the previously active one is paused (one active goal per session)."""
     description = _text("description", description)
     _choice("priority", priority, Goal.Priority.values)
+    _pinned_block_changes(session.pk)
     Goal.objects.filter(session=session, status=Goal.Status.ACTIVE).update(status=Goal.Status.PAUSED)
     return Goal.objects.create(session=session, description=description, priority=priority)
 
@@ -57,6 +68,7 @@ def goal_update(
                 status=Goal.Status.PAUSED
             )
         goal.completed_at = timezone.now() if status == Goal.Status.COMPLETED else None
+    _pinned_block_changes(goal.session_id)
     goal.save()
     return goal
 
@@ -64,6 +76,7 @@ def goal_update(
 @transaction.atomic
 def goal_delete(*, goal: Goal) -> None:
     """Delete a goal and its checkpoints; its decisions and artifacts stay with the session."""
+    _pinned_block_changes(goal.session_id)
     goal.delete()
 
 
@@ -74,6 +87,7 @@ def goal_checkpoint_set(*, goal: Goal, description: str, status: str = GoalCheck
     _choice("status", status, GoalCheckpoint.Status.values)
     checkpoint = goal.checkpoints.filter(description__iexact=description).first()
     if checkpoint is None:
+        _pinned_block_changes(goal.session_id)
         return GoalCheckpoint.objects.create(goal=goal, description=description, status=status)
     return goal_checkpoint_update(checkpoint=checkpoint, status=status)
 
@@ -86,6 +100,7 @@ def goal_checkpoint_update(
         checkpoint.description = _text("description", description)
     if status is not None:
         checkpoint.status = _choice("status", status, GoalCheckpoint.Status.values)
+    _pinned_block_changes(checkpoint.goal.session_id)
     checkpoint.save()
     return checkpoint
 
@@ -101,6 +116,7 @@ def decision_record(
     description = _text("description", description)
     decision = Decision.objects.filter(session=session, description__iexact=description).first()
     if decision is None:
+        _pinned_block_changes(session.pk)
         return Decision.objects.create(session=session, goal=goal, description=description, locked=locked)
     if decision.locked and source == "marker":
         return decision
@@ -114,6 +130,7 @@ def decision_update(*, decision: Decision, description: str | None = None, locke
         decision.description = _text("description", description)
     if locked is not None:
         decision.locked = locked
+    _pinned_block_changes(decision.session_id)
     decision.save()
     return decision
 
@@ -125,6 +142,7 @@ def artifact_record(*, session: Session, path: str, action: str, goal: Goal | No
     latest = Artifact.objects.filter(session=session, path=path).order_by("-id").first()
     if latest is not None and latest.action == action:
         return latest
+    _pinned_block_changes(session.pk)
     return Artifact.objects.create(session=session, goal=goal, path=path, action=action)
 
 
@@ -154,6 +172,7 @@ def goal_apply_markers(*, session: Session, text: str) -> int:
         elif isinstance(update, CheckpointUpdate):
             goal_checkpoint_set(goal=goal, description=update.description, status=update.status)
         elif isinstance(update, NextStep):
+            _pinned_block_changes(session.pk)
             goal.next_step = update.text
             goal.save(update_fields=["next_step", "updated_at"])
         applied += 1

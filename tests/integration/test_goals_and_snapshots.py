@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 from django.core.exceptions import ValidationError
 
+from chat.models import Session
 from chat.services import message_create
 from contextmgr.core.tokens import count_text_tokens
 from contextmgr.models import Artifact, ContextEvent, Decision, Goal, GoalCheckpoint, ImmutableError, Snapshot
@@ -172,3 +175,34 @@ def test_user_edits_of_goals_checkpoints_and_decisions(chat_session):
     assert not GoalCheckpoint.objects.filter(pk=step.pk).exists()
     decision.refresh_from_db()
     assert decision.goal_id is None
+
+
+def test_every_write_to_the_goal_block_raises_the_context_version(chat_session):
+    """The goal block is part of the context: a reading taken before a write must not be reused after it."""
+
+    def version() -> int:
+        return Session.objects.values_list("context_version", flat=True).get(pk=chat_session.pk)
+
+    seen = [version()]
+    goal = goal_create(session=chat_session, description="Ship login")
+    seen.append(version())
+    goal_update(goal=goal, priority="high")
+    seen.append(version())
+    step = goal_checkpoint_set(goal=goal, description="Write the form")
+    seen.append(version())
+    goal_checkpoint_update(checkpoint=step, status="completed")
+    seen.append(version())
+    decision = decision_record(session=chat_session, description="Use sessions", goal=goal)
+    seen.append(version())
+    decision_update(decision=decision, locked=True)
+    seen.append(version())
+    artifact_record(session=chat_session, path="src/login.py", action="created", goal=goal)
+    seen.append(version())
+    goal_apply_markers(session=chat_session, text="[NEXT] Write the logout view")
+    seen.append(version())
+    goal_delete(goal=goal)
+    seen.append(version())
+    assert all(later > earlier for earlier, later in pairwise(seen)), seen
+    # A marker that changes nothing (a locked decision stays as it is) leaves the version alone.
+    goal_apply_markers(session=chat_session, text="[DECISION] Use sessions")
+    assert version() == seen[-1]

@@ -8,7 +8,13 @@ from django.test.utils import override_settings
 from chat.models import MAX_MESSAGE_CHARS, Message
 from chat.services import message_create, session_create
 from contextmgr.core.tokens import PER_MESSAGE_OVERHEAD, TokenCount, count_text_tokens
-from contextmgr.selectors import session_budget, session_context, session_context_line
+from contextmgr.selectors import (
+    session_budget,
+    session_context,
+    session_context_line,
+    session_context_with,
+    session_reading,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -169,3 +175,24 @@ def test_session_delete_removes_its_history(user):
     message_create(session=session, role="user", content="hello")
     session_delete(session=session)
     assert not Message.objects.filter(session_id=session.pk).exists()
+
+
+def test_a_reading_plus_the_next_message_is_the_context_without_a_query(chat_session, django_assert_num_queries):
+    message_create(session=chat_session, role="user", content="Hello there")
+    chat_session.refresh_from_db()
+    reading = session_reading(session=chat_session)
+    assert reading.report == session_context(session=chat_session)
+    reply = message_create(
+        session=chat_session, role="assistant", content="Hi!", token_count=TokenCount(tokens=3, exact=False)
+    )
+    with django_assert_num_queries(0):
+        after = session_context_with(reading=reading, message=reply)
+    chat_session.refresh_from_db()
+    assert after == session_context(session=chat_session)
+    assert not after.messages_exact
+    # A second message after the same reading is not the only change since it: read afresh.
+    another = message_create(session=chat_session, role="user", content="And another thing")
+    again = session_context_with(reading=reading, message=another)
+    chat_session.refresh_from_db()
+    assert again == session_context(session=chat_session)
+    assert again.budget.active_tokens == after.budget.active_tokens + another.tokens

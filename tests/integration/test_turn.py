@@ -9,11 +9,14 @@ from django.test import override_settings
 from django.utils import timezone
 
 from chat.models import Message, Session
-from chat.services import message_create, session_create
+from chat.services import message_create, message_leave_context, session_create
 from chat.turn import turn_retry, turn_run
 from contextmgr.llm.embedded import MODEL_NAME
 from contextmgr.llm.gateway import Gateway
 from contextmgr.llm.types import ContextOverflow, LLMError, LLMTimeout, ModelNotFound
+from contextmgr.models import Goal
+from contextmgr.selectors import session_context
+from contextmgr.services.goals import goal_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -141,3 +144,50 @@ async def test_empty_input_stores_nothing(small_session, gateway):
     with pytest.raises(ValidationError, match="The message is empty"):
         await turn_run(session_id=small_session.pk, content="   ", gateway=gateway)
     assert not await Message.objects.filter(session=small_session).aexists()
+
+
+def _fresh_context(session_id):
+    return session_context(session=Session.objects.get(pk=session_id))
+
+
+@override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=12)
+async def test_the_turns_context_is_what_a_fresh_read_finds(small_session, gateway):
+    await sync_to_async(message_create)(session=small_session, role="user", content="Some background. " * 20)
+    outcome = await turn_run(session_id=small_session.pk, content="What is a context window?", gateway=gateway)
+    fresh = await sync_to_async(_fresh_context)(small_session.pk)
+    assert outcome.context == fresh
+    assert fresh.budget.active_tokens == sum([m.tokens async for m in Message.objects.filter(session=small_session)])
+
+
+@override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=12)
+async def test_a_goal_set_while_the_reply_streams_shows_in_the_turns_context(small_session, gateway):
+    async def set_goal(delta: str) -> None:
+        if not await Goal.objects.filter(session=small_session).aexists():
+            await sync_to_async(goal_create)(session=small_session, description="Ship the login form this week")
+
+    outcome = await turn_run(session_id=small_session.pk, content="Hello.", gateway=gateway, on_delta=set_goal)
+    assert outcome.context.goal_tokens > 0
+    assert outcome.context == await sync_to_async(_fresh_context)(small_session.pk)
+
+
+@override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=12)
+async def test_a_message_leaving_the_context_while_the_reply_streams_shows_in_the_turns_context(small_session, gateway):
+    earlier = await sync_to_async(message_create)(session=small_session, role="user", content="An aside. " * 30)
+
+    async def drop_earlier(delta: str) -> None:
+        if not (await Message.objects.aget(pk=earlier.pk)).excluded_from_context:
+            await sync_to_async(message_leave_context)(message=earlier)
+
+    outcome = await turn_run(session_id=small_session.pk, content="Hello.", gateway=gateway, on_delta=drop_earlier)
+    assert outcome.context.budget.active_tokens == outcome.user_message.tokens + outcome.assistant_message.tokens
+    assert outcome.context == await sync_to_async(_fresh_context)(small_session.pk)
+
+
+@override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=12)
+async def test_a_context_size_changed_while_the_reply_streams_shows_in_the_turns_context(small_session, gateway):
+    async def resize(delta: str) -> None:
+        await Session.objects.filter(pk=small_session.pk).aupdate(max_tokens=3000)
+
+    outcome = await turn_run(session_id=small_session.pk, content="Hello.", gateway=gateway, on_delta=resize)
+    assert outcome.context.budget.max_tokens == 3000
+    assert outcome.context == await sync_to_async(_fresh_context)(small_session.pk)
