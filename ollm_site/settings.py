@@ -71,6 +71,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last: see its docstring.
+    "ollm_site.middleware.SyncChainMiddleware",
 ]
 
 ROOT_URLCONF = "ollm_site.urls"

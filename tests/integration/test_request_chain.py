@@ -1,0 +1,40 @@
+"""How a request crosses threads on its way through the ASGI application."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from asgiref.sync import SyncToAsync, sync_to_async
+from channels.testing import HttpCommunicator
+
+from accounts.services import api_token_create
+from ollm_site.asgi import application
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def test_a_request_enters_the_synchronous_stack_once(user, monkeypatch):
+    """The middleware chain runs in the request's thread as a whole: the request hops into it,
+    and once more for the view, rather than twice per middleware (which doubled the cost of a
+    small request). Django's own signals account for the rest."""
+    token = (await sync_to_async(api_token_create)(user=user, name="hops"))[1]
+    hops: list[str] = []
+    enter = SyncToAsync.__call__
+
+    async def counted(self: SyncToAsync[Any, Any], *args: Any, **kwargs: Any) -> Any:
+        hops.append(getattr(self.func, "__qualname__", repr(self.func)))
+        return await enter(self, *args, **kwargs)
+
+    monkeypatch.setattr(SyncToAsync, "__call__", counted)
+    communicator = HttpCommunicator(
+        application,
+        "GET",
+        "/api/context-sizes",
+        headers=[(b"host", b"localhost"), (b"authorization", f"Bearer {token}".encode())],
+    )
+    response = await communicator.get_response()
+    await communicator.wait()
+    assert response["status"] == 200
+    assert not any("process_request" in hop or "process_response" in hop for hop in hops), hops
+    assert len(hops) <= 5, hops
