@@ -37,7 +37,7 @@ from chat.turn import turn_run
 from contextmgr.core.tiers import context_profiles
 from contextmgr.llm import get_gateway
 from contextmgr.schemas import ContextOut
-from contextmgr.selectors import active_messages, session_last_event_id
+from contextmgr.selectors import active_messages, session_context, session_context_version, session_last_event_id
 from contextmgr.services.compression import compression_maybe_schedule, compression_wait
 from contextmgr.services.session_settings import session_set_context_settings
 from ollm_site.pagination import Pages
@@ -214,13 +214,18 @@ def message_send(request: HttpRequest, session_id: UUID, payload: MessageIn, wai
         timeout=settings.OLLM_COMPRESSION_WAIT_SECONDS if wait_compression else 0,
         budget=outcome.context.budget,
     )
-    # A compression since may have taken either message out of the context.
-    stored = Message.objects.in_bulk([outcome.user_message.pk, outcome.assistant_message.pk])
-    session.refresh_from_db()
+    if session_context_version(session_id=session.pk) == outcome.context.context_version:
+        user_message, assistant_message, context = outcome.user_message, outcome.assistant_message, outcome.context
+    else:
+        # A compression since may have taken either message out of the context.
+        stored = Message.objects.in_bulk([outcome.user_message.pk, outcome.assistant_message.pk])
+        user_message, assistant_message = stored[outcome.user_message.pk], stored[outcome.assistant_message.pk]
+        session.refresh_from_db()
+        context = session_context(session=session)
     return {
-        "user_message": stored[outcome.user_message.pk],
-        "assistant_message": stored[outcome.assistant_message.pk],
-        "context": ContextOut.of(session, outcome.context),
+        "user_message": user_message,
+        "assistant_message": assistant_message,
+        "context": ContextOut.of_report(context),
         "prompt_tokens": outcome.prompt_tokens,
         "prompt_exact": outcome.prompt_exact,
         "compression_running": not settled,

@@ -38,9 +38,13 @@ class ContextOut(Schema):
     display: str = Field(description="The context line, e.g. 'Context: 5,234/13,600 🟡 65% (2 compressions)'.")
 
     @classmethod
-    def of(cls, session: Session, reading: ContextReport | None = None) -> ContextOut:
-        """The session's context; ``reading``: see ``session_context``."""
-        report = session_context(session=session, reading=reading)
+    def of(cls, session: Session) -> ContextOut:
+        """The session's context as stored now."""
+        return cls.of_report(session_context(session=session))
+
+    @classmethod
+    def of_report(cls, report: ContextReport) -> ContextOut:
+        """A context as read before (by a turn, say)."""
         budget = report.budget
         return cls(
             max_tokens=budget.max_tokens,

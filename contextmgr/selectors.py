@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
+from uuid import UUID
 
 from django.db.models import Max, QuerySet, Sum
 
@@ -253,6 +254,11 @@ def session_context_with(*, reading: ContextReading, message: Message) -> Contex
         reliability=report.reliability,
         messages_exact=report.messages_exact and message.tokens_exact,
     )
+
+
+def session_context_version(*, session_id: UUID) -> int:
+    """The session's context version as stored now: whether a reading taken at another still holds."""
+    return Session.objects.values_list("context_version", flat=True).get(pk=session_id)
 
 
 def session_context_line(*, session: Session) -> str:
