@@ -59,6 +59,9 @@ class TurnOutcome:
     # The context once the reply and its markers are stored: what the page and the API show after the turn.
     context: ContextReport
     markers_applied: int
+    # The goal block may differ from the one the turn started with: the reply's markers changed
+    # it, or something besides the reply changed the context meanwhile (a goal set in another tab).
+    goals_may_have_changed: bool
 
     @property
     def cut_by_cap(self) -> bool:
@@ -252,7 +255,16 @@ async def _reply(session: Session, gateway: Gateway, user_message: Message, on_d
         raise LLMError("the reply ended without its final counts")
     count = await _count(counter, text)
     after = await sync_to_async(_after_reply)(session, text, count, result.done_reason, reading)
-    return TurnOutcome(user_message, after.message, result, prompt.tokens, prompt.exact, after.context, after.markers)
+    return TurnOutcome(
+        user_message,
+        after.message,
+        result,
+        prompt.tokens,
+        prompt.exact,
+        after.context,
+        after.markers,
+        goals_may_have_changed=after.markers > 0 or after.context.context_version != reading.report.context_version + 1,
+    )
 
 
 def _reading_before_reply(session: Session) -> ContextReading:

@@ -299,7 +299,7 @@ def chat_fragments(kind: str, session_id: UUID, *, session: Session | None = Non
     )
     if kind != "turn_start":
         context.update(context_panel(session, extra.get("reading")))
-        # A turn changes the goals panel only through the reply's markers.
+        # The goals panel changes in a turn through the reply's markers, or from elsewhere meanwhile.
         context["with_goals"] = kind != "turn_done" or with_history or bool(extra.get("goals_changed"))
         if context["with_goals"]:
             context.update(goals_context(session))

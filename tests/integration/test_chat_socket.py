@@ -127,6 +127,31 @@ async def test_the_goals_panel_comes_with_the_turn_only_when_the_reply_changed_i
     assert "Ship the login form" in marked
 
 
+async def test_a_goal_set_elsewhere_while_the_reply_streams_comes_with_the_turn(user, use_gateway, fake_ollama):
+    """Another tab sets a goal during the reply: the meter counts it and the goals panel shows it."""
+    from contextmgr.llm.gateway import Gateway
+    from contextmgr.llm.ollama_backend import OllamaBackend
+    from contextmgr.services.goals import goal_create
+    from tests.support.fake_ollama import SERVED_MODEL
+
+    use_gateway(Gateway(mode="ollama", embedded=None, ollama=OllamaBackend(host=fake_ollama.url, timeout=60)))
+    session = await sync_to_async(session_create)(owner=user, model=SERVED_MODEL, context_size=4096)
+    communicator = await socket(session.pk, user)
+    assert (await communicator.connect())[0]
+    fake_ollama.behaviour.canned_reply = "First the form, then the audit log, then the tests."
+    fake_ollama.behaviour.chunk_delay_seconds = 0.2
+    await communicator.send_to(text_data=json.dumps({"message": "Where do we start?"}))
+    await frames_until(communicator, 'hx-swap-oob="beforeend"')  # the reply is streaming
+    await sync_to_async(goal_create)(session=session, description="Ship the login form")
+    done = (await frames_until(communicator, 'id="context-meter"'))[-1]
+    await communicator.disconnect()
+    assert 'id="goals-panel" class="panel" hx-swap-oob="true"' in done
+    assert "Ship the login form" in done
+    goal_tokens = re.search(r"goal and locked decisions (\d+)</li>", done)
+    assert goal_tokens is not None
+    assert int(goal_tokens.group(1)) > 0
+
+
 @override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=48)
 async def test_a_history_change_while_a_reply_streams_resends_the_history_at_its_end(small_session, user, app_gateway):
     from channels.layers import get_channel_layer
