@@ -14,7 +14,7 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import Client, override_settings
 
-from chat.models import Message
+from chat.models import Message, Session
 from chat.services import message_create, session_create
 from contextmgr.llm.embedded import MODEL_NAME
 from ollm_site.asgi import application
@@ -105,8 +105,8 @@ async def test_a_reply_streams_in_order_and_is_stored(small_session, user, app_g
     assert 'id="history"' not in frames[-1]
 
 
-async def test_the_goals_panel_comes_with_the_turn_only_when_the_reply_changed_it(user, use_gateway, fake_ollama):
-    """The panel is re-rendered at the end of a turn only when the reply's markers changed it."""
+async def fake_ollama_chat(user, use_gateway, fake_ollama) -> tuple[Session, WebsocketCommunicator]:
+    """A session on the fake Ollama server (its behaviour scripts the replies) and a connected socket."""
     from contextmgr.llm.gateway import Gateway
     from contextmgr.llm.ollama_backend import OllamaBackend
     from tests.support.fake_ollama import SERVED_MODEL
@@ -115,6 +115,12 @@ async def test_the_goals_panel_comes_with_the_turn_only_when_the_reply_changed_i
     session = await sync_to_async(session_create)(owner=user, model=SERVED_MODEL, context_size=4096)
     communicator = await socket(session.pk, user)
     assert (await communicator.connect())[0]
+    return session, communicator
+
+
+async def test_the_goals_panel_comes_with_the_turn_only_when_the_reply_changed_it(user, use_gateway, fake_ollama):
+    """The panel is re-rendered at the end of a turn only when the reply's markers changed it."""
+    _, communicator = await fake_ollama_chat(user, use_gateway, fake_ollama)
     fake_ollama.behaviour.canned_reply = "Sure, let us start with the login form."
     await communicator.send_to(text_data=json.dumps({"message": "Where do we start?"}))
     plain = (await frames_until(communicator, 'id="context-meter"'))[-1]
@@ -129,15 +135,9 @@ async def test_the_goals_panel_comes_with_the_turn_only_when_the_reply_changed_i
 
 async def test_a_goal_set_elsewhere_while_the_reply_streams_comes_with_the_turn(user, use_gateway, fake_ollama):
     """Another tab sets a goal during the reply: the meter counts it and the goals panel shows it."""
-    from contextmgr.llm.gateway import Gateway
-    from contextmgr.llm.ollama_backend import OllamaBackend
     from contextmgr.services.goals import goal_create
-    from tests.support.fake_ollama import SERVED_MODEL
 
-    use_gateway(Gateway(mode="ollama", embedded=None, ollama=OllamaBackend(host=fake_ollama.url, timeout=60)))
-    session = await sync_to_async(session_create)(owner=user, model=SERVED_MODEL, context_size=4096)
-    communicator = await socket(session.pk, user)
-    assert (await communicator.connect())[0]
+    session, communicator = await fake_ollama_chat(user, use_gateway, fake_ollama)
     fake_ollama.behaviour.canned_reply = "First the form, then the audit log, then the tests."
     fake_ollama.behaviour.chunk_delay_seconds = 0.2
     await communicator.send_to(text_data=json.dumps({"message": "Where do we start?"}))
