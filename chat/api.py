@@ -214,10 +214,10 @@ def message_send(request: HttpRequest, session_id: UUID, payload: MessageIn, wai
         timeout=settings.OLLM_COMPRESSION_WAIT_SECONDS if wait_compression else 0,
         budget=outcome.context.budget,
     )
-    if session_context_version(session_id=session.pk) == outcome.context.context_version:
+    if outcome.undisturbed and session_context_version(session_id=session.pk) == outcome.context.context_version:
         user_message, assistant_message, context = outcome.user_message, outcome.assistant_message, outcome.context
     else:
-        # A compression since may have taken either message out of the context.
+        # A compression or a restore during the turn or since may have taken either message out of the context.
         stored = Message.objects.in_bulk([outcome.user_message.pk, outcome.assistant_message.pk])
         user_message, assistant_message = stored[outcome.user_message.pk], stored[outcome.assistant_message.pk]
         session.refresh_from_db()

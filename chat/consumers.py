@@ -177,7 +177,7 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
                     reply_id=reply_id,
                     assistant_message=outcome.assistant_message,
                     reading=outcome.context,
-                    goals_changed=outcome.goals_may_have_changed,
+                    goals_changed=not outcome.undisturbed,
                     with_history=with_history,
                 )
             )

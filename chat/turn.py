@@ -59,9 +59,10 @@ class TurnOutcome:
     # The context once the reply and its markers are stored: what the page and the API show after the turn.
     context: ContextReport
     markers_applied: int
-    # The goal block may differ from the one the turn started with: the reply's markers changed
-    # it, or something besides the reply changed the context meanwhile (a goal set in another tab).
-    goals_may_have_changed: bool
+    # Nothing but the reply changed the context since the turn read it: no markers, no goal set
+    # in another tab, no compression or restore. Otherwise the goal block and the user's message
+    # may not be as the turn left them.
+    undisturbed: bool
 
     @property
     def cut_by_cap(self) -> bool:
@@ -263,7 +264,7 @@ async def _reply(session: Session, gateway: Gateway, user_message: Message, on_d
         prompt.exact,
         after.context,
         after.markers,
-        goals_may_have_changed=after.markers > 0 or after.context.context_version != reading.report.context_version + 1,
+        undisturbed=after.markers == 0 and after.context.context_version == reading.report.context_version + 1,
     )
 
 

@@ -23,6 +23,9 @@ def _pinned_block_changes(session_id: UUID) -> None:
     context version, so a reading of the context taken before this write is not reused after it.
 
     Precondition: inside the caller's transaction, which keeps the session row locked to its end.
+    Called first, before any goal row is read or written: every writer of a session's context
+    locks the session row before its other rows (no lock-order deadlock on PostgreSQL), and the
+    "does it exist yet?" reads below are serialised by it.
     """
     Session.objects.select_for_update().get(pk=session_id).next_context_version()
 
@@ -39,9 +42,9 @@ def _text(field: str, value: str, limit: int = MAX_GOAL_CHARS) -> str:
 @transaction.atomic
 def goal_create(*, session: Session, description: str, priority: str = Goal.Priority.MEDIUM) -> Goal:
     """Make a new active goal; the previously active one is paused (one active goal per session)."""
+    _pinned_block_changes(session.pk)
     description = _text("description", description)
     _choice("priority", priority, Goal.Priority.values)
-    _pinned_block_changes(session.pk)
     Goal.objects.filter(session=session, status=Goal.Status.ACTIVE).update(status=Goal.Status.PAUSED)
     return Goal.objects.create(session=session, description=description, priority=priority)
 
@@ -57,6 +60,7 @@ def goal_update(
     *, goal: Goal, description: str | None = None, priority: str | None = None, status: str | None = None
 ) -> Goal:
     """Edit a goal; ``None`` leaves a field as it is. Activating a goal pauses the active one."""
+    _pinned_block_changes(goal.session_id)
     if description is not None:
         goal.description = _text("description", description)
     if priority is not None:
@@ -68,7 +72,6 @@ def goal_update(
                 status=Goal.Status.PAUSED
             )
         goal.completed_at = timezone.now() if status == Goal.Status.COMPLETED else None
-    _pinned_block_changes(goal.session_id)
     goal.save()
     return goal
 
@@ -83,11 +86,11 @@ def goal_delete(*, goal: Goal) -> None:
 @transaction.atomic
 def goal_checkpoint_set(*, goal: Goal, description: str, status: str = GoalCheckpoint.Status.PENDING) -> GoalCheckpoint:
     """Add a goal checkpoint, or update the status of the one with the same description."""
+    _pinned_block_changes(goal.session_id)
     description = _text("description", description)
     _choice("status", status, GoalCheckpoint.Status.values)
     checkpoint = goal.checkpoints.filter(description__iexact=description).first()
     if checkpoint is None:
-        _pinned_block_changes(goal.session_id)
         return GoalCheckpoint.objects.create(goal=goal, description=description, status=status)
     return goal_checkpoint_update(checkpoint=checkpoint, status=status)
 
@@ -96,11 +99,11 @@ def goal_checkpoint_set(*, goal: Goal, description: str, status: str = GoalCheck
 def goal_checkpoint_update(
     *, checkpoint: GoalCheckpoint, description: str | None = None, status: str | None = None
 ) -> GoalCheckpoint:
+    _pinned_block_changes(checkpoint.goal.session_id)
     if description is not None:
         checkpoint.description = _text("description", description)
     if status is not None:
         checkpoint.status = _choice("status", status, GoalCheckpoint.Status.values)
-    _pinned_block_changes(checkpoint.goal.session_id)
     checkpoint.save()
     return checkpoint
 
@@ -113,10 +116,10 @@ def decision_record(
 
     A locked decision is never changed by a marker; only the user unlocks it.
     """
+    _pinned_block_changes(session.pk)
     description = _text("description", description)
     decision = Decision.objects.filter(session=session, description__iexact=description).first()
     if decision is None:
-        _pinned_block_changes(session.pk)
         return Decision.objects.create(session=session, goal=goal, description=description, locked=locked)
     if decision.locked and source == "marker":
         return decision
@@ -126,23 +129,23 @@ def decision_record(
 @transaction.atomic
 def decision_update(*, decision: Decision, description: str | None = None, locked: bool | None = None) -> Decision:
     """The user's edit of a decision (markers go through ``decision_record``, which respects the lock)."""
+    _pinned_block_changes(decision.session_id)
     if description is not None:
         decision.description = _text("description", description)
     if locked is not None:
         decision.locked = locked
-    _pinned_block_changes(decision.session_id)
     decision.save()
     return decision
 
 
 @transaction.atomic
 def artifact_record(*, session: Session, path: str, action: str, goal: Goal | None = None) -> Artifact:
+    _pinned_block_changes(session.pk)
     path = _text("path", path, MAX_PATH_CHARS)
     _choice("action", action, Artifact.Action.values)
     latest = Artifact.objects.filter(session=session, path=path).order_by("-id").first()
     if latest is not None and latest.action == action:
         return latest
-    _pinned_block_changes(session.pk)
     return Artifact.objects.create(session=session, goal=goal, path=path, action=action)
 
 
@@ -155,6 +158,7 @@ def goal_apply_markers(*, session: Session, text: str) -> int:
     updates = parse_markers(text)
     if not updates:  # most replies: nothing to read
         return 0
+    _pinned_block_changes(session.pk)
     applied = 0
     goal = active_goal(session=session)
     for update in updates:
@@ -172,7 +176,6 @@ def goal_apply_markers(*, session: Session, text: str) -> int:
         elif isinstance(update, CheckpointUpdate):
             goal_checkpoint_set(goal=goal, description=update.description, status=update.status)
         elif isinstance(update, NextStep):
-            _pinned_block_changes(session.pk)
             goal.next_step = update.text
             goal.save(update_fields=["next_step", "updated_at"])
         applied += 1

@@ -8,7 +8,7 @@ import pytest
 from django.test import AsyncClient, override_settings
 
 from chat.models import Message
-from chat.services import message_create, session_create
+from chat.services import message_create, message_leave_context, session_create
 from contextmgr.llm.embedded import MODEL_NAME
 from contextmgr.models import ContextEvent
 from contextmgr.selectors import session_budget
@@ -51,6 +51,30 @@ def test_a_turn_stores_both_messages_and_returns_the_context(api, small_session)
     assert body["context"] == api.get(f"/api/sessions/{small_session.id}/context").json()
     stored = list(Message.objects.filter(session=small_session).values_list("id", "content"))
     assert stored == [(user_message["id"], "What is a context window?"), (reply["id"], reply["content"])]
+
+
+@override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=8)
+def test_a_message_taken_out_of_the_context_during_the_turn_is_answered_as_it_is_stored(
+    api, small_session, monkeypatch
+):
+    """Something else changes the context while the reply streams (here the user's message leaves
+    it, as a restore in another tab would): the answer is the stored state, not the turn's."""
+    from chat import turn
+
+    after_reply = turn._after_reply
+
+    def leave_then_store(session, *args):
+        message_leave_context(message=Message.objects.get(session=small_session, role="user"))
+        return after_reply(session, *args)
+
+    monkeypatch.setattr(turn, "_after_reply", leave_then_store)
+    response = api.post(f"/api/sessions/{small_session.id}/messages", {"content": "Say hello."}, content_type=JSON)
+    assert response.status_code == 200
+    body = response.json()
+    assert body["user_message"]["in_active_context"] is False
+    assert body["assistant_message"]["in_active_context"] is True
+    assert body["context"]["message_tokens"] == body["assistant_message"]["tokens"]
+    assert body["context"] == api.get(f"/api/sessions/{small_session.id}/context").json()
 
 
 def test_a_message_too_long_for_the_context_is_413_and_still_stored(api, small_session):

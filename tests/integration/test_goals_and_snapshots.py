@@ -188,6 +188,9 @@ def test_every_write_to_the_goal_block_raises_the_context_version(chat_session):
     seen.append(version())
     goal_update(goal=goal, priority="high")
     seen.append(version())
+    goal_update(goal=goal_create(session=chat_session, description="Ship logout"), status="paused")
+    goal_update(goal=goal, status="active")  # pauses the other one
+    seen.append(version())
     step = goal_checkpoint_set(goal=goal, description="Write the form")
     seen.append(version())
     goal_checkpoint_update(checkpoint=step, status="completed")
@@ -203,6 +206,6 @@ def test_every_write_to_the_goal_block_raises_the_context_version(chat_session):
     goal_delete(goal=goal)
     seen.append(version())
     assert all(later > earlier for earlier, later in pairwise(seen)), seen
-    # A marker that changes nothing (a locked decision stays as it is) leaves the version alone.
-    goal_apply_markers(session=chat_session, text="[DECISION] Use sessions")
+    # A reply without markers locks nothing and leaves the version alone.
+    goal_apply_markers(session=chat_session, text="No markers in this reply.")
     assert version() == seen[-1]

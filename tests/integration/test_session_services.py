@@ -6,7 +6,7 @@ from django.db import connection
 from django.test.utils import override_settings
 
 from chat.models import MAX_MESSAGE_CHARS, Message
-from chat.services import message_create, session_create
+from chat.services import message_create, session_create, session_update
 from contextmgr.core.tokens import PER_MESSAGE_OVERHEAD, TokenCount, count_text_tokens
 from contextmgr.selectors import (
     session_budget,
@@ -196,3 +196,13 @@ def test_a_reading_plus_the_next_message_is_the_context_without_a_query(chat_ses
     chat_session.refresh_from_db()
     assert again == session_context(session=chat_session)
     assert again.budget.active_tokens == after.budget.active_tokens + another.tokens
+
+
+def test_a_settings_change_the_context_is_made_of_raises_the_context_version(chat_session):
+    start = chat_session.context_version
+    session_update(session=chat_session, title="Renamed")
+    chat_session.refresh_from_db()
+    assert chat_session.context_version == start  # the title is not in the context
+    session_update(session=chat_session, system_prompt="Answer in French.")
+    chat_session.refresh_from_db()
+    assert chat_session.context_version == start + 1

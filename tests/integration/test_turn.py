@@ -156,6 +156,7 @@ async def test_the_turns_context_is_what_a_fresh_read_finds(small_session, gatew
     outcome = await turn_run(session_id=small_session.pk, content="What is a context window?", gateway=gateway)
     fresh = await sync_to_async(_fresh_context)(small_session.pk)
     assert outcome.context == fresh
+    assert outcome.undisturbed
     assert fresh.budget.active_tokens == sum([m.tokens async for m in Message.objects.filter(session=small_session)])
 
 
@@ -179,6 +180,7 @@ async def test_a_message_leaving_the_context_while_the_reply_streams_shows_in_th
             await sync_to_async(message_leave_context)(message=earlier)
 
     outcome = await turn_run(session_id=small_session.pk, content="Hello.", gateway=gateway, on_delta=drop_earlier)
+    assert not outcome.undisturbed
     assert outcome.context.budget.active_tokens == outcome.user_message.tokens + outcome.assistant_message.tokens
     assert outcome.context == await sync_to_async(_fresh_context)(small_session.pk)
 
