@@ -64,6 +64,17 @@ class Session(models.Model):
     def __str__(self) -> str:
         return self.title
 
+    def context_inputs(self) -> tuple[object, ...]:
+        """The fields the context window and its report are made of besides the rows; a write
+        that changes any of them raises the context version."""
+        return (
+            self.system_prompt,
+            self.system_prompt_tokens,
+            self.max_tokens,
+            self.model_parameter_size_b,
+            self.compression_count,
+        )
+
     def next_context_version(self, **also: Any) -> int:
         """Raise the context version, writing the fields in ``also`` in the same update;
         precondition: the session row is locked in the current transaction."""

@@ -124,7 +124,7 @@ def session_update(
     when the session is now over its trigger.
     """
     locked = Session.objects.select_for_update().get(pk=session.pk)
-    context_inputs = _context_inputs(locked)
+    context_inputs = locked.context_inputs()
     if title is not None:
         locked.title = storable_text(title).strip() or DEFAULT_TITLE
         _check_length("title", locked.title, MAX_TITLE_LENGTH)
@@ -156,16 +156,11 @@ def session_update(
                 f"the context holds {locked.max_tokens:,}."
             }
         )
-    if _context_inputs(locked) != context_inputs:
+    if locked.context_inputs() != context_inputs:
         locked.next_context_version()  # a reading of the context taken before is not reused after
     locked.save()
     session_refresh_reliability(session=locked)
     return locked
-
-
-def _context_inputs(session: Session) -> tuple[object, ...]:
-    """The session's fields the context window and its report are made of."""
-    return (session.system_prompt, session.system_prompt_tokens, session.max_tokens, session.model_parameter_size_b)
 
 
 @transaction.atomic

@@ -189,16 +189,6 @@ def _context_report(
     )
 
 
-def _report_inputs(session: Session) -> tuple[object, ...]:
-    """The session's fields a context report is computed from, besides its rows."""
-    return (
-        session.max_tokens,
-        session.system_prompt_tokens,
-        session.compression_count,
-        session.model_parameter_size_b,
-    )
-
-
 @dataclass(frozen=True)
 class ContextReading:
     """The window and its report, read together in one pass (as a turn does before the reply)."""
@@ -226,26 +216,21 @@ def session_reading(*, session: Session) -> ContextReading:
         reliability=_reliability(session, checkpoints),
         messages_exact=all(m.tokens_exact for m in messages),
     )
-    return ContextReading(window=window, report=report, session_inputs=_report_inputs(session))
+    return ContextReading(window=window, report=report, session_inputs=session.context_inputs())
 
 
 def session_context_with(*, reading: ContextReading, message: Message) -> ContextReport:
     """The context once ``message`` is stored after ``reading`` was taken.
 
-    ``message.session`` must be the session row as the message's own transaction read it
-    (``message_create`` returns it so). When that message is the only change to the context
+    ``message``: as ``message_create`` has just returned it, with ``message.session`` the session
+    row as the message's own transaction read it. When that message is the only change to the context
     since the reading (it raised the context version by one, and the session's settings are as
     they were), the report is the reading's plus the message, with no query; otherwise it is
     read afresh.
     """
     session = message.session
     report = reading.report
-    if (
-        session.context_version != report.context_version + 1
-        or _report_inputs(session) != reading.session_inputs
-        or message.compressed_into_id is not None
-        or message.excluded_from_context
-    ):
+    if session.context_version != report.context_version + 1 or session.context_inputs() != reading.session_inputs:
         return session_context(session=session)
     budget = replace(report.budget, active_tokens=report.budget.active_tokens + message.tokens)
     return _context_report(
@@ -333,7 +318,7 @@ def message_states(*, session: Session) -> dict[str, Any]:
     The version is read before the rows, so a concurrent change is at worst
     listed twice, never missed.
     """
-    version = Session.objects.values_list("context_version", flat=True).get(pk=session.pk)
+    version = session_context_version(session_id=session.pk)
     base = (
         Snapshot.objects.filter(session=session).order_by("-id").values_list("id", "state__messages__version").first()
     )
