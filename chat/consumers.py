@@ -125,6 +125,11 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
                 )
             await self.send_to_page(f'<div id="{reply_id}-body" hx-swap-oob="beforeend">{escape(delta)}</div>')
 
+        async def on_wait(why: str) -> None:
+            await self.send_to_page(
+                f'<span id="{reply_id}-status" class="muted" hx-swap-oob="true">{escape(why)}</span>'
+            )
+
         async def on_stored(user_message: Any) -> None:
             await self.send_to_page(
                 await sync_to_async(chat_fragments)(
@@ -138,10 +143,12 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
 
         try:
             if content is None:
-                outcome = await turn_retry(session_id=self.session_id, on_delta=on_delta, on_stored=on_stored)
+                outcome = await turn_retry(
+                    session_id=self.session_id, on_delta=on_delta, on_stored=on_stored, on_wait=on_wait
+                )
             else:
                 outcome = await turn_run(
-                    session_id=self.session_id, content=content, on_delta=on_delta, on_stored=on_stored
+                    session_id=self.session_id, content=content, on_delta=on_delta, on_stored=on_stored, on_wait=on_wait
                 )
         except asyncio.CancelledError:
             self.history_stale = False  # the frame below re-sends it

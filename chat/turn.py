@@ -46,7 +46,11 @@ from contextmgr.services.goals import goal_apply_markers
 logger = logging.getLogger(__name__)
 OnDelta = Callable[[str], Awaitable[None]]
 OnStored = Callable[[Message], Awaitable[None]]
+# Hears why the reply has not started yet, when it is not the model thinking.
+OnWait = Callable[[str], Awaitable[None]]
 POLL_SECONDS = 0.2
+WAITING_FOR_COMPRESSION = "waiting for the compression to finish…"
+COMPRESSING_FOR_ROOM = "compressing to make room for the reply…"
 
 
 @dataclass(frozen=True)
@@ -107,7 +111,11 @@ def _does_not_fit(session: Session, tokens: int) -> ContextOverflow:
 
 
 async def _prompt_with_room(
-    session: Session, gateway: Gateway, user_message: Message, blocks: tuple[WindowBlock, ...] | None
+    session: Session,
+    gateway: Gateway,
+    user_message: Message,
+    blocks: tuple[WindowBlock, ...] | None,
+    on_wait: OnWait | None,
 ) -> tuple[list[ChatMessage], TokenCount]:
     """The next prompt, once it leaves at least REPLY_MIN_TOKENS for the reply; ``blocks``: the
     window as just read, if it was.
@@ -119,6 +127,14 @@ async def _prompt_with_room(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + settings.OLLM_COMPRESSION_WAIT_SECONDS
     tried: set[str] = set()
+    said = ""
+
+    async def say(why: str) -> None:
+        nonlocal said
+        if on_wait is not None and why != said:
+            said = why
+            await on_wait(why)
+
     while True:
         if blocks is None:
             blocks = await sync_to_async(session_window)(session=session)
@@ -135,6 +151,7 @@ async def _prompt_with_room(
                 "is saved: turn compression on, choose a larger context size, or start a new session."
             )
         if await sync_to_async(compression_running)(session_id=session.pk):
+            await say(WAITING_FOR_COMPRESSION)
             if loop.time() > deadline:
                 raise LLMTimeout("a compression of this session is still running; your message is saved, retry soon")
             await asyncio.sleep(POLL_SECONDS)
@@ -142,6 +159,7 @@ async def _prompt_with_room(
         if "compress" not in tried or "rollover" not in tried:
             mode = "compress" if "compress" not in tried else "rollover"
             tried.add(mode)
+            await say(COMPRESSING_FOR_ROOM)
             status = await sync_to_async(_compress_now, thread_sensitive=False)(
                 session_id=session.pk,
                 reason="no room for a reply",
@@ -173,9 +191,10 @@ async def turn_run(
     gateway: Gateway | None = None,
     on_delta: OnDelta | None = None,
     on_stored: OnStored | None = None,
+    on_wait: OnWait | None = None,
 ) -> TurnOutcome:
     """Run one turn; ``on_stored`` hears of the user's message once it is safe in the history,
-    ``on_delta`` receives the reply as it streams.
+    ``on_wait`` why the reply waits (for a compression), ``on_delta`` receives the reply as it streams.
 
     Raises a ValidationError for bad input (nothing stored), an LLMError
     when no reply can be had (the user's message stays stored).
@@ -189,7 +208,7 @@ async def turn_run(
     )
     if on_stored is not None:
         await on_stored(user_message)
-    return await _reply(user_message.session, gateway, user_message, on_delta)
+    return await _reply(user_message.session, gateway, user_message, on_delta, on_wait)
 
 
 async def turn_retry(
@@ -198,6 +217,7 @@ async def turn_retry(
     gateway: Gateway | None = None,
     on_delta: OnDelta | None = None,
     on_stored: OnStored | None = None,
+    on_wait: OnWait | None = None,
 ) -> TurnOutcome:
     """Answer the session's last message again when it is a user message left without a reply
     (the backend failed, or the user stopped it); nothing is stored twice."""
@@ -212,13 +232,15 @@ async def turn_retry(
         )
     if on_stored is not None:
         await on_stored(last)
-    return await _reply(session, gateway, last, on_delta)
+    return await _reply(session, gateway, last, on_delta, on_wait)
 
 
-async def _reply(session: Session, gateway: Gateway, user_message: Message, on_delta: OnDelta | None) -> TurnOutcome:
+async def _reply(
+    session: Session, gateway: Gateway, user_message: Message, on_delta: OnDelta | None, on_wait: OnWait | None
+) -> TurnOutcome:
     await _refuse_if_it_can_never_fit(session, user_message)
     reading = await sync_to_async(_reading_before_reply)(session)
-    messages, prompt = await _prompt_with_room(session, gateway, user_message, reading.window)
+    messages, prompt = await _prompt_with_room(session, gateway, user_message, reading.window, on_wait)
     max_tokens = min(settings.OLLM_REPLY_MAX_TOKENS, session.max_tokens - prompt.tokens)
     stream = gateway.chat(
         messages,

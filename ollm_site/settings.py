@@ -166,10 +166,9 @@ if not 0 < OLLM_RETENTION_THRESHOLD <= 1:
 OLLM_COMPRESSION_LEASE_SECONDS = float(os.environ.get("OLLM_COMPRESSION_LEASE_SECONDS", "60"))
 # How long a turn waits for a running compression to make room.
 OLLM_COMPRESSION_WAIT_SECONDS = float(os.environ.get("OLLM_COMPRESSION_WAIT_SECONDS", "600"))
-# The embedded model's largest context (SmolLM2-135M was trained for 8,192).
-OLLM_EMBEDDED_N_CTX = int(os.environ.get("OLLM_EMBEDDED_N_CTX", "8192"))
-# RAM for the embedded model's prompt-state cache (KV states of recent prompts).
-OLLM_EMBEDDED_CACHE_MB = int(os.environ.get("OLLM_EMBEDDED_CACHE_MB", "256"))
+# The bundled model server (python -m modelserver), which `make run` starts; its own settings
+# (OLLM_EMBEDDED_N_CTX, OLLM_EMBEDDED_CACHE_MB, OLLM_MODEL_THREADS) are read by that process.
+OLLM_MODEL_SERVER_URL = os.environ.get("OLLM_MODEL_SERVER_URL", "http://127.0.0.1:11435")
 # Per-model Ollama sizes that replace the tier table's, e.g. {"llama3.2:1b": {"16384": 12000}}.
 OLLM_MODEL_CONTEXT_OVERRIDES: dict[str, dict[int, int]] = {
     model: {int(size): int(tokens) for size, tokens in sizes.items()}

@@ -4,6 +4,8 @@
 #   HOST, PORT      where daphne listens (default 127.0.0.1:8000)
 #   PYTHON          the interpreter (default: python on PATH); daphne is taken from its directory
 #   OLLM_STATIC_PREBUILT=1   skip collectstatic (the image collects its static files at build time)
+#   OLLM_START_MODEL_SERVER=0  do not start the bundled model server here (docker-compose runs it
+#                   as a service of its own; OLLM_MODEL_SERVER_URL says where it is)
 set -eu
 cd "$(dirname "$0")/.."
 HOST="${HOST:-127.0.0.1}"
@@ -16,4 +18,27 @@ if [ "${OLLM_STATIC_PREBUILT:-0}" != "1" ]; then
     "$PYTHON" manage.py collectstatic --noinput --verbosity 0
 fi
 "$PYTHON" manage.py first_run --url "http://$HOST:$PORT/"
-exec "$BIN/daphne" -b "$HOST" -p "$PORT" ollm_site.asgi:application
+
+# The bundled model in a process of its own, restarted by its supervisor if it dies: a crash
+# of the native library costs one reply, never this web server.
+model_server=""
+if [ "${OLLM_START_MODEL_SERVER:-1}" = "1" ] && [ "${OLLM_LLM_BACKEND:-auto}" != "ollama" ]; then
+    url="${OLLM_MODEL_SERVER_URL:-http://127.0.0.1:11435}"
+    port="${url##*:}"
+    port="${port%%/*}"
+    "$PYTHON" -m modelserver --supervise --port "$port" &
+    model_server=$!
+fi
+stop() {
+    [ -n "$model_server" ] && kill "$model_server" 2>/dev/null
+    [ -n "${web:-}" ] && kill "$web" 2>/dev/null
+    wait
+}
+trap 'stop; exit 0' INT TERM
+"$BIN/daphne" -b "$HOST" -p "$PORT" ollm_site.asgi:application &
+web=$!
+status=0
+wait "$web" || status=$?
+web=""
+stop
+exit "$status"

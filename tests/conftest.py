@@ -2,6 +2,17 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.model_server import ModelServerProcess
+
+
+@pytest.fixture(scope="session")
+def model_server(tmp_path_factory):
+    """The bundled model server, one supervised process (one loaded model) for the whole run:
+    the embedded model and Ollama's stand-in. Its log is in the run's temporary folder."""
+    server = ModelServerProcess(log=tmp_path_factory.mktemp("modelserver") / "modelserver.log").start()
+    yield server
+    server.stop()
+
 
 @pytest.fixture
 def user(django_user_model):

@@ -1,6 +1,6 @@
 """The LLM gateway: every chat reply, summary and aging call of the product goes through here.
 
-Nothing else imports ``ollama`` or ``llama_cpp``.
+Nothing else imports ``ollama``; ``llama_cpp`` runs only in the model server (``modelserver``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from contextmgr.llm.types import (
 
 @cache
 def get_gateway() -> Gateway:
-    """The process-wide gateway, configured from settings (the embedded model loads on first use)."""
+    """The process-wide gateway, configured from settings."""
     from django.conf import settings
 
     from contextmgr.llm.embedded import EmbeddedBackend
@@ -33,7 +33,7 @@ def get_gateway() -> Gateway:
 
     return Gateway(
         mode=settings.OLLM_LLM_BACKEND,
-        embedded=EmbeddedBackend(n_ctx=settings.OLLM_EMBEDDED_N_CTX, cache_bytes=settings.OLLM_EMBEDDED_CACHE_MB << 20),
+        embedded=EmbeddedBackend(host=settings.OLLM_MODEL_SERVER_URL, timeout=settings.OLLAMA_TIMEOUT),
         ollama=OllamaBackend(host=settings.OLLAMA_HOST, timeout=settings.OLLAMA_TIMEOUT),
     )
 

@@ -36,16 +36,6 @@ logger = logging.getLogger(__name__)
 OLLAMA_ESTIMATE_MARGIN = 0.05
 
 
-class ExactCounter:
-    """The embedded model's own tokenizer plus its chat template's per-message cost."""
-
-    def __init__(self, backend: EmbeddedBackend) -> None:
-        self._backend = backend
-
-    def count(self, text: str) -> TokenCount:
-        return TokenCount(self._backend.count_text_tokens(text) + self._backend.message_overhead(), exact=True)
-
-
 class CalibratedCounter:
     def __init__(self, calibration: TokenCalibration, model: str) -> None:
         self._calibration = calibration
@@ -53,6 +43,29 @@ class CalibratedCounter:
 
     def count(self, text: str) -> TokenCount:
         return TokenCount(self._calibration.estimate(self._model, TiktokenCounter().count(text).tokens), exact=False)
+
+
+class ExactCounter:
+    """The embedded model's own tokenizer plus its chat template's per-message cost.
+
+    While the model server cannot answer (it restarts by itself), a message is counted by
+    the estimate, marked inexact, rather than not stored.
+    """
+
+    def __init__(self, backend: EmbeddedBackend, fallback: CalibratedCounter) -> None:
+        self._backend = backend
+        self._fallback = fallback
+
+    def count(self, text: str) -> TokenCount:
+        try:
+            return TokenCount(self._backend.count_text_tokens(text) + self._backend.message_overhead(), exact=True)
+        except LLMError:
+            logger.warning("the model server did not count a message; using the estimate")
+            return self._fallback.count(text)
+
+
+def _is_embedded(model: str) -> bool:
+    return model == EMBEDDED_MODEL or model.startswith("embedded/")
 
 
 Mode = Literal["auto", "ollama", "embedded"]
@@ -101,11 +114,11 @@ class Gateway:
             reason = "OLLM_LLM_BACKEND=embedded"
         assert self.embedded is not None
         if not await self.embedded.health():
-            return BackendStatus(self.mode, "none", "the embedded model is not installed", None)
+            return BackendStatus(self.mode, "none", self.embedded.unreachable(), None)
         return BackendStatus(self.mode, "embedded", reason, EMBEDDED_MODEL)
 
     def backend_for(self, model: str) -> LLMBackend:
-        if model == EMBEDDED_MODEL or model.startswith("embedded/"):
+        if _is_embedded(model):
             if self.embedded is None:
                 raise ModelNotFound(
                     f"model {model} needs the embedded backend, which OLLM_LLM_BACKEND=ollama turns off"
@@ -125,10 +138,19 @@ class Gateway:
         temperature: float = 0.0,
         stop: Sequence[str] = (),
         seed: int | None = None,
+        background: bool = False,
     ) -> ChatStream:
+        """A reply; ``background`` marks summaries and aging calls, which the bundled model serves after turns."""
         backend = self.backend_for(model)
         stream = backend.chat(
-            messages, model=model, num_ctx=num_ctx, max_tokens=max_tokens, temperature=temperature, stop=stop, seed=seed
+            messages,
+            model=model,
+            num_ctx=num_ctx,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            stop=stop,
+            seed=seed,
+            background=background,
         )
         if backend is self.ollama:
             return ChatStream(self._calibrating(stream, messages, model))
@@ -158,9 +180,17 @@ class Gateway:
         temperature: float = 0.0,
         stop: Sequence[str] = (),
         seed: int | None = None,
+        background: bool = False,
     ) -> Completion:
         stream = self.chat(
-            messages, model=model, num_ctx=num_ctx, max_tokens=max_tokens, temperature=temperature, stop=stop, seed=seed
+            messages,
+            model=model,
+            num_ctx=num_ctx,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            stop=stop,
+            seed=seed,
+            background=background,
         )
         return await stream.collect()
 
@@ -172,7 +202,8 @@ class Gateway:
         if self.ollama is not None:
             # An unreachable Ollama only means fewer models to offer.
             with contextlib.suppress(BackendUnavailable):
-                models += await self.ollama.list_models()
+                # An "embedded/" name is always served by the embedded backend, whoever else lists it.
+                models += [m for m in await self.ollama.list_models() if not _is_embedded(m.name)]
         return models
 
     async def model_info(self, model: str) -> ModelInfo:
@@ -185,19 +216,21 @@ class Gateway:
     def token_counter(self, model: str) -> TokenCounter:
         """Counts message texts for ``model``: exact on the embedded backend, else the calibrated estimate."""
         backend = self.backend_for(model)
+        estimate = CalibratedCounter(self.calibration, model)
         if isinstance(backend, EmbeddedBackend):
-            return ExactCounter(backend)
-        return CalibratedCounter(self.calibration, model)
+            return ExactCounter(backend, estimate)
+        return estimate
 
     def count_prompt(self, messages: Sequence[ChatMessage], model: str) -> TokenCount:
         """The tokens ``messages`` will take in ``model``'s context.
 
-        Exact on the embedded backend; for Ollama the calibrated estimate plus
-        a safety margin, since Ollama cannot count before the call.
+        Exact on the embedded backend; for Ollama (and while the bundled model
+        server restarts) the calibrated estimate plus a safety margin.
         """
         backend = self.backend_for(model)
         if isinstance(backend, EmbeddedBackend):
-            return TokenCount(tokens=backend.count_prompt_tokens(messages), exact=True)
+            with contextlib.suppress(LLMError):
+                return TokenCount(tokens=backend.count_prompt_tokens(messages), exact=True)
         estimate = sum(self.calibration.estimate(model, TiktokenCounter().count(m.content).tokens) for m in messages)
         return TokenCount(tokens=math.ceil(estimate * (1 + OLLAMA_ESTIMATE_MARGIN)), exact=False)
 

@@ -24,6 +24,7 @@ from contextmgr.llm.types import (
     ChatMessage,
     ChatResult,
     ChatStream,
+    ContextOverflow,
     LLMError,
     LLMRequestError,
     LLMTimeout,
@@ -32,6 +33,8 @@ from contextmgr.llm.types import (
 )
 
 NS = 1e-9
+# Marks a summary or an aging call: the bundled model server serves chat turns first; Ollama ignores it.
+PRIORITY_HEADER = "X-Ollm-Priority"
 
 
 def parse_parameter_size(text: str | None) -> float | None:
@@ -45,24 +48,32 @@ def parse_parameter_size(text: str | None) -> float | None:
 
 class OllamaBackend:
     name = "ollama"
+    label = "Ollama"
 
     def __init__(self, *, host: str, timeout: float = 120.0, connect_timeout: float = 3.0) -> None:
         self.host = host
         self._timeout = httpx.Timeout(timeout, connect=connect_timeout)
         # httpx connections belong to the event loop that opened them, and this
         # backend is called from several (the server's, and the ones async_to_sync
-        # makes in worker threads): one client per loop.
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ollama.AsyncClient] = (
+        # makes in worker threads): one client per loop, and per priority.
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[bool, ollama.AsyncClient]] = (
             weakref.WeakKeyDictionary()
         )
 
+    def _client_for(self, *, background: bool) -> ollama.AsyncClient:
+        clients = self._clients.setdefault(asyncio.get_running_loop(), {})
+        client = clients.get(background)
+        if client is None:
+            headers = {PRIORITY_HEADER: "background"} if background else {}
+            client = clients[background] = ollama.AsyncClient(host=self.host, timeout=self._timeout, headers=headers)
+        return client
+
     @property
     def _client(self) -> ollama.AsyncClient:
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            client = self._clients[loop] = ollama.AsyncClient(host=self.host, timeout=self._timeout)
-        return client
+        return self._client_for(background=False)
+
+    def unreachable(self) -> str:
+        return f"Ollama is not reachable at {self.host}: start it with `ollama serve` or set OLLAMA_HOST"
 
     @asynccontextmanager
     async def _errors(self, model: str | None = None) -> AsyncIterator[None]:
@@ -73,15 +84,17 @@ class OllamaBackend:
         except ollama.ResponseError as exc:
             if exc.status_code == 404 and model is not None:
                 raise ModelNotFound(f"model {model} is not pulled; run `ollama pull {model}`") from exc
-            raise LLMRequestError(f"Ollama refused the request ({exc.status_code}): {exc.error}") from exc
+            if exc.status_code == 413:
+                raise ContextOverflow(exc.error) from exc
+            raise LLMRequestError(f"{self.label} refused the request ({exc.status_code}): {exc.error}") from exc
         except (ConnectionError, httpx.ConnectError) as exc:
-            raise BackendUnavailable(
-                f"Ollama is not reachable at {self.host}: start it with `ollama serve` or set OLLAMA_HOST"
-            ) from exc
+            raise BackendUnavailable(self.unreachable()) from exc
         except httpx.TimeoutException as exc:
-            raise LLMTimeout(f"Ollama at {self.host} did not answer in time") from exc
+            raise LLMTimeout(f"{self.label} at {self.host} did not answer in time") from exc
         except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
-            raise LLMRequestError(f"the connection to Ollama at {self.host} broke off mid-reply") from exc
+            raise LLMRequestError(
+                f"the connection to {self.label} at {self.host} broke off mid-reply; Retry asks again"
+            ) from exc
 
     def chat(
         self,
@@ -93,20 +106,24 @@ class OllamaBackend:
         temperature: float = 0.0,
         stop: Sequence[str] = (),
         seed: int | None = None,
+        background: bool = False,
     ) -> ChatStream:
+        """A reply; ``background`` marks a summary or an aging call, which may wait for chat turns."""
         options: dict[str, Any] = {"num_ctx": num_ctx, "num_predict": max_tokens, "temperature": temperature}
         if stop:
             options["stop"] = list(stop)
         if seed is not None:
             options["seed"] = seed
-        return ChatStream(self._stream([{"role": m.role, "content": m.content} for m in messages], model, options))
+        payload = [{"role": m.role, "content": m.content} for m in messages]
+        return ChatStream(self._stream(payload, model, options, background=background))
 
     async def _stream(
-        self, messages: list[dict[str, str]], model: str, options: dict[str, Any]
+        self, messages: list[dict[str, str]], model: str, options: dict[str, Any], *, background: bool
     ) -> AsyncGenerator[str | ChatResult, None]:
         started = time.perf_counter()
         async with self._errors(model):
-            parts = await self._client.chat(model=model, messages=messages, stream=True, options=options)
+            client = self._client_for(background=background)
+            parts = await client.chat(model=model, messages=messages, stream=True, options=options)
             async for part in parts:
                 if part.message.content:
                     yield part.message.content
@@ -122,7 +139,7 @@ class OllamaBackend:
                     )
                     return
             raise LLMRequestError(
-                f"Ollama at {self.host} ended the reply after {time.perf_counter() - started:.1f} s "
+                f"{self.label} at {self.host} ended the reply after {time.perf_counter() - started:.1f} s "
                 "without finishing it"
             )
 

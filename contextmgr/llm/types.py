@@ -113,6 +113,7 @@ class LLMBackend(Protocol):
         temperature: float = 0.0,
         stop: Sequence[str] = (),
         seed: int | None = None,
+        background: bool = False,
     ) -> ChatStream: ...
 
     async def list_models(self) -> list[ModelInfo]: ...

@@ -193,6 +193,7 @@ class _Summarizer:
             num_ctx=self.num_ctx,
             max_tokens=max_tokens,
             temperature=0.0,
+            background=True,  # a chat turn on the bundled model goes first
         )
         _reconnect_if_broken()  # the call may have outlasted the database connection
         return completion.text.strip()

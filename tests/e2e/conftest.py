@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.model_server import ModelServerProcess
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("OLLM_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -35,7 +37,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="session")
-def live_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def live_url(tmp_path_factory: pytest.TempPathFactory, model_server: ModelServerProcess) -> Iterator[str]:
     work = tmp_path_factory.mktemp("e2e")
     env = {
         **os.environ,
@@ -44,7 +46,7 @@ def live_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "SECRET_KEY": "e2e-only-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz",
         "DATABASE_URL": f"sqlite:///{work / 'e2e.sqlite3'}",
         "OLLM_LLM_BACKEND": "embedded",
-        "OLLM_EMBEDDED_N_CTX": "2048",
+        "OLLM_MODEL_SERVER_URL": model_server.url,
         "OLLM_REPLY_MAX_TOKENS": "40",
         "OLLM_CHAT_TEMPERATURE": "0",
     }

@@ -4,29 +4,36 @@ import socket
 
 import pytest
 
+from contextmgr.llm import get_gateway
 from contextmgr.llm.embedded import EmbeddedBackend
 from contextmgr.llm.ollama_backend import OllamaBackend
-from tests.support.fake_ollama import FakeOllama
+
+
+@pytest.fixture(scope="session", autouse=True)
+def app_model_server(model_server):
+    """The app's own gateway (``get_gateway``) reaches the tests' model server."""
+    from django.conf import settings
+
+    previous = settings.OLLM_MODEL_SERVER_URL
+    settings.OLLM_MODEL_SERVER_URL = model_server.url
+    get_gateway.cache_clear()
+    yield model_server
+    settings.OLLM_MODEL_SERVER_URL = previous
+    get_gateway.cache_clear()
 
 
 @pytest.fixture(scope="session")
-def embedded_backend():
-    """One real SmolLM2 instance for the whole run (it loads in about 0.3 s, but once is enough)."""
-    return EmbeddedBackend(n_ctx=4096)
-
-
-@pytest.fixture(scope="session")
-def fake_ollama_server(embedded_backend):
-    server = FakeOllama(embedded_backend).start()
-    yield server
-    server.stop()
+def embedded_backend(model_server):
+    """The embedded backend, as the app makes it: a client of the bundled model server."""
+    return EmbeddedBackend(host=model_server.url, timeout=120)
 
 
 @pytest.fixture
-def fake_ollama(fake_ollama_server):
-    fake_ollama_server.reset()
-    yield fake_ollama_server
-    fake_ollama_server.reset()
+def fake_ollama(model_server):
+    """The same server as Ollama's stand-in (model ``SERVED_MODEL``), behaving normally at the start."""
+    model_server.reset()
+    yield model_server
+    model_server.reset()
 
 
 @pytest.fixture

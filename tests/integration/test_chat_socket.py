@@ -13,15 +13,17 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import Client, override_settings
+from django.utils import timezone
 
 from chat.models import Message, Session
 from chat.services import message_create, session_create
 from contextmgr.llm.embedded import MODEL_NAME
 from ollm_site.asgi import application
+from tests.support.timing import scaled, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-TIMEOUT = 120
+TIMEOUT = scaled(120)
 
 
 @pytest.fixture
@@ -109,7 +111,7 @@ async def fake_ollama_chat(user, use_gateway, fake_ollama) -> tuple[Session, Web
     """A session on the fake Ollama server (its behaviour scripts the replies) and a connected socket."""
     from contextmgr.llm.gateway import Gateway
     from contextmgr.llm.ollama_backend import OllamaBackend
-    from tests.support.fake_ollama import SERVED_MODEL
+    from tests.support.model_server import SERVED_MODEL
 
     use_gateway(Gateway(mode="ollama", embedded=None, ollama=OllamaBackend(host=fake_ollama.url, timeout=60)))
     session = await sync_to_async(session_create)(owner=user, model=SERVED_MODEL, context_size=4096)
@@ -174,7 +176,9 @@ async def test_a_history_change_while_a_reply_streams_resends_the_history_at_its
 
 
 @override_settings(OLLM_CHAT_TEMPERATURE=0.7, OLLM_REPLY_MAX_TOKENS=400)
-async def test_stop_cancels_the_reply_and_keeps_what_came(small_session, user, app_gateway, embedded_backend):
+async def test_stop_cancels_the_reply_and_keeps_what_came(small_session, user, app_gateway, fake_ollama):
+    # A slow model: the reply cannot end by itself before Stop arrives, however busy the machine.
+    fake_ollama.behaviour.chunk_delay_seconds = 0.25
     communicator = await socket(small_session.pk, user)
     assert (await communicator.connect())[0]
     await communicator.send_to(text_data=json.dumps({"message": "Write a long story about a lighthouse keeper."}))
@@ -188,7 +192,10 @@ async def test_stop_cancels_the_reply_and_keeps_what_came(small_session, user, a
     assert reply is not None
     assert reply.done_reason == "cancelled"
     assert 0 < reply.tokens < 400
-    assert embedded_backend.recent_results[-1].done_reason == "cancelled"
+    served = await asyncio.to_thread(
+        wait_until, lambda: fake_ollama.behaviour.served, timeout=60, what="the server to end the generation"
+    )
+    assert served[-1].done_reason == "cancelled"
 
 
 @pytest.mark.parametrize(
@@ -238,6 +245,24 @@ async def test_an_unreachable_backend_keeps_the_message_and_retry_does_not_dupli
     await frames_until(communicator, 'class="status error"')
     await communicator.disconnect()
     assert [m.content async for m in Message.objects.filter(session=session)] == ["Are you there?"]
+
+
+@override_settings(OLLM_COMPRESSION_WAIT_SECONDS=1.0)
+async def test_a_turn_waiting_for_a_compression_says_so_instead_of_thinking(small_session, user):
+    await sync_to_async(message_create)(session=small_session, role="user", content="Some background. " * 250)
+    await Session.objects.filter(pk=small_session.pk).aupdate(compression_started_at=timezone.now())
+    communicator = await socket(small_session.pk, user)
+    assert (await communicator.connect())[0]
+    await communicator.send_to(text_data=json.dumps({"message": "A long question. " * 300}))
+    frames = await frames_until(communicator, "waiting for the compression")
+    assert '<span class="muted" id="reply-1-status">thinking…</span>' in "".join(frames[:-1])
+    assert (
+        '<span id="reply-1-status" class="muted" hx-swap-oob="true">waiting for the compression to finish…</span>'
+        in frames[-1]
+    )
+    frames = await frames_until(communicator, 'class="status error"')
+    assert "still running; your message is saved" in frames[-1]
+    await communicator.disconnect()
 
 
 async def test_retry_without_an_unanswered_message_says_so(small_session, user):

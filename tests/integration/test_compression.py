@@ -25,7 +25,7 @@ from contextmgr.services.compression import compression_maybe_schedule, compress
 from contextmgr.services.events import event_record
 from contextmgr.services.goals import decision_record, goal_create
 from contextmgr.tasks import compress_session
-from tests.support.fake_ollama import SERVED_MODEL
+from tests.support.model_server import SERVED_MODEL
 
 SMALL = {SERVED_MODEL: {8192: 1200}}  # an 8K (Tier 2) selection squeezed to 1,200 tokens
 ANSWER = (

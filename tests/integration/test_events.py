@@ -52,7 +52,7 @@ async def test_a_compression_reports_its_progress_and_events_live(fake_ollama, u
     from contextmgr.llm.gateway import Gateway
     from contextmgr.llm.ollama_backend import OllamaBackend
     from contextmgr.services.compression import compression_run
-    from tests.support.fake_ollama import SERVED_MODEL
+    from tests.support.model_server import SERVED_MODEL
 
     fake_ollama.behaviour.canned_reply = "Short summary."
     gateway = Gateway(mode="ollama", embedded=None, ollama=OllamaBackend(host=fake_ollama.url))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from contextmgr.core.tokens import count_text_tokens
@@ -19,7 +17,7 @@ from contextmgr.llm.types import (
     LLMTimeout,
     ModelNotFound,
 )
-from tests.support.fake_ollama import SERVED_MODEL
+from tests.support.model_server import SERVED_MODEL
 
 HELLO = [ChatMessage("user", "Say hello.")]
 LONG = [ChatMessage("user", "Count from 1 to 300, separated by commas.")]
@@ -72,7 +70,7 @@ async def test_a_slow_server_times_out(fake_ollama):
 
 async def test_a_server_error_is_reported_with_its_status(ollama_backend, fake_ollama):
     fake_ollama.behaviour.fail_status = 500
-    with pytest.raises(LLMRequestError, match=r"Ollama refused the request \(500\): the fake server was told to fail"):
+    with pytest.raises(LLMRequestError, match=r"Ollama refused the request \(500\): the test server was told to fail"):
         await ollama_backend.chat(HELLO, model=SERVED_MODEL, num_ctx=2048, max_tokens=5).collect()
 
 
@@ -90,9 +88,14 @@ def test_parameter_size_strings(text, size):
 async def test_embedded_counts_are_exact_and_differ_from_tiktoken(embedded_backend):
     text = "Context compression keeps long conversations going: src/auth/login.ts, 13,600 tokens."
     exact = await embedded_backend.count_tokens(text, EMBEDDED_MODEL)
-    llama = embedded_backend._load().llama
-    assert exact == len(llama.tokenize(text.encode(), add_bos=False, special=False))
     assert exact != count_text_tokens(text)
+    # A message costs its text plus the chat template's overhead, and the prompt count is what the model evaluates.
+    messages = [ChatMessage("system", "Be brief."), ChatMessage("user", text)]
+    counted = embedded_backend.count_prompt_tokens(messages)
+    with_one_message = embedded_backend.count_prompt_tokens(messages[:1])
+    assert counted - with_one_message == exact + embedded_backend.message_overhead()
+    completion = await embedded_backend.chat(messages, model=EMBEDDED_MODEL, num_ctx=2048, max_tokens=2).collect()
+    assert completion.result.prompt_tokens == counted
 
 
 async def test_embedded_refuses_a_prompt_larger_than_num_ctx(embedded_backend):
@@ -111,121 +114,28 @@ async def test_embedded_caps_the_reply_to_what_num_ctx_leaves(embedded_backend):
     assert completion.result.done_reason == "length"
 
 
-def test_embedded_sends_the_tokens_llama_cpp_would_make_of_the_prompt_text(embedded_backend):
-    """The prompt goes to llama.cpp as tokens, tokenized once: they must be the ones it builds from the text."""
-    prompt, _ = embedded_backend.prompt_for([ChatMessage("system", "Be brief."), *LONG])
-    llama = embedded_backend._load().llama
-    # llama-cpp-python's rule for a text prompt: the model's BOS if it wants one, then the text, specials parsed.
-    bos = [llama.token_bos()] if llama._model.add_bos_token() else []
-    tokens = embedded_backend.prompt_tokens(prompt)
-    assert list(tokens) == bos + llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
-    assert embedded_backend.prompt_tokens(prompt) is tokens, "a prompt counted once is not tokenized again"
+async def test_summaries_are_sent_as_background_work_and_turns_as_interactive(embedded_backend, fake_ollama):
+    await embedded_backend.chat(HELLO, model=EMBEDDED_MODEL, num_ctx=1024, max_tokens=2, background=True).collect()
+    await embedded_backend.chat(HELLO, model=EMBEDDED_MODEL, num_ctx=1024, max_tokens=2).collect()
+    assert [s.priority for s in fake_ollama.behaviour.served] == ["background", "interactive"]
 
 
-def test_embedded_remembers_only_the_last_few_prompts(embedded_backend):
-    from contextmgr.llm.embedded import TOKENIZED_PROMPTS_KEPT
-
-    first = embedded_backend.prompt_tokens("prompt 0")
-    for n in range(1, TOKENIZED_PROMPTS_KEPT + 1):
-        embedded_backend.prompt_tokens(f"prompt {n}")
-    again = embedded_backend.prompt_tokens("prompt 0")
-    assert again == first
-    assert again is not first
-    assert len(embedded_backend._tokenized) == TOKENIZED_PROMPTS_KEPT
-
-
-class CountingLock:
-    """Wraps the model's lock to see how many generations hold it at once."""
-
-    def __init__(self, inner):
-        self.inner, self.holders, self.most, self.entries = inner, 0, 0, 0
-
-    def __enter__(self):
-        self.inner.acquire()
-        self.holders += 1
-        self.entries += 1
-        self.most = max(self.most, self.holders)
-
-    def __exit__(self, *exc_info):
-        self.holders -= 1
-        self.inner.release()
+async def test_an_unreachable_model_server_is_named_with_what_to_do(closed_port_url):
+    backend = EmbeddedBackend(host=closed_port_url, timeout=5)
+    with pytest.raises(BackendUnavailable, match=r"bundled model server is not reachable at .*`make run` starts it"):
+        await backend.chat(HELLO, model=EMBEDDED_MODEL, num_ctx=1024, max_tokens=2).collect()
+    with pytest.raises(BackendUnavailable, match="the bundled model server is not reachable"):
+        backend.count_prompt_tokens(HELLO)
+    status = await Gateway(mode="embedded", embedded=backend, ollama=None).status()
+    assert status.backend == "none"
+    assert "the bundled model server is not reachable" in status.reason
 
 
-async def test_embedded_generation_is_serialized(embedded_backend, monkeypatch):
-    loaded = embedded_backend._load()
-    counting = CountingLock(loaded.lock)
-    monkeypatch.setattr(loaded, "lock", counting)
-
-    async def reply(n: int) -> str:
-        stream = embedded_backend.chat(
-            [ChatMessage("user", f"Name the number {n}.")], model=EMBEDDED_MODEL, num_ctx=1024, max_tokens=6
-        )
-        return str((await stream.collect()).text)
-
-    texts = await asyncio.gather(reply(1), reply(2), reply(3))
-    assert all(texts)
-    assert (counting.entries, counting.most) == (3, 1)
-
-
-def test_embedded_without_its_package(monkeypatch):
-    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
-    backend = EmbeddedBackend()
-    assert not asyncio.run(backend.health())
-
-
-async def test_gateway_auto_falls_back_to_embedded_and_says_why(embedded_backend, closed_port_url):
-    gateway = Gateway(mode="auto", embedded=embedded_backend, ollama=OllamaBackend(host=closed_port_url))
-    status = await gateway.status()
-    assert (status.backend, status.default_model) == ("embedded", EMBEDDED_MODEL)
-    assert status.reason == f"Ollama is not reachable at {closed_port_url}; using the embedded model"
-    assert [m.name for m in await gateway.list_models()] == [EMBEDDED_MODEL]
-
-
-async def test_gateway_auto_prefers_ollama_and_merges_model_lists(embedded_backend, fake_ollama):
-    gateway = Gateway(mode="auto", embedded=embedded_backend, ollama=OllamaBackend(host=fake_ollama.url))
-    status = await gateway.status()
-    assert (status.backend, status.default_model) == ("ollama", SERVED_MODEL)
-    assert [(m.name, m.backend) for m in await gateway.list_models()] == [
-        (EMBEDDED_MODEL, "embedded"),
-        (SERVED_MODEL, "ollama"),
-    ]
-    assert gateway.backend_for(EMBEDDED_MODEL) is embedded_backend
-    assert await gateway.count_tokens("hi", EMBEDDED_MODEL) is not None
-    assert await gateway.count_tokens("hi", SERVED_MODEL) is None
-
-
-async def test_gateway_learns_a_correction_factor_from_ollama_counts(embedded_backend, fake_ollama):
-    gateway = Gateway(mode="ollama", embedded=embedded_backend, ollama=OllamaBackend(host=fake_ollama.url))
-    assert gateway.calibration.factor(SERVED_MODEL) == 1.0
-    messages = [
-        ChatMessage("system", "You answer questions about software architecture, briefly and precisely."),
-        ChatMessage("user", "Explain context windows in one sentence, mentioning src/auth/login.ts and 13,600 tokens."),
-    ]
-    completion = await gateway.complete(messages, model=SERVED_MODEL, num_ctx=2048, max_tokens=4)
-    factor = gateway.calibration.factor(SERVED_MODEL)
-    estimate = sum(count_text_tokens(m.content) + 4 for m in messages)
-    assert completion.result.prompt_tokens != estimate
-    assert factor == pytest.approx(completion.result.prompt_tokens / estimate)
-    assert gateway.estimate_tokens("hello world", SERVED_MODEL) == -(-count_text_tokens("hello world") * factor // 1)
-
-
-async def test_gateway_modes_switch_backends_off(embedded_backend, fake_ollama, closed_port_url):
-    only_embedded = Gateway(mode="embedded", embedded=embedded_backend, ollama=OllamaBackend(host=fake_ollama.url))
-    with pytest.raises(ModelNotFound, match="OLLM_LLM_BACKEND=embedded turns off"):
-        only_embedded.backend_for(SERVED_MODEL)
-    assert (await only_embedded.status()).reason == "OLLM_LLM_BACKEND=embedded"
-    only_ollama = Gateway(mode="ollama", embedded=embedded_backend, ollama=OllamaBackend(host=closed_port_url))
-    with pytest.raises(ModelNotFound, match="OLLM_LLM_BACKEND=ollama turns off"):
-        only_ollama.backend_for(EMBEDDED_MODEL)
-    assert (await only_ollama.status()).backend == "none"
-    assert not await only_ollama.health()
-    with pytest.raises(ValueError, match="OLLM_LLM_BACKEND must be one of auto, ollama, embedded"):
-        Gateway(mode="cloud", embedded=None, ollama=None)
-
-
-def test_one_backend_serves_calls_from_several_event_loops(fake_ollama):
-    # As compressions do: each async_to_sync call in a worker thread runs its own loop.
-    backend = OllamaBackend(host=fake_ollama.url)
-    for _ in range(3):
-        completion = asyncio.run(backend.chat(HELLO, model=SERVED_MODEL, num_ctx=2048, max_tokens=3).collect())
-        assert completion.result.completion_tokens > 0
+def test_while_the_model_server_is_away_messages_are_counted_by_the_estimate(closed_port_url):
+    gateway = Gateway(mode="embedded", embedded=EmbeddedBackend(host=closed_port_url, timeout=5), ollama=None)
+    count = gateway.token_counter(EMBEDDED_MODEL).count("A message stored while the server restarts.")
+    assert not count.exact
+    assert count.tokens > 0
+    prompt = gateway.count_prompt(HELLO, EMBEDDED_MODEL)
+    assert not prompt.exact
+    assert prompt.tokens > 0

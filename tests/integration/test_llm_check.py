@@ -10,7 +10,7 @@ from contextmgr import llm
 from contextmgr.llm.embedded import MODEL_NAME as EMBEDDED_MODEL
 from contextmgr.llm.gateway import Gateway
 from contextmgr.llm.ollama_backend import OllamaBackend
-from tests.support.fake_ollama import SERVED_MODEL
+from tests.support.model_server import SERVED_MODEL
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
-"""The same assertions against both backends: the embedded model in-process, and
-the Ollama backend over real HTTP to a wire-compatible server that answers with
-the same embedded model."""
+"""The same assertions against both backends, each over real HTTP to the bundled model
+server: the embedded backend (exact counts, priorities) and the Ollama backend, which
+sees the same server as an Ollama that serves SERVED_MODEL."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import pytest
 
 from contextmgr.llm.embedded import MODEL_NAME as EMBEDDED_MODEL
 from contextmgr.llm.types import ChatMessage, ChatResult, ModelNotFound
-from tests.support.fake_ollama import SERVED_MODEL
+from tests.support.model_server import SERVED_MODEL
+from tests.support.timing import wait_until
 
 HELLO = [ChatMessage("system", "You are terse."), ChatMessage("user", "Say hello.")]
 LONG = [ChatMessage("user", "Count from 1 to 300, separated by commas.")]
@@ -58,7 +59,7 @@ async def test_temperature_zero_with_a_seed_repeats(backend_and_model):
     assert replies[1]
 
 
-async def test_closing_the_stream_stops_generation(backend_and_model, embedded_backend):
+async def test_closing_the_stream_stops_generation(backend_and_model, embedded_backend, fake_ollama):
     backend, model = backend_and_model
     stream = backend.chat(LONG, model=model, num_ctx=2048, max_tokens=400, temperature=0)
     received = []
@@ -67,21 +68,15 @@ async def test_closing_the_stream_stops_generation(backend_and_model, embedded_b
         if len(received) == 3:
             break
     await stream.aclose()
-    # Both paths end in the same model: wait until the generation has let go of it,
-    # then find how this prompt's run ended.
+    # The server stops generating when its client goes away, and records how the run ended.
     prompt_tokens = embedded_backend.count_prompt_tokens(LONG)
-    lock = embedded_backend._load().lock
-    ours = []
-    for _ in range(100):
-        await asyncio.sleep(0.05)
-        if await asyncio.to_thread(lock.acquire, True, 60):
-            lock.release()
-        ours = [r for r in embedded_backend.recent_results if r.prompt_tokens == prompt_tokens]
-        if ours and ours[-1].done_reason == "cancelled":
-            break
-    assert ours
-    assert ours[-1].done_reason == "cancelled"
-    assert ours[-1].completion_tokens < 100  # uncancelled, this prompt runs to the 400-token cap
+
+    def ours():
+        return [s for s in fake_ollama.behaviour.served if s.prompt_tokens == prompt_tokens]
+
+    await asyncio.to_thread(wait_until, ours, timeout=60, what="the server to end the closed generation")
+    assert ours()[-1].done_reason == "cancelled"
+    assert ours()[-1].completion_tokens < 100  # uncancelled, this prompt runs to the 400-token cap
 
 
 async def test_model_info_and_list(backend_and_model):

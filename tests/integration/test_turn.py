@@ -125,9 +125,15 @@ async def test_a_turn_that_needs_room_waits_for_the_running_compression(small_se
     await sync_to_async(message_create)(session=small_session, role="user", content="Some background. " * 250)
     await Session.objects.filter(pk=small_session.pk).aupdate(compression_started_at=timezone.now())
     text = "A long question. " * 300  # fits alone, not beside the background
+    waits: list[str] = []
+
+    async def on_wait(why: str) -> None:
+        waits.append(why)
+
     with pytest.raises(LLMTimeout, match="still running; your message is saved"):
-        await turn_run(session_id=small_session.pk, content=text, gateway=gateway)
+        await turn_run(session_id=small_session.pk, content=text, gateway=gateway, on_wait=on_wait)
     assert await Message.objects.filter(session=small_session, content=text).aexists()
+    assert waits == ["waiting for the compression to finish…"], "said once, however long the wait"
 
 
 async def test_an_unknown_model_keeps_the_message(user, gateway):

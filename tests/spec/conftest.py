@@ -17,8 +17,8 @@ from contextmgr.llm.ollama_backend import OllamaBackend
 from contextmgr.models import Checkpoint, ContextEvent
 from contextmgr.selectors import session_budget
 from contextmgr.services.compression import CompressionOutcome
-from tests.integration.conftest import embedded_backend, fake_ollama, fake_ollama_server  # noqa: F401
-from tests.support.fake_ollama import SERVED_MODEL
+from tests.integration.conftest import app_model_server, embedded_backend, fake_ollama  # noqa: F401
+from tests.support.model_server import SERVED_MODEL
 
 # Plain prose without paths, numbers, quotes or decisions: no key facts, so a
 # canned summary is never retried for lost facts and each compression is one call.

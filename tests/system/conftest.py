@@ -24,7 +24,7 @@ import psycopg
 import pytest
 import redis
 
-from tests.support.fake_ollama import SERVED_MODEL, FakeOllama
+from tests.support.model_server import SERVED_MODEL, ModelServerProcess
 from tests.system.support import (
     PYTHON,
     ROOT,
@@ -95,21 +95,15 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def fake_llm(services: Services) -> Iterator[FakeOllama]:
-    from contextmgr.llm.embedded import EmbeddedBackend
-
-    server = FakeOllama(EmbeddedBackend(n_ctx=2048)).start()
-    yield server
-    server.stop()
+def fake_llm(services: Services, model_server: ModelServerProcess) -> ModelServerProcess:
+    return model_server
 
 
 @pytest.fixture
-def llm(fake_llm: FakeOllama) -> Iterator[FakeOllama]:
+def llm(fake_llm: ModelServerProcess) -> Iterator[ModelServerProcess]:
     fake_llm.reset()
     yield fake_llm
-    if fake_llm.behaviour.hold is not None:
-        fake_llm.behaviour.hold.set()
-    fake_llm.reset()
+    fake_llm.reset()  # lets held generations go too
 
 
 @pytest.fixture(scope="session")
@@ -124,7 +118,7 @@ def system_db(services: Services) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def base_env(services: Services, system_db: str, fake_llm: FakeOllama, logdir: Path) -> dict[str, str]:
+def base_env(services: Services, system_db: str, fake_llm: ModelServerProcess, logdir: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "CELERY_TASK_ALWAYS_EAGER")}
     env.update(
         {

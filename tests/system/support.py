@@ -18,7 +18,6 @@ import struct
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import psycopg
+
+from tests.support.timing import scaled, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -44,18 +45,6 @@ def port_open(port: int) -> bool:
     except OSError:
         return False
     return True
-
-
-def wait_until(condition: Callable[[], Any], *, timeout: float, what: str, every: float = 0.1) -> Any:
-    """Poll ``condition`` until it returns something truthy; fail with ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(every)
 
 
 # --- processes ---------------------------------------------------------------------------------
@@ -122,7 +111,7 @@ def wait_daphne(proc: Proc, port: int, timeout: float = 60) -> None:
             raise AssertionError(f"{proc.name} exited: {proc.output()[-3000:]}")
         return port_open(port)
 
-    wait_until(up, timeout=timeout, what=f"{proc.name} to listen on {port}", every=0.2)
+    wait_until(up, timeout=timeout, what=f"{proc.name} to listen on {port}", interval=0.2)
 
 
 def start_worker(name: str, env: dict[str, str], logdir: Path, *, pool: str = "solo", queue: str = "") -> Proc:
@@ -141,7 +130,7 @@ def wait_worker(proc: Proc, timeout: float = 60) -> None:
             raise AssertionError(f"{proc.name} exited: {proc.output()[-3000:]}")
         return " ready." in proc.output()
 
-    wait_until(ready, timeout=timeout, what=f"{proc.name} to be ready", every=0.2)
+    wait_until(ready, timeout=timeout, what=f"{proc.name} to be ready", interval=0.2)
 
 
 # --- the database ------------------------------------------------------------------------------
@@ -328,6 +317,7 @@ class WebSocket:
 
     async def wait_for(self, condition: Callable[[Frames], Any], *, timeout: float, what: str) -> Any:
         """Wait until ``condition(frames)`` is truthy; fail with ``what`` after ``timeout`` seconds."""
+        timeout = scaled(timeout)
         deadline = asyncio.get_running_loop().time() + timeout
         while True:
             value = condition(self.frames)

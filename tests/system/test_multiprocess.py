@@ -7,9 +7,9 @@ import concurrent.futures
 import json
 import os
 import signal
-import threading
 import time
 
+from tests.support.model_server import Hold
 from tests.system.conftest import LEASE_SECONDS, Stack
 from tests.system.support import (
     Proc,
@@ -90,11 +90,10 @@ def outcomes(dsn: str, session_id: str) -> list[str]:
 SUMMARY = "Logins are validated with argon2 and audited."
 
 
-def held_generation(llm) -> threading.Event:
-    """Make the LLM hold every generation until the returned event is set (then answer a short summary)."""
-    hold = threading.Event()
-    llm.behaviour.hold = hold
+def held_generation(llm) -> Hold:
+    """Make the LLM hold every generation until the returned hold is set (then answer a short summary)."""
     llm.behaviour.canned_reply = SUMMARY
+    hold: Hold = llm.hold()
     return hold
 
 

@@ -1,0 +1,161 @@
+"""``python -m modelserver``: serve the bundled model over Ollama's API.
+
+With ``--supervise`` it runs the server as a child process and starts it again
+whenever it dies (a crash of the native library, ``kill -9``, the OOM killer),
+so the web server and the workers, which only talk to it over HTTP, see a
+failed request and then a working server again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+from modelserver.portability import missing_cpu_flags
+
+DEFAULT_PORT = 11435
+DEFAULT_NAME = "embedded/smollm2-135m"
+# Exit codes after which the supervisor does not try again: a clean stop, and a setting or
+# a machine that cannot work (a busy port, a CPU without AVX2).
+DONE, CANNOT_SERVE = 0, 2
+
+logger = logging.getLogger("modelserver")
+
+
+def physical_cores() -> int:
+    """Cores, not hardware threads: llama.cpp gains nothing from a core's second thread."""
+    usable = os.sched_getaffinity(0)
+    cores: set[tuple[str, str]] = set()
+    for cpu in usable:
+        topology = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
+        try:
+            package = (topology / "physical_package_id").read_text().strip()
+            core = (topology / "core_id").read_text().strip()
+        except OSError:
+            return len(usable)
+        cores.add((package, core))
+    return max(1, len(cores))
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m modelserver", description=__doc__)
+    parser.add_argument("--host", default=os.environ.get("OLLM_MODEL_SERVER_HOST", "127.0.0.1"))
+    parser.add_argument("--port", type=int, default=int(os.environ.get("OLLM_MODEL_SERVER_PORT", DEFAULT_PORT)))
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=int(os.environ.get("OLLM_MODEL_THREADS", "0")),
+        help="threads for generation (default: the machine's physical cores)",
+    )
+    parser.add_argument("--n-ctx", type=int, default=int(os.environ.get("OLLM_EMBEDDED_N_CTX", "8192")))
+    parser.add_argument(
+        "--cache-mb",
+        type=int,
+        default=int(os.environ.get("OLLM_EMBEDDED_CACHE_MB", "256")),
+        help="RAM for the KV states of recent chat prompts",
+    )
+    parser.add_argument(
+        "--name", action="append", dest="names", help=f"a name the model answers to (default {DEFAULT_NAME})"
+    )
+    parser.add_argument("--test-controls", action="store_true", help="accept the tests' /_test/ requests")
+    parser.add_argument("--supervise", action="store_true", help="run the server as a child and restart it")
+    args = parser.parse_args(argv)
+    args.names = tuple(args.names or (DEFAULT_NAME,))
+    return args
+
+
+def supervise(argv: list[str]) -> int:
+    """Run ``python -m modelserver`` (without ``--supervise``) until it stops on purpose."""
+    child_argv = [sys.executable, "-m", "modelserver", *(arg for arg in argv if arg != "--supervise")]
+    child: subprocess.Popen[bytes] | None = None
+    stopping = False
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+        if child is not None and child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    backoff = 0.5
+    while True:
+        started = time.monotonic()
+        child = subprocess.Popen(child_argv)
+        code = child.wait()
+        if stopping or code in (DONE, CANNOT_SERVE):
+            return DONE if stopping else code
+        if time.monotonic() - started > 30:
+            backoff = 0.5
+        reason = f"signal {-code}" if code < 0 else f"exit code {code}"
+        logger.warning("the model server died (%s); starting it again in %.1f s", reason, backoff)
+        time.sleep(backoff)
+        backoff = min(backoff * 2, 10.0)
+
+
+def cpu_problem(cpuinfo: str) -> str | None:
+    """What keeps the bundled model off this CPU (from /proc/cpuinfo's text), or None."""
+    missing = missing_cpu_flags(cpuinfo)
+    if not missing:
+        return None
+    return (
+        f"this CPU lacks {', '.join(missing)}: the bundled model needs an x86-64 CPU with AVX2 "
+        "(Intel Haswell, AMD Zen or newer). Use Ollama instead: OLLM_LLM_BACKEND=ollama."
+    )
+
+
+def serve(args: argparse.Namespace) -> int:
+    cpuinfo = Path("/proc/cpuinfo")
+    problem = cpu_problem(cpuinfo.read_text() if cpuinfo.exists() else "")
+    if problem is not None:
+        logger.error("%s", problem)
+        return CANNOT_SERVE
+    # Imported only now: loading the native library on a CPU without AVX2 could itself crash.
+    from modelserver.engine import Engine, EngineError
+    from modelserver.server import ModelServer
+
+    threads = args.threads or physical_cores()
+    try:
+        engine = Engine(n_ctx=args.n_ctx, n_threads=threads, cache_bytes=args.cache_mb << 20)
+    except EngineError as exc:
+        logger.error("%s", exc)
+        return CANNOT_SERVE
+    try:
+        server = ModelServer(engine, host=args.host, port=args.port, names=args.names, test_controls=args.test_controls)
+    except OSError as exc:
+        logger.error("cannot listen on %s:%s: %s", args.host, args.port, exc)
+        return CANNOT_SERVE
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(DONE))
+    logger.info(
+        "serving %s on http://%s:%s (%d threads, context %d, pid %d)",
+        ", ".join(args.names),
+        args.host,
+        server.port,
+        threads,
+        args.n_ctx,
+        os.getpid(),
+    )
+    try:
+        server.serve_forever()
+    except (KeyboardInterrupt, SystemExit):
+        pass
+    finally:
+        engine.close()
+    return DONE
+
+
+def main(argv: list[str]) -> int:
+    logging.basicConfig(level=logging.INFO, format="modelserver: %(message)s")
+    args = parse(argv)
+    return supervise(argv) if args.supervise else serve(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,424 @@
+"""Ollama's HTTP API in front of the engine.
+
+``/api/chat`` and ``/api/generate`` (NDJSON streaming or one JSON object),
+``/api/tags``, ``/api/show``, ``/api/ps`` and ``/api/version``, shaped as
+Ollama's, so the official ``ollama`` client talks to it as to Ollama. Two
+additions, which Ollama ignores or lacks:
+
+- the ``X-Ollm-Priority: background`` header marks a summary or an aging call,
+  which gives way to chat turns;
+- ``POST /api/tokenize`` (``{"model", "messages"}`` or ``{"model", "text"}``)
+  counts tokens exactly as generation will.
+
+With ``test_controls`` it also takes ``/_test/...`` requests that make it
+misbehave as an Ollama server can (drop a stream, answer slowly, fail, hold a
+generation until released, answer with a fixed text): the tests' stand-in for
+Ollama is this server, not a second implementation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, fields
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from modelserver.engine import (
+    PARAMETER_SIZE,
+    QUANTIZATION,
+    ContextOverflow,
+    Engine,
+    EngineError,
+    Message,
+    Priority,
+    Result,
+)
+
+VERSION = "0.6.0-ollm-site"
+PRIORITY_HEADER = "X-Ollm-Priority"
+
+
+@dataclass
+class Behaviour:
+    """How the server misbehaves on a test's request (``test_controls`` only)."""
+
+    # Break the stream off after this many chunks, with no final chunk.
+    drop_after_chunks: int | None = None
+    # A pause before answering any request.
+    delay_seconds: float = 0.0
+    # A pause before each streamed chunk: a slow model.
+    chunk_delay_seconds: float = 0.0
+    fail_status: int | None = None
+    # Every generation answers with this text instead of the model's.
+    canned_reply: str | None = None
+    # Generations wait until ``/_test/release`` (at most ``hold_seconds``) before they start.
+    hold: bool = False
+    hold_seconds: float = 120.0
+
+
+@dataclass
+class Record:
+    """What the test controls saw: requests as received, and each finished generation."""
+
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    served: list[dict[str, Any]] = field(default_factory=list)
+    waiting: int = 0
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _canned(text: str) -> Iterator[str | Result]:
+    words = text.split(" ")
+    yield from (word + (" " if index < len(words) - 1 else "") for index, word in enumerate(words) if word or index)
+    yield Result(prompt_tokens=1, completion_tokens=len(words), done_reason="stop", prompt_seconds=0.0,
+                 generation_seconds=0.0)  # fmt: skip
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    # Dozens of clients connect at once under load: the default backlog of 5 is too short.
+    request_queue_size = 128
+    daemon_threads = True
+
+
+class ModelServer:
+    def __init__(
+        self, engine: Engine, *, host: str, port: int, names: tuple[str, ...], test_controls: bool = False
+    ) -> None:
+        self.engine = engine
+        self.names = names
+        self.test_controls = test_controls
+        self.behaviour = Behaviour()
+        self.record = Record()
+        self._released = threading.Event()
+        self._httpd = _HTTPServer((host, port), self._handler())
+
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    def serve_forever(self) -> None:
+        self._httpd.serve_forever()
+
+    def shutdown(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def reset(self) -> None:
+        self._released.set()  # whatever a previous test held goes on
+        self.behaviour = Behaviour()
+        self.record = Record()
+        self._released = threading.Event()
+
+    def _details(self) -> dict[str, Any]:
+        return {
+            "parent_model": "",
+            "format": "gguf",
+            "family": self.engine.family,
+            "families": [self.engine.family],
+            "parameter_size": PARAMETER_SIZE,
+            "quantization_level": QUANTIZATION,
+        }
+
+    def _model_entry(self, name: str) -> dict[str, Any]:
+        return {
+            "name": name,
+            "model": name,
+            "modified_at": _now(),
+            "size": 98_362_432,
+            "digest": "0" * 64,
+            "details": self._details(),
+        }
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # one line per generation is enough
+                pass
+
+            def handle(self) -> None:
+                # A client closing its keep-alive connection is not an error.
+                with contextlib.suppress(ConnectionResetError, BrokenPipeError):
+                    super().handle()
+
+            def _json(self, status: int, body: Any) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _body(self) -> dict[str, Any] | None:
+                length = int(self.headers.get("Content-Length") or 0)
+                try:
+                    body = json.loads(self.rfile.read(length) or b"{}")
+                except ValueError as exc:
+                    self._json(400, {"error": f"the body is not JSON: {exc}"})
+                    return None
+                if not isinstance(body, dict):
+                    self._json(400, {"error": "the body must be a JSON object"})
+                    return None
+                if server.test_controls and not self.path.startswith("/_test/"):
+                    server.record.requests.append({"path": self.path, **body})
+                return body
+
+            def _misbehave(self) -> bool:
+                if not server.test_controls:
+                    return False
+                if server.behaviour.delay_seconds:
+                    time.sleep(server.behaviour.delay_seconds)
+                if server.behaviour.fail_status is not None:
+                    self._json(server.behaviour.fail_status, {"error": "the test server was told to fail"})
+                    return True
+                return False
+
+            def _known(self, name: Any) -> bool:
+                if name in server.names:
+                    return True
+                self._json(404, {"error": f"model '{name}' not found, try pulling it first"})
+                return False
+
+            def do_HEAD(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def do_GET(self) -> None:
+                if self.path == "/":
+                    data = b"Ollama is running"
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/plain; charset=utf-8")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                elif self.path == "/api/version":
+                    self._json(200, {"version": VERSION, "pid": os.getpid()})
+                elif self.path == "/api/tags":
+                    if not self._misbehave():
+                        self._json(200, {"models": [server._model_entry(name) for name in server.names]})
+                elif self.path == "/api/ps":
+                    self._json(200, {"models": [
+                        {**server._model_entry(name), "expires_at": "2318-01-01T00:00:00Z", "size_vram": 0}
+                        for name in server.names
+                    ]})  # fmt: skip
+                elif self.path == "/_test/record" and server.test_controls:
+                    self._json(200, asdict(server.record))
+                else:
+                    self._json(404, {"error": "not found"})
+
+            def do_POST(self) -> None:
+                body = self._body()
+                if body is None:
+                    return
+                if self.path.startswith("/_test/") and server.test_controls:
+                    self._control(body)
+                    return
+                if self._misbehave():
+                    return
+                if self.path == "/api/show":
+                    if self._known(body.get("model")):
+                        self._json(200, {
+                            "modelfile": "",
+                            "parameters": "",
+                            "template": "",
+                            "details": server._details(),
+                            "model_info": {
+                                "general.architecture": server.engine.family,
+                                f"{server.engine.family}.context_length": server.engine.context_length,
+                            },
+                            "capabilities": ["completion"],
+                        })  # fmt: skip
+                elif self.path == "/api/tokenize":
+                    self._tokenize(body)
+                elif self.path in ("/api/chat", "/api/generate"):
+                    self._generate(body, chat=self.path == "/api/chat")
+                else:
+                    self._json(404, {"error": "not found"})
+
+            def _control(self, body: dict[str, Any]) -> None:
+                if self.path == "/_test/behaviour":
+                    known = {f.name for f in fields(Behaviour)}
+                    unknown = set(body) - known
+                    if unknown:
+                        self._json(400, {"error": f"unknown behaviour: {', '.join(sorted(unknown))}"})
+                        return
+                    for name, value in body.items():
+                        setattr(server.behaviour, name, value)
+                    if body.get("hold"):
+                        server._released = threading.Event()  # a new hold, even after a release
+                elif self.path == "/_test/release":
+                    server._released.set()
+                elif self.path == "/_test/reset":
+                    server.reset()
+                elif self.path == "/_test/clear":
+                    server.record.requests.clear()
+                    server.record.served.clear()
+                else:
+                    self._json(404, {"error": "not found"})
+                    return
+                self._json(200, {"ok": True})
+
+            def _tokenize(self, body: dict[str, Any]) -> None:
+                if not self._known(body.get("model")):
+                    return
+                try:
+                    if "messages" in body:
+                        count = server.engine.count_prompt([_message(m) for m in body["messages"]])
+                    else:
+                        count = server.engine.count_text(str(body.get("text", "")))
+                except (KeyError, TypeError, AttributeError) as exc:
+                    self._json(400, {"error": f"messages must be objects with a role and a content: {exc}"})
+                    return
+                self._json(200, {"model": body["model"], "count": count,
+                                 "message_overhead": server.engine.message_overhead})  # fmt: skip
+
+            def _generate(self, body: dict[str, Any], *, chat: bool) -> None:
+                received = time.perf_counter()
+                if not self._known(body.get("model")):
+                    return
+                options = body.get("options") or {}
+                try:
+                    if chat:
+                        messages = [_message(m) for m in body.get("messages", [])]
+                    else:
+                        messages = [Message("system", body["system"])] if body.get("system") else []
+                        messages.append(Message("user", str(body.get("prompt", ""))))
+                    priority: Priority = (
+                        "background" if self.headers.get(PRIORITY_HEADER, "").lower() == "background" else "interactive"
+                    )
+                    num_ctx = int(options.get("num_ctx", 2048))
+                    max_tokens = int(options.get("num_predict", -1))
+                    temperature = float(options.get("temperature", 0.8))
+                    stop = [str(s) for s in options.get("stop") or ()]
+                    seed = int(options["seed"]) if options.get("seed") is not None else None
+                except (KeyError, TypeError, AttributeError, ValueError) as exc:
+                    self._json(400, {"error": f"the request is malformed: {exc}"})
+                    return
+                stream = bool(body.get("stream", True))
+                if server.test_controls and server.behaviour.hold:
+                    server.record.waiting += 1
+                    server._released.wait(server.behaviour.hold_seconds)
+                    server.record.waiting -= 1
+                cancel = threading.Event()
+                if server.test_controls and server.behaviour.canned_reply is not None:
+                    self._send(_canned(server.behaviour.canned_reply), cancel, body["model"], chat=chat, stream=stream)
+                    return
+                parts = server.engine.generate(
+                    messages,
+                    num_ctx=num_ctx,
+                    max_tokens=max_tokens,
+                    temperature=temperature,
+                    stop=stop,
+                    seed=seed,
+                    priority=priority,
+                    cancel=cancel,
+                )
+                try:
+                    first = next(parts)
+                except ContextOverflow as exc:
+                    self._json(413, {"error": str(exc)})
+                    return
+                except EngineError as exc:
+                    self._json(500, {"error": str(exc)})
+                    return
+                outcome: list[Result] = []
+
+                def tracked() -> Iterator[str | Result]:
+                    for part in itertools.chain([first], parts):
+                        if isinstance(part, Result):
+                            outcome.append(part)
+                        yield part
+
+                try:
+                    self._send(tracked(), cancel, body["model"], chat=chat, stream=stream)
+                finally:
+                    parts.close()  # lets go of the context however the reply ended
+                if outcome and server.test_controls:
+                    result = outcome[-1]
+                    server.record.served.append({
+                        "last_message": messages[-1].content if messages else "",
+                        "priority": priority,
+                        "done_reason": result.done_reason,
+                        "prompt_tokens": result.prompt_tokens,
+                        "completion_tokens": result.completion_tokens,
+                        "server_seconds": time.perf_counter() - received,
+                        "model_seconds": result.prompt_seconds + result.generation_seconds,
+                    })  # fmt: skip
+
+            def _send(
+                self, parts: Iterator[str | Result], cancel: threading.Event, model: str, *, chat: bool, stream: bool
+            ) -> None:
+                """Send the reply as Ollama does; a client that goes away cancels the generation."""
+
+                def line(text: str, result: Result | None = None) -> dict[str, Any]:
+                    out: dict[str, Any] = {"model": model, "created_at": _now(), "done": result is not None}
+                    if chat:
+                        out["message"] = {"role": "assistant", "content": text}
+                    else:
+                        out["response"] = text
+                    if result is not None:
+                        out.update(
+                            {
+                                "done_reason": "length" if result.done_reason == "length" else "stop",
+                                "total_duration": int((result.prompt_seconds + result.generation_seconds) * 1e9),
+                                "load_duration": 0,
+                                "prompt_eval_count": result.prompt_tokens,
+                                "prompt_eval_duration": int(result.prompt_seconds * 1e9),
+                                "eval_count": result.completion_tokens,
+                                "eval_duration": int(result.generation_seconds * 1e9),
+                            }
+                        )
+                    return out
+
+                behaviour = server.behaviour if server.test_controls else Behaviour()
+                if not stream:
+                    texts: list[str] = []
+                    for part in parts:
+                        if isinstance(part, Result):
+                            self._json(200, line("".join(texts), part))
+                        else:
+                            texts.append(part)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-ndjson")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                sent = 0
+                try:
+                    for part in parts:
+                        if behaviour.drop_after_chunks is not None and sent >= behaviour.drop_after_chunks:
+                            cancel.set()
+                            self.close_connection = True
+                            self.connection.shutdown(2)  # mid-stream, with no final chunk
+                            return
+                        if behaviour.chunk_delay_seconds:
+                            time.sleep(behaviour.chunk_delay_seconds)
+                        payload = line("", part) if isinstance(part, Result) else line(part)
+                        data = json.dumps(payload).encode() + b"\n"
+                        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                        self.wfile.flush()
+                        sent += 1
+                    self.wfile.write(b"0\r\n\r\n")
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    cancel.set()  # the client went away: stop generating, as Ollama does
+                    for _ in parts:
+                        pass
+
+        return Handler
+
+
+def _message(raw: dict[str, Any]) -> Message:
+    return Message(str(raw["role"]), str(raw.get("content") or ""))

@@ -1,0 +1,89 @@
+"""``kill -9`` of the bundled model server: in the middle of a streamed reply and of a compression.
+
+The server runs in a process of its own under a supervisor: the test process (the
+web server and the worker here) must stay up, lose nothing, and work again once the
+supervisor has started the server anew.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.test import override_settings
+
+from chat.models import Message
+from chat.services import message_create, session_create
+from contextmgr.llm.embedded import MODEL_NAME
+from contextmgr.models import Checkpoint, ContextEvent
+from contextmgr.services.compression import CompressionOutcome, compression_run
+from tests.integration.test_chat_socket import frames_until, socket
+from tests.integration.test_compression import ANSWER, frozen
+from tests.support.timing import scaled, wait_until
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_killed_model_server_fails_the_turn_keeps_the_message_and_retry_works(
+    user, app_gateway, model_server, fake_ollama
+):
+    session = await sync_to_async(session_create)(owner=user, model=MODEL_NAME, context_size=2048)
+    # A slow model, so the reply is surely mid-stream when the server dies.
+    fake_ollama.behaviour.chunk_delay_seconds = 0.3
+    communicator = await socket(session.pk, user)
+    assert (await communicator.connect())[0]
+    await communicator.send_to(text_data=json.dumps({"message": "Tell me about lighthouses."}))
+    await frames_until(communicator, '<div id="reply-1-body" hx-swap-oob="beforeend">')
+    killed = await asyncio.to_thread(model_server.kill_server)
+
+    frames = await frames_until(communicator, 'class="status error"')
+    assert "the bundled model server" in frames[-1]
+    assert "broke off mid-reply" in frames[-1]
+    assert 'value="retry"' in frames[-1]
+    assert [m.content async for m in Message.objects.filter(session=session)] == ["Tell me about lighthouses."]
+
+    restarted = await asyncio.to_thread(model_server.wait_ready)
+    assert restarted != killed
+    await communicator.send_to(text_data=json.dumps({"action": "retry"}))
+    await frames_until(communicator, 'id="context-meter"')  # the turn's last frame
+    await communicator.disconnect()
+    roles = [m.role async for m in Message.objects.filter(session=session).order_by("position")]
+    assert roles == ["user", "assistant"], "the retried turn answered the message once, without storing it twice"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_model_server_killed_mid_compression_changes_nothing_and_the_next_one_works(
+    user, app_gateway, model_server, fake_ollama
+):
+    with override_settings(OLLM_MODEL_CONTEXT_OVERRIDES={MODEL_NAME: {8192: 1200}}):
+        session = session_create(
+            owner=user,
+            model=MODEL_NAME,
+            context_size=8192,
+            system_prompt="Be brief.",
+            settings={"compression": {"summary_max_tokens": 48}},
+        )
+    for index in range(18):
+        message_create(session=session, role="user", content=f"Question {index} about logins?")
+        message_create(session=session, role="assistant", content=ANSWER)
+    gateway = app_gateway
+    before = frozen(session)
+    fake_ollama.hold()
+    outcomes: list[CompressionOutcome] = []
+    running = threading.Thread(
+        target=lambda: outcomes.append(compression_run(session_id=session.pk, gateway=gateway)), daemon=True
+    )
+    running.start()
+    wait_until(lambda: fake_ollama.behaviour.waiting, timeout=60, what="the summary request to reach the model")
+    killed = model_server.kill_server()  # the hold dies with it: the new server holds nothing
+    running.join(scaled(120))
+
+    assert [o.status for o in outcomes] == ["error"]
+    assert frozen(session) == before, "a compression cut off by the model server's death changed the session"
+    failure = ContextEvent.objects.get(session=session, type="compression-error")
+    assert "the bundled model server" in failure.payload["reason"]
+    assert model_server.wait_ready() != killed
+    assert compression_run(session_id=session.pk, gateway=gateway).status == "compressed"
+    assert Checkpoint.objects.filter(session=session).count() == 1

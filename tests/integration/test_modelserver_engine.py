@@ -1,0 +1,122 @@
+"""The bundled model server's engine, in this process: exact tokens, one generation per context,
+and chat turns before background work."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from modelserver.engine import TOKENIZED_PROMPTS_KEPT, Engine, EngineError, Message, Result, bundled_model_path
+
+LONG = [Message("user", "Count from 1 to 300, separated by commas.")]
+
+
+@pytest.fixture(scope="module")
+def engine():
+    loaded = Engine(n_ctx=1024, n_threads=2, cache_bytes=0)
+    yield loaded
+    loaded.close()
+
+
+def run(engine: Engine, messages, **options) -> tuple[str, Result]:
+    parts = list(engine.generate(messages, num_ctx=1024, temperature=0.0, **options))
+    result = parts[-1]
+    assert isinstance(result, Result)
+    return "".join(p for p in parts[:-1] if isinstance(p, str)), result
+
+
+def test_the_engine_sends_the_tokens_llama_cpp_would_make_of_the_prompt_text(engine):
+    """The prompt goes to llama.cpp as tokens, tokenized once: they must be the ones it builds from the text."""
+    prompt, _ = engine.prompt_for([Message("system", "Be brief."), *LONG])
+    llama = engine._contexts["interactive"].llama
+    # llama-cpp-python's rule for a text prompt: the model's BOS if it wants one, then the text, specials parsed.
+    bos = [llama.token_bos()] if llama._model.add_bos_token() else []
+    tokens = engine.prompt_tokens(prompt)
+    assert list(tokens) == bos + llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+    assert engine.prompt_tokens(prompt) is tokens, "a prompt counted once is not tokenized again"
+
+
+def test_the_engine_remembers_only_the_last_few_prompts(engine):
+    first = engine.prompt_tokens("prompt 0")
+    for n in range(1, TOKENIZED_PROMPTS_KEPT + 1):
+        engine.prompt_tokens(f"prompt {n}")
+    again = engine.prompt_tokens("prompt 0")
+    assert again == first
+    assert again is not first
+    assert len(engine._tokenized) == TOKENIZED_PROMPTS_KEPT
+
+
+def test_the_count_is_what_generation_evaluates(engine):
+    _, result = run(engine, LONG, max_tokens=2)
+    assert result.prompt_tokens == engine.count_prompt(LONG)
+
+
+class CountingLock:
+    """Wraps a context's lock to see how many generations hold it at once."""
+
+    def __init__(self, inner):
+        self.inner, self.holders, self.most, self.entries = inner, 0, 0, 0
+
+    def __enter__(self):
+        self.inner.acquire()
+        self.holders += 1
+        self.entries += 1
+        self.most = max(self.most, self.holders)
+
+    def __exit__(self, *exc_info):
+        self.holders -= 1
+        self.inner.release()
+
+
+def test_generations_on_one_context_are_serialized(engine, monkeypatch):
+    context = engine._contexts["interactive"]
+    counting = CountingLock(context.lock)
+    monkeypatch.setattr(context, "lock", counting)
+    texts: list[str] = []
+    threads = [
+        threading.Thread(target=lambda n=n: texts.append(run(engine, [Message("user", f"Name {n}.")], max_tokens=6)[0]))
+        for n in range(3)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(texts) == 3
+    assert all(texts)
+    assert (counting.entries, counting.most) == (3, 1)
+
+
+def test_background_work_waits_while_a_turn_is_in_flight(engine):
+    """A summary in progress makes no progress while a turn is generating: the turn has the CPU."""
+    background_tokens = 0
+    turn_started = threading.Event()
+    during_turn: list[int] = []
+    summary = engine.generate(LONG, num_ctx=1024, max_tokens=300, temperature=0.0, priority="background")
+
+    def summarize() -> None:
+        nonlocal background_tokens
+        for part in summary:
+            if isinstance(part, str):
+                background_tokens += 1
+                if background_tokens == 5:
+                    turn_started.wait()
+
+    worker = threading.Thread(target=summarize)
+    worker.start()
+    with engine.gate.turn():
+        turn_started.set()
+        before = background_tokens
+        _, result = run(engine, [Message("user", "Say hello.")], max_tokens=20)
+        during_turn.append(background_tokens - before)
+    worker.join()
+    assert result.completion_tokens > 0
+    # At most the token whose evaluation had already begun when the turn arrived.
+    assert during_turn[0] <= 1
+    assert background_tokens > 5, "the summary went on after the turn"
+
+
+def test_a_missing_model_package_is_named(monkeypatch):
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    with pytest.raises(EngineError, match="the bundled model is not installed"):
+        bundled_model_path()

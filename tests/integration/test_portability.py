@@ -1,0 +1,75 @@
+"""The bundled inference library asks no more of a CPU than AVX2.
+
+An AMD development machine runs AVX-512 code happily, and no machine here has
+AMX: a library built for the building CPU would pass every other test here and
+die with SIGILL on an Intel server. So the machine code itself is inspected.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from modelserver.portability import native_libraries, violations, wheel_violations
+
+# One AVX-512 and one AMX instruction, as llama.cpp's native build on a Sapphire Rapids Xeon emits them.
+BEYOND_AVX2 = """
+void avx512(void) { __asm__ volatile("vpxorq %zmm1, %zmm1, %zmm1"); }
+void amx(void) { __asm__ volatile("tilezero %tmm0"); }
+"""
+
+
+def installed_llama_cpp() -> Path:
+    spec = importlib.util.find_spec("llama_cpp")  # found, not imported: the check needs no CPU support
+    assert spec is not None, "llama-cpp-python is not installed"
+    assert spec.origin is not None
+    return Path(str(spec.origin)).parent
+
+
+def test_the_installed_inference_library_holds_nothing_beyond_avx2():
+    libraries = native_libraries(installed_llama_cpp())
+    names = {library.name.split(".so")[0] for library in libraries}
+    assert {"libggml-cpu", "libllama"} <= names, f"the native libraries were not found: {names}"
+    assert violations(libraries) == {}
+
+
+@pytest.fixture
+def native_build(tmp_path: Path) -> Path:
+    """A shared library holding AVX-512 and AMX code, as ``-DGGML_NATIVE=ON`` makes on such a CPU."""
+    assert shutil.which("cc"), "a C compiler is needed to build the sample library"
+    source = tmp_path / "native.c"
+    source.write_text(BEYOND_AVX2)
+    library = tmp_path / "libggml-cpu.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
+    return library
+
+
+def test_the_check_finds_avx512_and_amx_code(native_build):
+    assert violations([native_build]) == {str(native_build): {"AVX-512": 1, "AMX": 1}}
+
+
+def test_the_check_finds_them_inside_a_wheel(native_build, tmp_path):
+    wheel = tmp_path / "llama_cpp_python-0.3.36-cp311-cp311-linux_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.write(native_build, "llama_cpp/lib/libggml-cpu.so")
+        archive.writestr("llama_cpp/__init__.py", "")
+    found = wheel_violations(wheel, tmp_path / "unpacked")
+    assert list(found.values()) == [{"AVX-512": 1, "AMX": 1}]
+
+
+def test_the_wheel_script_refuses_a_wheel_beyond_avx2(native_build, tmp_path):
+    """``python -m modelserver.portability``, as scripts/llama_wheel.sh runs it on every wheel it builds."""
+    wheel = tmp_path / "llama_cpp_python-0.3.36-cp311-cp311-linux_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.write(native_build, "llama_cpp/lib/libggml-cpu.so")
+    checked = subprocess.run(
+        [sys.executable, "-m", "modelserver.portability", str(wheel)], capture_output=True, text=True, check=False
+    )
+    assert checked.returncode == 1
+    assert "1 AVX-512 instructions, 1 AMX instructions" in checked.stdout
