@@ -9,6 +9,7 @@ failed request and then a working server again.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import logging
 import os
 import signal
@@ -25,6 +26,7 @@ DEFAULT_NAME = "embedded/smollm2-135m"
 # Exit codes after which the supervisor does not try again: a clean stop, and a setting or
 # a machine that cannot work (a busy port, a CPU without AVX2).
 DONE, CANNOT_SERVE = 0, 2
+PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 logger = logging.getLogger("modelserver")
 
@@ -71,6 +73,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+def _die_with_parent() -> None:
+    """In the child, before it runs: the kernel sends it SIGTERM when the supervisor dies, however
+    it dies (a ``kill -9`` of the supervisor must not leave a model server holding the port)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def supervise(argv: list[str]) -> int:
     """Run ``python -m modelserver`` (without ``--supervise``) until it stops on purpose."""
     child_argv = [sys.executable, "-m", "modelserver", *(arg for arg in argv if arg != "--supervise")]
@@ -86,9 +95,11 @@ def supervise(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     backoff = 0.5
-    while True:
+    while not stopping:
         started = time.monotonic()
-        child = subprocess.Popen(child_argv)
+        child = subprocess.Popen(child_argv, preexec_fn=_die_with_parent)
+        if stopping:  # told to stop while starting it
+            child.terminate()
         code = child.wait()
         if stopping or code in (DONE, CANNOT_SERVE):
             return DONE if stopping else code
@@ -98,6 +109,7 @@ def supervise(argv: list[str]) -> int:
         logger.warning("the model server died (%s); starting it again in %.1f s", reason, backoff)
         time.sleep(backoff)
         backoff = min(backoff * 2, 10.0)
+    return DONE
 
 
 def cpu_problem(cpuinfo: str) -> str | None:
