@@ -57,7 +57,7 @@ llm-check: $(RUN_STAMP) .env
 
 # Figures quoted in the README; the long conversations take about 15 minutes per size on 2 cores.
 bench: $(DEV_STAMP) .env
-	@failed=""; for b in gateway_throughput.py turn_overhead.py budget_check.py streaming.py page_load.py \
+	@failed=""; for b in gateway_throughput.py first_token.py turn_overhead.py budget_check.py streaming.py page_load.py \
 		"conversation.py --size 2048 4096 8192" retention.py search_latency.py; do \
 		$(BIN)/python bench/$$b || failed="$$failed $${b%% *}"; \
 	done; if [ -n "$$failed" ]; then echo "requirement not met:$$failed"; exit 1; fi

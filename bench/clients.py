@@ -1,8 +1,8 @@
 """The app as its clients reach it, in this process: the REST API and the chat websocket through the
 real ASGI application (routing, middleware, auth, ninja, Channels), and the backend called straight.
 
-Everything shares one event loop and one embedded model instance (``get_gateway()``), so the
-only difference between the paths is the app's own work.
+Everything shares one event loop and one embedded backend (``get_gateway()``'s, the client of
+the benchmark's model server), so the only difference between the paths is the app's own work.
 """
 
 from __future__ import annotations
@@ -114,17 +114,24 @@ async def direct_turn(
 
 class RecordingBackend:
     """Wraps the backend's ``chat`` to keep the messages of every call (to check the app sent the
-    prompt the direct path sends) and its result."""
+    prompt the direct path sends) and the last reply's final counts."""
 
     def __init__(self, backend: EmbeddedBackend) -> None:
         self.backend = backend
         self.calls: list[list[ChatMessage]] = []
+        self._last: ChatStream | None = None
         self._chat = backend.chat
         backend.chat = self._record  # type: ignore[method-assign]
 
     def _record(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatStream:
         self.calls.append(list(messages))
-        return self._chat(messages, **kwargs)
+        self._last = self._chat(messages, **kwargs)
+        return self._last
+
+    @property
+    def last_result(self) -> ChatResult | None:
+        """The final counts of the last recorded reply once it ended: the model server's own, as it sent them."""
+        return self._last.result if self._last is not None else None
 
     @property
     def direct(self) -> Callable[..., ChatStream]:

@@ -12,6 +12,8 @@ writes, events; the ``truncate`` strategy, so no model call) in sessions whose
 history holds 1,000 and 10,000 messages but whose active context is the same,
 to show the cost follows the messages compressed, not the session's length.
 
+The model runs in a model server of the benchmark's own (bench/model_server.py).
+
     .venv/bin/python bench/conversation.py [--turns 200] [--size 2048 4096 8192] [--skip-conversation]
 """
 
@@ -25,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from django_setup import setup_django
+from django_setup import setup_django, use_model_server
 
 setup_django()
 
@@ -34,6 +36,7 @@ from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test.utils import override_settings  # noqa: E402
+from model_server import BenchModelServer  # noqa: E402
 
 from chat.models import Message, Session  # noqa: E402
 from chat.services import session_create  # noqa: E402
@@ -62,10 +65,10 @@ class RecordingGateway(Gateway):
         return super().chat(messages, model=model, num_ctx=num_ctx, max_tokens=max_tokens, **kwargs)
 
 
-def conversation(owner, turns: int, size: int) -> None:  # type: ignore[no-untyped-def]
+def conversation(owner, turns: int, size: int, server_url: str) -> None:  # type: ignore[no-untyped-def]
     import contextmgr.services.compression as compression
 
-    gateway = RecordingGateway(EmbeddedBackend(n_ctx=max(4096, size)))
+    gateway = RecordingGateway(EmbeddedBackend(host=server_url))
     compression.get_gateway = lambda: gateway  # type: ignore[assignment,attr-defined]
     session = session_create(
         owner=owner,
@@ -183,8 +186,11 @@ def main() -> int:
     call_command("migrate", verbosity=0)
     owner = get_user_model().objects.create_user(username="bench")
     if not args.skip_conversation:
-        for size in args.size:
-            conversation(owner, args.turns, size)
+        # One server for every size: its context holds the largest.
+        with BenchModelServer(n_ctx=max(4096, *args.size)) as server:
+            use_model_server(server.url)
+            for size in args.size:
+                conversation(owner, args.turns, size, server.url)
     if args.skip_overhead:
         return 0
     print("== non-LLM overhead of one compression (truncate strategy, same 40-message active context)")

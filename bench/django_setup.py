@@ -1,4 +1,4 @@
-"""Django for a benchmark: its own throwaway SQLite file, the embedded defaults, quiet logs."""
+"""Django for a benchmark: its own throwaway SQLite file, the embedded defaults, quiet logs, its own model server."""
 
 from __future__ import annotations
 
@@ -27,3 +27,13 @@ def setup_django() -> Path:
 
     django.setup()
     return database
+
+
+def use_model_server(url: str) -> None:
+    """Point the app's gateway (``get_gateway()``) at the model server at ``url``: the benchmark's own."""
+    from django.conf import settings
+
+    from contextmgr.llm import get_gateway
+
+    settings.OLLM_MODEL_SERVER_URL = url
+    get_gateway.cache_clear()

@@ -8,8 +8,9 @@ whenever the budget calls for it, then once more at the end. Prints the mean
 retention per checkpoint level (every revision, measured against the facts
 of the messages it stands for) and how many locked decisions are still in
 the next prompt (all of them must be: they are pinned, never compressed).
+The model runs in a model server of the benchmark's own (bench/model_server.py).
 
-    .venv/bin/python bench/retention.py [--sizes 2048 4096]
+    .venv/bin/python bench/retention.py [--sizes 2048 4096] [--conversations N]
 """
 
 from __future__ import annotations
@@ -21,15 +22,17 @@ import sys
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from django_setup import ROOT, setup_django
+from django_setup import ROOT, setup_django, use_model_server
 
 setup_django()
 
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
+from model_server import BenchModelServer  # noqa: E402
 
 import contextmgr.services.compression as compression  # noqa: E402
 from chat.services import message_create, session_create  # noqa: E402
@@ -44,11 +47,15 @@ from contextmgr.services.goals import goal_apply_markers  # noqa: E402
 DATA = ROOT / "tests" / "data" / "retention"
 
 
-def run(size: int, gateway: Gateway, owner) -> tuple[dict[int, list[float]], int, int, list[float]]:  # type: ignore[no-untyped-def]
+def run(
+    size: int, gateway: Gateway, owner: Any, paths: list[Path]
+) -> tuple[dict[int, list[float]], int, int, list[float]]:
+    """Each conversation stored and compressed at ``size``: retention by level, the locked decisions
+    and how many the next prompt keeps, and each first attempt's retention."""
     by_level: dict[int, list[float]] = defaultdict(list)
     locked_total = locked_kept = 0
     firsts: list[float] = []
-    for path in sorted(DATA.glob("*.json")):
+    for path in paths:
         conversation = json.loads(path.read_text())
         session = session_create(
             owner=owner,
@@ -81,27 +88,30 @@ def run(size: int, gateway: Gateway, owner) -> tuple[dict[int, list[float]], int
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[2048, 4096])
+    parser.add_argument("--conversations", type=int, help="only the first N conversations (a quick check)")
     args = parser.parse_args()
+    paths = sorted(DATA.glob("*.json"))[: args.conversations]
     call_command("migrate", verbosity=0)
     owner = get_user_model().objects.create_user("bench")
-    gateway = Gateway(mode="embedded", embedded=EmbeddedBackend(n_ctx=4096), ollama=None)
-    conversations = len(list(DATA.glob("*.json")))
-    print(f"Retention on {conversations} conversations ({MODEL_NAME}, compressions by the real model)")
-    print("| size | level | revisions | mean retention | first attempt | locked decisions kept | time |")
-    print("|---|---|---|---|---|---|---|")
-    for size in args.sizes:
-        started = time.perf_counter()
-        by_level, locked_total, locked_kept, firsts = run(size, gateway, owner)
-        elapsed = time.perf_counter() - started
-        first = f"{statistics.mean(firsts):.2f}" if firsts else "-"
-        for level in sorted(by_level, reverse=True):
-            scores = by_level[level]
-            print(
-                f"| {size} | {Level(level).label} | {len(scores)} | {statistics.mean(scores):.2f} | {first} "
-                f"| {locked_kept}/{locked_total} | {elapsed:.0f} s |"
-            )
-        if locked_kept != locked_total:
-            raise SystemExit(f"locked decisions lost at {size}: {locked_kept}/{locked_total}")
+    with BenchModelServer(n_ctx=4096) as server:
+        use_model_server(server.url)
+        gateway = Gateway(mode="embedded", embedded=EmbeddedBackend(host=server.url), ollama=None)
+        print(f"Retention on {len(paths)} conversations ({MODEL_NAME}, compressions by the real model)")
+        print("| size | level | revisions | mean retention | first attempt | locked decisions kept | time |")
+        print("|---|---|---|---|---|---|---|")
+        for size in args.sizes:
+            started = time.perf_counter()
+            by_level, locked_total, locked_kept, firsts = run(size, gateway, owner, paths)
+            elapsed = time.perf_counter() - started
+            first = f"{statistics.mean(firsts):.2f}" if firsts else "-"
+            for level in sorted(by_level, reverse=True):
+                scores = by_level[level]
+                print(
+                    f"| {size} | {Level(level).label} | {len(scores)} | {statistics.mean(scores):.2f} | {first} "
+                    f"| {locked_kept}/{locked_total} | {elapsed:.0f} s |"
+                )
+            if locked_kept != locked_total:
+                raise SystemExit(f"locked decisions lost at {size}: {locked_kept}/{locked_total}")
 
 
 if __name__ == "__main__":

@@ -1,13 +1,15 @@
 """Tokens/s a websocket client receives vs tokens/s the backend produces.
 
 A short session, a long reply (200 tokens by default, temperature 0), rounds
-alternating the backend alone (the app's prompt straight to its ``chat``) and
-a turn through the chat websocket (ASGI application in this process). For the
-websocket turn, "produced" is the backend's own decode speed in that very
-generation (its first to last token), "delivered" the same tokens over the
-time between the first and the last token frame the client received. The
-figure is the median per-round ratio delivered / produced, required >= 0.98;
-delivered / the backend alone in the round before is shown too.
+alternating the backend alone (the app's prompt straight to its ``chat``, the
+HTTP client of the benchmark's own model server) and a turn through the chat
+websocket (ASGI application in this process). For the websocket turn,
+"produced" is the model's own decode speed in that very generation (its first
+to last token, by the model server's clock, as its final counts report it),
+"delivered" the same tokens over the time between the first and the last
+token frame the client received. The figure is the median per-round ratio
+delivered / produced, required >= 0.98; delivered / the backend alone in the
+round before is shown too.
 
     .venv/bin/python bench/streaming.py [--rounds 7] [--reply-tokens 200]
 """
@@ -31,7 +33,9 @@ from clients import RecordingBackend, direct_turn, session_cookie, ws_connect, w
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test.utils import override_settings
+from django_setup import use_model_server
 from history import drop_messages_after, last_position, session_with_history
+from model_server import BenchModelServer
 
 from contextmgr.llm import get_gateway
 from contextmgr.llm.embedded import MODEL_NAME
@@ -44,7 +48,7 @@ def rate(tokens: int, times: list[float]) -> float:
     return (tokens - 1) / (times[-1] - times[0])
 
 
-async def run(rounds: int, reply_tokens: int) -> int:
+async def run(rounds: int, reply_tokens: int, server: BenchModelServer) -> int:
     owner = await sync_to_async(get_user_model().objects.create_user)(username="bench")
     gateway = get_gateway()
     backend = gateway.embedded
@@ -70,11 +74,19 @@ async def run(rounds: int, reply_tokens: int) -> int:
                 recorder.direct, prompt, model=MODEL_NAME, num_ctx=session.max_tokens, max_tokens=reply_tokens
             )
             recorder.calls.clear()
+            await sync_to_async(server.clear)()
             turn = await ws_turn(socket, MESSAGE)
             await sync_to_async(drop_messages_after)(session, position)
             assert recorder.calls == [prompt], "the websocket turn sent another prompt"
-            generated = backend.recent_results[-1]
-            assert generated.completion_tokens == result.completion_tokens, "the replies differ"
+            served = await sync_to_async(server.wait_served)(1)
+            assert [entry.priority for entry in served] == ["interactive"], served
+            # The server's record has no decode time of its own (prompt and generation together):
+            # that comes with the reply's final counts, from the same clock.
+            generated = recorder.last_result
+            assert generated is not None, "the websocket turn's reply did not end"
+            assert served[0].completion_tokens == generated.completion_tokens == result.completion_tokens, (
+                "the replies differ"
+            )
             if round_:
                 direct.append(rate(result.completion_tokens, timed.token_times))
                 produced.append((generated.completion_tokens - 1) / generated.generation_seconds)
@@ -103,7 +115,9 @@ def main() -> int:
     parser.add_argument("--reply-tokens", type=int, default=200)
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
-    return asyncio.run(run(args.rounds, args.reply_tokens))
+    with BenchModelServer() as server:
+        use_model_server(server.url)
+        return asyncio.run(run(args.rounds, args.reply_tokens, server))
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ prompt is comparable), each round sends the same message three ways, in an
 order that turns from round to round:
 
 - direct: the prompt the app builds for that message, straight to the backend
-  object the app uses (the embedded SmolLM2's ``chat``), reply read to the end;
+  object the app uses (the embedded backend's ``chat``: the HTTP client of the
+  model server, which runs SmolLM2), reply read to the end;
 - api: ``POST /api/sessions/{id}/messages`` through the ASGI application (token
   auth, ninja, the turn: store, budget, prompt, reply, store, markers);
 - ws: the chat page's frame through the websocket, up to the frame that closes
@@ -24,10 +25,14 @@ Two figures per path, each the median over the rounds:
   second apart, far more than the app adds, so this figure swings from run
   to run;
 - app ratio (required <= 1.05): the round's direct turn plus the time the path
-  spent outside the model (its turn minus the backend's own prompt and
-  generation time, under the model's lock), over the direct turn: the same
+  spent outside the model (its turn minus the model's own prompt and
+  generation time, under the model's lock, as the model server recorded it),
+  over the direct turn: the same
   measure with the model's noise taken out. Whether the app slows the model
   itself (a busy event loop during generation) shows in the model-time column.
+
+The model server is the benchmark's own (bench/model_server.py, with its test
+controls, whose record of each generation gives the model's own time).
 
     .venv/bin/python bench/turn_overhead.py [--sizes 10 1000 10000] [--rounds 21] [--reply-tokens 256]
 """
@@ -46,7 +51,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from django_setup import setup_django
+from django_setup import setup_django, use_model_server
 
 os.environ["OLLM_LLM_BACKEND"] = "embedded"
 setup_django()
@@ -57,11 +62,12 @@ from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.test.utils import override_settings  # noqa: E402
 from history import drop_messages_after, last_position, session_with_history  # noqa: E402
+from model_server import BenchModelServer  # noqa: E402
 
 from chat.models import Message, Session  # noqa: E402
 from chat.services import message_create  # noqa: E402
 from contextmgr.core.window import chat_messages  # noqa: E402
-from contextmgr.llm import ChatMessage, ChatResult, get_gateway  # noqa: E402
+from contextmgr.llm import ChatMessage, get_gateway  # noqa: E402
 from contextmgr.llm.embedded import MODEL_NAME, EmbeddedBackend  # noqa: E402
 from contextmgr.selectors import session_window  # noqa: E402
 
@@ -83,7 +89,9 @@ def app_prompt(session: Session, backend: EmbeddedBackend) -> list[ChatMessage]:
     return messages
 
 
-async def measure(owner: Any, size: int, rounds: int, reply_tokens: int, recorder: RecordingBackend) -> dict[str, Any]:
+async def measure(
+    owner: Any, size: int, rounds: int, reply_tokens: int, recorder: RecordingBackend, server: BenchModelServer
+) -> dict[str, Any]:
     gateway = get_gateway()
     counter = gateway.token_counter(MODEL_NAME)
     grown = await sync_to_async(session_with_history)(
@@ -108,11 +116,9 @@ async def measure(owner: Any, size: int, rounds: int, reply_tokens: int, recorde
     reset = sync_to_async(drop_messages_after)
 
     async def direct() -> Timed:
-        timed, result = await direct_turn(
+        timed, _result = await direct_turn(
             recorder.direct, prompt, model=MODEL_NAME, num_ctx=session.max_tokens, max_tokens=reply_tokens
         )
-        replies.append(result.completion_tokens)
-        model_seconds.append(result.prompt_seconds + result.generation_seconds)
         return timed
 
     async def api() -> Timed:
@@ -120,7 +126,6 @@ async def measure(owner: Any, size: int, rounds: int, reply_tokens: int, recorde
         timed = await api_turn(session.pk, authorization, MESSAGE)
         await reset(session, position)
         assert recorder.calls == [prompt], "the API turn sent another prompt"
-        record(backend.recent_results[-1])
         return timed
 
     async def ws() -> Timed:
@@ -128,18 +133,23 @@ async def measure(owner: Any, size: int, rounds: int, reply_tokens: int, recorde
         timed = await ws_turn(socket, MESSAGE)
         await reset(session, position)
         assert recorder.calls == [prompt], "the websocket turn sent another prompt"
-        record(backend.recent_results[-1])
         return timed
 
-    def record(result: ChatResult) -> None:
-        replies.append(result.completion_tokens)
-        model_seconds.append(result.prompt_seconds + result.generation_seconds)
+    async def turn(path: str) -> Timed:
+        """One path's turn, and the model's own record of the one generation it asked for."""
+        await sync_to_async(server.clear)()
+        timed = await paths[path]()
+        served = await sync_to_async(server.wait_served)(1)
+        assert [entry.priority for entry in served] == ["interactive"], served
+        replies.append(served[0].completion_tokens)
+        model_seconds.append(served[0].model_seconds)
+        return timed
 
     replies: list[int] = []
     model_seconds: list[float] = []
     paths = {"direct": direct, "api": api, "ws": ws}
-    for run in paths.values():  # warm: the prompt's first evaluation, the first render
-        await run()
+    for name in paths:  # warm: the prompt's first evaluation, the first render
+        await turn(name)
     # The first evaluation of a prompt may pick another reply than the cached ones after it
     # (llama.cpp sums in another order): only the measured rounds must agree.
     replies.clear()
@@ -150,7 +160,7 @@ async def measure(owner: Any, size: int, rounds: int, reply_tokens: int, recorde
         # The order turns each round: a call's place in the round changed the model's own time
         # by up to 7% here (whatever ran just before it), which a fixed order charges to one path.
         for name in names[number % len(names) :] + names[: number % len(names)]:
-            timed = await paths[name]()  # the turn only: the reset between rounds is not counted
+            timed = await turn(name)  # the turn only: the reset and the record are not counted
             times[name].append(timed.seconds)
             model[name].append(model_seconds[-1])
     await socket.disconnect()
@@ -185,7 +195,7 @@ def interval(values: list[float], resamples: int = 2_000) -> tuple[float, float]
     return medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
 
 
-async def run(sizes: list[int], rounds: int, reply_tokens: int) -> int:
+async def run(sizes: list[int], rounds: int, reply_tokens: int, server: BenchModelServer) -> int:
     owner = await sync_to_async(get_user_model().objects.create_user)(username="bench")
     backend = get_gateway().embedded
     assert backend is not None
@@ -193,7 +203,7 @@ async def run(sizes: list[int], rounds: int, reply_tokens: int) -> int:
     results = []
     with override_settings(OLLM_REPLY_MAX_TOKENS=reply_tokens, OLLM_CHAT_TEMPERATURE=0.0):
         for size in sizes:
-            results.append(await measure(owner, size, rounds, reply_tokens, recorder))
+            results.append(await measure(owner, size, rounds, reply_tokens, recorder, server))
     print(f"\nmachine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     print(f"== turn time, {MODEL_NAME}, temperature 0, {rounds} rounds of direct, api and ws (order turning)")
     print(
@@ -222,8 +232,9 @@ async def run(sizes: list[int], rounds: int, reply_tokens: int) -> int:
                 f"| {statistics.median(apps):.3f} ({'{:.3f}-{:.3f}'.format(*interval(apps))}) |"
             )
     print(
-        "outside the model: the turn's time minus the backend's own prompt and generation time (its clock, under the "
-        "model's lock); model time vs direct: p50 of the backend's own time on the path over that on the direct call"
+        "outside the model: the turn's time minus the model's own prompt and generation time (the model server's "
+        "clock, under the model's lock); model time vs direct: p50 of the model's own time on the path over that on "
+        "the direct call"
     )
     print(
         "turn ratio: median of the per-round ratios path / direct; app ratio: median over the rounds of (the direct "
@@ -239,7 +250,9 @@ def main() -> int:
     parser.add_argument("--reply-tokens", type=int, default=256)
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
-    return asyncio.run(run(args.sizes, args.rounds, args.reply_tokens))
+    with BenchModelServer() as server:
+        use_model_server(server.url)
+        return asyncio.run(run(args.sizes, args.rounds, args.reply_tokens, server))
 
 
 if __name__ == "__main__":
