@@ -99,11 +99,8 @@ class ChatSession:
     """A running chat: the last conversation as its start, then every round's question and reply.
 
     A prompt that only grows is what a session sends, and the server's context then holds all of
-    it but the new question. (A fixed history with a new last question instead made the server's
-    prompt cache restore an older turn's state whenever that shared one more token with the new
-    question than the context did, which costs more than the turn itself.) The session's number
-    opens its prompt for the same reason: no state the cache keeps of an earlier session shares
-    more than a few tokens with it."""
+    it but the new question. The session's number opens its prompt, so a new session shares no
+    more than a few tokens with the one before, as two users' sessions would."""
 
     def __init__(self, number: int) -> None:
         self.messages = [ChatMessage("system", f"Session {number}. {SYSTEM_PROMPT}")]

@@ -110,7 +110,7 @@ class RawLlama:
 
 
 def engine_reply(engine: Engine, tokens: int) -> Reply:
-    """The server's engine called straight: its llama.cpp use (per-token counting, the prompt cache) without HTTP."""
+    """The server's engine called straight: its llama.cpp use (per-token counting) without HTTP."""
     times = []
     messages = [Message(m.role, m.content) for m in MESSAGES]
     for part in engine.generate(messages, num_ctx=N_CTX, max_tokens=tokens, temperature=0):
@@ -212,7 +212,7 @@ def main() -> int:
             f"| {label} | {server_threads} | {statistics.median(values):.1f} | {ratio(values, raw_rates):.3f} "
             f"| {tail:.0f} ms |"
         )
-    print("reply end: from the last token to the end of the reply (the prompt cache's save); not in the decode figure")
+    print("reply end: from the last token to the end of the reply; not in the decode figure")
     print(f"server threads   : {server_threads} (its default: the physical cores)")
     print(f"best threads     : {best} (raw llama.cpp)")
     print(f"direct llama_cpp : {statistics.median(raw_rates):6.1f} tokens/s  (rounds: {rounds_text(raw_rates)})")

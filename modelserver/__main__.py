@@ -58,12 +58,6 @@ def parse(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--n-ctx", type=int, default=int(os.environ.get("OLLM_EMBEDDED_N_CTX", "8192")))
     parser.add_argument(
-        "--cache-mb",
-        type=int,
-        default=int(os.environ.get("OLLM_EMBEDDED_CACHE_MB", "256")),
-        help="RAM for the KV states of recent chat prompts",
-    )
-    parser.add_argument(
         "--name", action="append", dest="names", help=f"a name the model answers to (default {DEFAULT_NAME})"
     )
     parser.add_argument("--test-controls", action="store_true", help="accept the tests' /_test/ requests")
@@ -135,7 +129,7 @@ def serve(args: argparse.Namespace) -> int:
 
     threads = args.threads or physical_cores()
     try:
-        engine = Engine(n_ctx=args.n_ctx, n_threads=threads, cache_bytes=args.cache_mb << 20)
+        engine = Engine(n_ctx=args.n_ctx, n_threads=threads)
     except EngineError as exc:
         logger.error("%s", exc)
         return CANNOT_SERVE

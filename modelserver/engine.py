@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from llama_cpp import Llama, LogitsProcessorList
-from llama_cpp.llama_cache import LlamaRAMCache
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -116,7 +115,7 @@ class _Context:
 class Engine:
     """The bundled model; ``n_ctx`` is the most any request may use."""
 
-    def __init__(self, *, n_ctx: int = 8192, n_threads: int | None = None, cache_bytes: int = 256 << 20) -> None:
+    def __init__(self, *, n_ctx: int = 8192, n_threads: int | None = None) -> None:
         path = str(bundled_model_path())
         self.n_ctx = n_ctx
         self.n_threads = n_threads
@@ -129,11 +128,11 @@ class Engine:
             "seed": DEFAULT_SEED,
             "verbose": False,
         }
+        # No prompt-state cache (LlamaRAMCache): each context already reuses the prefix it last
+        # evaluated, and summaries no longer clobber the chat's. The cache's saves delayed every
+        # reply's end by 120-170 ms, its restores could cost more than they saved, and its memory
+        # was not bounded by its capacity (each state also copies up to 100 MB of logits).
         interactive = Llama(**options)
-        if cache_bytes:
-            # Several sessions take turns on one context: keeping the KV state of recent
-            # prompts spares re-reading each from the start.
-            interactive.set_cache(LlamaRAMCache(capacity_bytes=cache_bytes))
         background = BackgroundLlama(**options)
         background.gate = self.gate
         self._contexts: dict[Priority, _Context] = {

@@ -167,7 +167,7 @@ OLLM_COMPRESSION_LEASE_SECONDS = float(os.environ.get("OLLM_COMPRESSION_LEASE_SE
 # How long a turn waits for a running compression to make room.
 OLLM_COMPRESSION_WAIT_SECONDS = float(os.environ.get("OLLM_COMPRESSION_WAIT_SECONDS", "600"))
 # The bundled model server (python -m modelserver), which `make run` starts; its own settings
-# (OLLM_EMBEDDED_N_CTX, OLLM_EMBEDDED_CACHE_MB, OLLM_MODEL_THREADS) are read by that process.
+# (OLLM_EMBEDDED_N_CTX, OLLM_MODEL_THREADS) are read by that process.
 OLLM_MODEL_SERVER_URL = os.environ.get("OLLM_MODEL_SERVER_URL", "http://127.0.0.1:11435")
 # Per-model Ollama sizes that replace the tier table's, e.g. {"llama3.2:1b": {"16384": 12000}}.
 OLLM_MODEL_CONTEXT_OVERRIDES: dict[str, dict[int, int]] = {

@@ -192,10 +192,12 @@ async def test_stop_cancels_the_reply_and_keeps_what_came(small_session, user, a
     assert reply is not None
     assert reply.done_reason == "cancelled"
     assert 0 < reply.tokens < 400
-    served = await asyncio.to_thread(
-        wait_until, lambda: fake_ollama.behaviour.served, timeout=60, what="the server to end the generation"
-    )
-    assert served[-1].done_reason == "cancelled"
+
+    def ours():
+        return [s for s in fake_ollama.behaviour.served if s.last_message.startswith("Write a long story")]
+
+    served = await asyncio.to_thread(wait_until, ours, timeout=60, what="the server to end the generation")
+    assert [s.done_reason for s in served] == ["cancelled"]
 
 
 @pytest.mark.parametrize(

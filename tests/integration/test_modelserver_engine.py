@@ -14,7 +14,7 @@ LONG = [Message("user", "Count from 1 to 300, separated by commas.")]
 
 @pytest.fixture(scope="module")
 def engine():
-    loaded = Engine(n_ctx=1024, n_threads=2, cache_bytes=0)
+    loaded = Engine(n_ctx=1024, n_threads=2)
     yield loaded
     loaded.close()
 
