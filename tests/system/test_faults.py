@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from celery import Celery
 
+from tests.support.timing import wait_until
 from tests.system.conftest import LEASE_SECONDS, Stack, stack_start
 from tests.system.support import (
     Proc,
@@ -25,7 +26,6 @@ from tests.system.support import (
     session_state,
     sql,
     start_worker,
-    wait_until,
     wait_worker,
 )
 from tests.system.test_multiprocess import TURN_SECONDS, chat, held_generation, outcomes

@@ -10,6 +10,7 @@ import signal
 import time
 
 from tests.support.model_server import Hold
+from tests.support.timing import wait_until
 from tests.system.conftest import LEASE_SECONDS, Stack
 from tests.system.support import (
     Proc,
@@ -18,7 +19,6 @@ from tests.system.support import (
     lease_held,
     session_state,
     sql,
-    wait_until,
 )
 
 TURN_SECONDS = 60
