@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,18 +23,31 @@ def test_importing_the_core_loads_no_framework():
     assert result.stdout.strip() == ""
 
 
-def test_only_the_gateway_imports_the_llm_clients():
-    import re
-
+def _importers(pattern: str, *, outside: tuple[str, ...]) -> list[str]:
+    """Project modules (tests and benchmarks aside) that import ``pattern``, except under ``outside``."""
     root = CORE.parents[1]
-    pattern = re.compile(r"^\s*(?:import|from)\s+(?:ollama|llama_cpp)\b", re.M)
-    offenders = [
-        str(path.relative_to(root))
+    imports = re.compile(rf"^\s*(?:import|from)\s+(?:{pattern})\b", re.M)
+    return [
+        path.relative_to(root).as_posix()
         for path in root.rglob("*.py")
         if ".venv" not in path.parts
         and path.parts[len(root.parts)] not in {"tests", "bench"}
-        and "contextmgr/llm" not in path.as_posix()
-        and pattern.search(path.read_text(encoding="utf-8"))
+        and not path.relative_to(root).as_posix().startswith(outside)
+        and imports.search(path.read_text(encoding="utf-8"))
     ]
-    assert offenders == []
-    assert pattern.search((root / "contextmgr" / "llm" / "ollama_backend.py").read_text(encoding="utf-8"))
+
+
+def test_only_the_gateway_imports_the_ollama_client():
+    assert _importers("ollama", outside=("contextmgr/llm/",)) == []
+    assert _importers("ollama", outside=()) == ["contextmgr/llm/ollama_backend.py"]
+
+
+def test_only_the_model_server_loads_the_inference_library():
+    """llama.cpp runs in the model server's process only: a crash of it never takes the app down."""
+    assert _importers("llama_cpp", outside=("modelserver/",)) == []
+    assert "modelserver/engine.py" in _importers("llama_cpp", outside=())
+
+
+def test_the_model_server_imports_nothing_of_the_app():
+    app = "django|channels|celery|ninja|contextmgr|chat|accounts|search|ollm_site"
+    assert [path for path in _importers(app, outside=()) if path.startswith("modelserver/")] == []
