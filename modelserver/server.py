@@ -333,29 +333,27 @@ class ModelServer:
                 except EngineError as exc:
                     self._json(500, {"error": str(exc)})
                     return
-                outcome: list[Result] = []
 
                 def tracked() -> Iterator[str | Result]:
                     for part in itertools.chain([first], parts):
-                        if isinstance(part, Result):
-                            outcome.append(part)
+                        if isinstance(part, Result) and server.test_controls:
+                            # Recorded before the final chunk goes out, so a client that has read the whole
+                            # reply always finds it in the record.
+                            server.record.served.append({
+                                "last_message": messages[-1].content if messages else "",
+                                "priority": priority,
+                                "done_reason": part.done_reason,
+                                "prompt_tokens": part.prompt_tokens,
+                                "completion_tokens": part.completion_tokens,
+                                "server_seconds": time.perf_counter() - received,
+                                "model_seconds": part.prompt_seconds + part.generation_seconds,
+                            })  # fmt: skip
                         yield part
 
                 try:
                     self._send(tracked(), cancel, body["model"], chat=chat, stream=stream)
                 finally:
                     parts.close()  # lets go of the context however the reply ended
-                if outcome and server.test_controls:
-                    result = outcome[-1]
-                    server.record.served.append({
-                        "last_message": messages[-1].content if messages else "",
-                        "priority": priority,
-                        "done_reason": result.done_reason,
-                        "prompt_tokens": result.prompt_tokens,
-                        "completion_tokens": result.completion_tokens,
-                        "server_seconds": time.perf_counter() - received,
-                        "model_seconds": result.prompt_seconds + result.generation_seconds,
-                    })  # fmt: skip
 
             def _send(
                 self, parts: Iterator[str | Result], cancel: threading.Event, model: str, *, chat: bool, stream: bool
