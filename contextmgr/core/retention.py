@@ -1,49 +1,423 @@
 """Measured retention: which key facts of the compressed messages a checkpoint still holds.
 
-Facts are extracted without the LLM: file paths, URLs, identifiers in code
-spans, numbers with units, quoted strings, what goal markers name, and the
-object of a decision ("use JWT"). A fact is kept when its normalized text
-(case, spaces and surrounding punctuation ignored) occurs in the checkpoint's
-rendered text (summary and structured fields). Every aging step is measured
-against the same original list, so retention can only be compared, level by
-level, with what the messages said.
+Facts are extracted without the LLM, each as the verbatim span of the message
+it comes from: decisions (goal markers and "we'll use X"), file and directory
+paths, URLs, hosts (host names, regions, domains, IPs), technical identifiers
+(flags, environment variables, snake/camel/Pascal/kebab names, ticket ids),
+numbers with units, versions, dates and times, names of people, code spans,
+quoted strings and what the other goal markers name. Each extractor is a
+precise pattern rather than a guess: ordinary English words, sentence-initial
+capitals and bare numbers are never facts. Where spans overlap, the longest
+wins (a URL over the host inside it, a quoted error over the path it names).
+
+A fact is kept when its normalized text (case, spaces and surrounding
+punctuation ignored) occurs in the text it is looked up in: the next prompt,
+for the retention the timeline shows. Every aging step is measured against
+the same original list, so retention can only be compared, level by level,
+with what the messages said.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from contextmgr.core.markers import ArtifactRecord, DecisionUpdate, NextStep, parse_markers
 
-FactKind = Literal["decision", "path", "url", "code", "number", "quote", "marker"]
-# Decisions and paths are what a later turn most needs: they are appended to the
-# checkpoint's structured fields when a summary drops them.
-HIGH_VALUE: frozenset[str] = frozenset({"decision", "path"})
+FactKind = Literal[
+    "decision", "path", "url", "host", "identifier", "number", "version", "date", "name", "code", "quote", "marker"
+]
+FACT_KINDS: frozenset[str] = frozenset(
+    {"decision", "path", "url", "host", "identifier", "number", "version", "date", "name", "code", "quote", "marker"}
+)
 MAX_FACT_CHARS = 120
 MAX_FACTS = 200
 
-_URL = re.compile(r"https?://[^\s<>\"'`)\]]+")
-_PATH = re.compile(
-    r"(?<![\w/.])(?:[\w.-]+/)+[\w.-]+\.[A-Za-z0-9]{1,6}\b"
-    r"|(?<![\w/.-])[\w-]+\.(?:py|ts|tsx|js|jsx|json|md|txt|yml|yaml|toml|cfg|ini|sql|sh|go|rs|java|rb|php|html|css|c|h|cpp)\b"
+# --- vocabularies -----------------------------------------------------------------------------
+
+_EXTENSIONS = (
+    "py|pyi|ts|tsx|js|jsx|mjs|cjs|json|md|rst|txt|yml|yaml|toml|cfg|ini|conf|env|sql|sh|bash|go|rs|java|kt|rb|php|"
+    "html|css|scss|vue|svelte|c|h|cpp|hpp|cs|swift|lua|dart|tf|hcl|proto|xml|csv|tsv|log|lock|ipynb|parquet|"
+    "sqlite|db|pdf|docx|xlsx|xls|ods|odt|pptx|png|jpg|jpeg|svg|gif|webp|zip|gz|tgz|bat|ps1"
 )
-_CODE = re.compile(r"`([^`\n]{2,80})`")
-_NUMBER = re.compile(
-    r"(?<![\w.])\d+(?:[.,]\d+)?\s?(?:%|ms|s|sec|min|h|hours?|days?|weeks?|years?|km|m|cm|mm|kg|g|t|tons?|"
-    r"GB|MB|KB|TB|GiB|MiB|KiB|px|k|K|tokens|USD|EUR|€|\$)(?![\w])"
+_ROOT_DIRS = frozenset(
+    {"bin", "boot", "data", "dev", "etc", "home", "lib", "media", "mnt", "opt", "proc", "root", "run", "srv", "sys",
+     "tmp", "usr", "var", "volumes", "workspace", "app"}
+)  # fmt: skip
+_TLDS = (
+    "com|org|net|io|dev|app|ai|co|uk|de|fr|nl|eu|ca|au|jp|ch|se|es|pl|cz|internal|local|lan|corp|intra|cloud|"
+    "tech|sh|info|biz|xyz|site|online|gov|edu|svc"
 )
-_QUOTE = re.compile(r"\"([^\"\n]{3,80})\"|“([^”\n]{3,80})”")
+_AZURE_REGIONS = (
+    "eastus2?|westus[23]?|centralus|northcentralus|southcentralus|westcentralus|westeurope|northeurope|uksouth|"
+    "ukwest|francecentral|germanywestcentral|swedencentral|switzerlandnorth|norwayeast|polandcentral|japaneast|"
+    "japanwest|koreacentral|southeastasia|eastasia|australiaeast|australiasoutheast|canadacentral|canadaeast|"
+    "brazilsouth|southafricanorth|centralindia|uaenorth"
+)
+_DIRECTIONS = "north|south|east|west|central|northeast|southeast|northwest|southwest"
+_HOST_WORDS = frozenset(
+    {"db", "web", "app", "api", "node", "srv", "server", "host", "worker", "cache", "redis", "pg", "postgres", "mysql",
+     "k8s", "vm", "lb", "proxy", "gw", "gateway", "edge", "build", "ci", "runner", "broker", "kafka", "es", "mq",
+     "bastion", "jump", "nas", "backup", "replica", "primary", "ip", "ec2", "gpu", "cpu", "prod", "staging", "stg"}
+)  # fmt: skip
+_PRODUCTS = (
+    "Python|python|Django|django|Node(?:\\.js)?|node|PostgreSQL|Postgres|postgres|postgresql|Redis|redis|Ubuntu|"
+    "ubuntu|Debian|debian|Alpine|alpine|Java|java|JDK|Go|Golang|Rust|rust|Ruby|ruby|Rails|rails|PHP|php|Perl|React|"
+    "react|Vue|vue|Angular|Svelte|Next\\.js|Kubernetes|kubernetes|Docker|docker|nginx|Nginx|MySQL|mysql|MariaDB|"
+    "MongoDB|mongodb|Elasticsearch|Kafka|kafka|Terraform|terraform|Ansible|CentOS|RHEL|Fedora|Windows|macOS|iOS|"
+    "Android|TypeScript|Swift|Kotlin|Scala|GCC|gcc|Clang|LLVM|CUDA|OpenSSL|Flask|FastAPI|Laravel|Celery|celery|"
+    "Gunicorn|gunicorn|SQLite|sqlite|Helm|helm|Grafana|Prometheus|Airflow|Spark|TLS|OAuth|Llama|GPT|Gemma|Qwen|"
+    "Mistral|Phi|SmolLM2?|Webpack|Vite|Deno|npm|pip|PyTorch|TensorFlow|NumPy|numpy|pandas|Jenkins|GitLab|"
+    "Electron|Chrome|Firefox|Safari|Tomcat|Spring Boot|\\.NET|Hibernate|Express|Tailwind|Bootstrap|Traefik|Envoy|"
+    "Istio|Consul|Vault|etcd|RabbitMQ|ClickHouse|Cassandra|Memcached|HAProxy|Keycloak|Sentry|Debezium|pgbouncer|"
+    "PgBouncer|Nextcloud|Jira|Confluence|Postfix|OpenSearch|Kibana|Logstash|Linux|Xcode|Unity|Unreal"
+)
+_MONTHS_FULL = "January|February|March|April|May|June|July|August|September|October|November|December"
+_MONTHS = _MONTHS_FULL + "|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec"
+_WEEKDAYS = "Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday"
+_TIMEZONES = "UTC|GMT|CET|CEST|EET|EEST|WET|BST|EST|EDT|CST|CDT|MST|MDT|PST|PDT|IST|JST|KST|AEST|AEDT|Z"
+_UNITS = (
+    "%|‰|ms|µs|μs|us|ns|s|secs?|seconds?|mins?|minutes?|h|hrs?|hours?|days?|weeks?|months?|years?|yrs?|"
+    "km|m|cm|mm|µm|nm|mi|ft|kg|g|mg|t|tons?|tonnes?|lbs?|oz|L|ml|mL|°C|°F|C|W|kW|MW|GW|kWh|MWh|Wh|V|mV|mA|mAh|"
+    "Hz|kHz|MHz|GHz|dB|PB|TB|GB|MB|KB|kB|TiB|GiB|MiB|KiB|bytes?|bits?|Gbps|Mbps|kbps|px|pt|dpi|k|K|M|bn|"
+    "million|billion|x|×|tokens?|USD|EUR|GBP|CHF|JPY|€|\\$|£|rps|qps|tps|rpm|req/s|ops/s|vCPUs?|CPUs?|cores?|"
+    "GPUs?|threads?|replicas?|nodes?|pods?|shards?|partitions?|workers?|instances?|servers?|connections?|"
+    "retries|attempts?|rounds?|requests?|users?|rows?|records?|items?|units?|epochs?|layers?|customers?|"
+    "orders?|seats?|licen[cs]es?|loaves|bikes?|containers?|VMs?|hosts?|disks?|volumes?|regions?|zones?"
+)
+_PER = (
+    "s|sec|second|min|minute|h|hour|day|week|month|year|user|request|node|core|seat|GB|TB|run|call|host|"
+    "instance|replica|customer|order"
+)
+_TECH_SUFFIXES = frozenset(
+    {"api", "apis", "service", "services", "svc", "worker", "workers", "db", "server", "gateway", "gw", "proxy",
+     "cache", "queue", "bucket", "cluster", "job", "jobs", "cron", "app", "ui", "web", "frontend", "backend", "bot",
+     "daemon", "lambda", "fn", "repo", "bus", "broker", "store", "stream", "topic", "operator", "controller",
+     "agent", "exporter", "sidecar", "runner", "pipeline", "cli", "sdk", "lib", "core", "infra", "prod", "staging",
+     "stg", "canary", "consumer", "producer", "scheduler", "ingest", "ingester", "etl", "sync", "webhook",
+     "webhooks", "auth", "k8s", "helm", "chart", "config", "configs", "secrets", "v1", "v2", "v3"}
+)  # fmt: skip
+_TECH_PREFIXES = frozenset({"api", "svc", "k8s", "prod", "staging", "stg", "ff", "feat", "flag", "tf", "gh", "ci"})
+# Hyphenated English that a technical context ("the follow-up job") must not turn into an identifier.
+_ENGLISH_PREFIXES = frozenset(
+    {"re", "pre", "co", "non", "self", "multi", "cross", "single", "well", "long", "short", "high", "low", "full",
+     "part", "half", "one", "two", "three", "real", "read", "open", "built", "follow", "day", "end", "up", "so",
+     "third", "on", "off", "in", "out", "sign", "opt", "same", "next", "best", "zero", "add", "plug", "roll", "cut",
+     "hand", "front", "back", "top", "all", "semi", "sub", "anti", "ex", "e", "x", "year", "month", "week",
+     "first", "second", "last", "old", "new", "little", "big", "small", "large", "fine", "hard", "soft"}
+)  # fmt: skip
+_CONTEXT_NOUNS = (
+    "service|services|flag|flags|repo|repository|bucket|branch|queue|topic|namespace|cluster|container|image|job|"
+    "table|module|package|library|crate|chart|deployment|pod|lambda|function|pipeline|channel|endpoint|tag|label|"
+    "workspace|database|schema|index|microservice|toggle|env var|variable|stack|app|project|workflow|secret"
+)
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# First names that are people and nothing else. A name that is also a word or a
+# product ("Dev", "Max", "Ruby") counts only as part of a full name or in a role
+# context ("ask Dev", "Max approved").
+_FIRST_NAMES = _words(
+    """
+    Aaron Abdul Abigail Adam Adebayo Adrian Ahmed Ahmet Aiko Aisha Akira Alan Albert Alejandro Aleksandr Alessandro
+    Alex Alexander Alexandra Alexis Alfred Ali Alice Alicia Alina Alison Amanda Amara Amelia Amir Amit Amy Ana Anders
+    Andrea Andreas Andrei Andrew Andy Aneta Angela Anika Anil Anita Anja Ann Anna Anne Annika Anthony Anton Antonio
+    Anya Arjun Arnav Arthur Astrid Ayesha Barbara Beatriz Ben Benjamin Bernard Bjorn Björn Boris Brandon Brian
+    Bruno Caitlin Camila Carla Carlos Carmen Caroline Carsten Catherine Cecilia Charles Charlie Chen Chiara Chloe
+    Chris Christian Christina Christine Christopher Claire Clara Claudia Colin Connor Craig Cristina Daisuke Dan
+    Daniel Daniela Daniele Danny Darius David Deepak Deepika Denis Dennis Diana Diego Dimitri Dmitri Dmitry Dominik
+    Dora Doris Duc Dylan Edward Elena Eli Elias Elif Elijah Elisa Elizabeth Ella Ellen Emil Emily Emma Emre Enrico
+    Eric Erik Ethan Eva Evan Fabian Fatima Felix Fernando Filip Finn Fiona Florian Francesca Francesco Franz Freya
+    Gabriel Gabriela Gary George Gerhard Giorgio Giulia Giuseppe Greg Gregory Gustavo Hamid Hana Hannah Hans
+    Harper Harry Hassan Heidi Helen Helena Henrik Henry Hiroshi Hugo Ian Ibrahim Igor Ilya Ines Inés Ingrid Irene
+    Isaac Isabel Isabella Ivan Jacob Jakob Jakub James Jamie Jan Jana Jane Janet Jasmine Jason Javier Jean-Luc
+    Jeff Jennifer Jens Jessica Jiho Jin Joanna Joao João Joe Johan Johanna John Jonas Jonathan Jorge Jose José
+    Joseph Josh Joshua Juan Julian Julie Julien Jun Jürgen Kai Kamal Karen Karim Karl Karolina Kasia Kate Katharina
+    Katie Kavya Keiko Ken Kenji Kevin Kim Klaus Kofi Kristina Kumar Kwame Lakshmi Lara Lars Laura Lauren Leila Lena
+    Leo Leon Leonardo Liam Lin Linda Lisa Liu Lorenzo Lucas Lucia Lucy Luis Luka Lukas Luke Magnus Mai Malik Manuel
+    Marc Marco Marcus Margaret Maria María Marie Marina Mario Marta Martin Mateo Matteo Matthew Matthias Maya
+    Mehmet Mei Melanie Mia Michael Michał Michel Michelle Miguel Mika Mike Mikhail Milan Ming Miriam Mohamed
+    Mohammed Monica Nadia Naomi Natalia Natasha Nathan Neha Nia Nicholas Nick Nicolas Nicole Nikhil Nikita Nikolai
+    Nils Nina Noah Noor Nora Odile Olga Oliver Olivia Omar Oscar Pablo Paolo Patrick Paul Paula Pavel Pedro Peter
+    Petra Philipp Pierre Pietro Pooja Prakash Priya Rafael Rahul Raj Rajesh Ravi Rebecca Rachel Raphael Ricardo
+    Richard Rita Robert Roberto Rohan Roman Rosa Ruben Rui Ryan Sabine Sadia Salma Sam Samir Samuel Sandra Santiago
+    Sara Sarah Sasha Satoshi Sean Sebastian Sergei Sergey Seung Shreya Simon Simone Sofia Sofía Sophia Sophie Stefan
+    Stefano Stephanie Steven Sunil Susan Svetlana Takeshi Tanvir Tara Teresa Thomas Tim Timo Tobias Tom Tomas Tomasz
+    Tomás Tony Valentina Vanessa Vera Vikram Viktor Vincent Vivek Wei Wojciech Xavier Xin Yan Yannick Yasmin Yara
+    Yuki Yusuf Yuto Zainab Zara Zoe Zoltan Zoran
+    """
+)
+_AMBIGUOUS_NAMES = _words(
+    """
+    Dev Max Will Mark Bill Ruby Crystal Ray Rose Amber Jade Sage Chase Hunter Drew Hope Faith Joy Rich Frank Pat
+    Sue Sky Ash Jack Grace June April May August Dawn Summer Autumn Angel Art Guy Gene Lane Page Penny Holly Ivy Iris
+    Robin Sandy Wade Julia Ada Pascal Jordan Georgia Austin Sydney Victoria Florence Madison Phoenix Charlotte
+    Chelsea Paris Bob Kit Lee Ted Don Nat Cole Grant Miles Sterling Reed Skip Buck Dale Glen Carol Eve Lou Val
+    """
+)
+# Capitalized words that are not the surname in "First Last" nor a name on their own.
+_CAPITALIZED_WORDS = _words(
+    """
+    The A An This That These Those It Its We I You He She They Our Your My His Her Their And But Or So Then If When
+    While After Before Since Because For From To In On At By With Without Of As Also Yes No Not Please Thanks Thank
+    Hi Hello Hey Dear OK Okay Sure Great Good Next Last First Finally Meanwhile However Today Tomorrow Yesterday
+    Here There What Why How Who Where Which Let Is Are Was Were Would Should Could Can Do Does Did Has Have Had
+    Note Update Step Phase Team Server Service Services Cloud Street Road Avenue University Inc Ltd Corp Project Lab
+    Labs Group Department Environment Ops Tools Build Branch Mode Review Plan Notes Sync Meeting Call Everyone
+    Nobody Somebody Anyone Finance Legal Security Support Sales Marketing Management Engineering Product Design
+    Data Platform Infrastructure Admin Ask Ping Tell Email Contact Owner Lead Manager Reviewer Approver Google
+    Amazon Microsoft Apple Meta Stripe Slack Jira GitHub AWS Azure Linux Docker Redis Kafka Postgres Python
+    Monday Tuesday Wednesday Thursday Friday Saturday Sunday January February March April May June July August
+    September October November December Morning Evening Night Week Weekend Month Year Day Release Version Every
+    Some Any All Each Both Either Neither Just Only Still Even Now Once Again Maybe Perhaps Overall Agreed Done
+    Approved Signed Cc CC Per Via Re Fwd Subject Mr Mrs Ms Dr Prof Sir Madam Kind Regards Best Cheers Welcome
+    North South East West Central New Old Big Small High Low Test Tests Prod Staging Local Remote Open Close
+    """
+)
+_ROLE_AFTER = (
+    r"approved|approves|owns|leads|led|said|says|asked|asks|agreed|agrees|confirmed|confirms|signed\s+off|"
+    r"suggested|suggests|wants|wanted|wrote|reviewed|reviews|mentioned|proposed|decided|prefers|objected|"
+    r"is\s+on[\s-]call|is\s+out|is\s+leading|is\s+away|handles|manages|reported|noted|will\s+(?:review|approve|own|"
+    r"lead|check|handle|sign|decide|present|join)|is\s+(?:the\s+)?(?:owner|lead|reviewer|manager|approver)|"
+    r"(?:is|will\s+be)\s+(?:off|on\s+leave|on\s+holiday|back)"
+)
+_ROLE_BEFORE = (
+    r"ask|asked|ping|pinged|cc|thanks|thank\s+you|tell|told|email|emailed|contact|talk\s+to|talked\s+to|"
+    r"check\s+with|checked\s+with|met\s+with|meet\s+with|hand\s+(?:it\s+)?over\s+to|handed\s+(?:it\s+)?over\s+to|"
+    r"owner:|owners:|assignee:|assigned\s+to|reviewer:|reviewers:|reviewed\s+by|approved\s+by|approver:|led\s+by|"
+    r"owned\s+by|signed\s+off\s+by|on[\s-]call:|lead:|manager:|contact:|author:|@"
+)
+
+# --- patterns ---------------------------------------------------------------------------------
+# Python's regex engine skips ahead quickly only to a literal or a character class at the
+# start of a pattern, so the patterns start with one (a digit, a capital, "/", "-") and put
+# their lookbehind after it; those that must start with a lowercase word run only on a text
+# that has what they need (a "_", a "-", a known extension).
+
+_D = "[0-9]"
+_URL = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]{1,15}://[^\s<>\"'`)\]]+")
+_CODE = re.compile(r"`(?<!``)([^`\n]{2,80})`(?!`)")
+_QUOTE = re.compile(r"\"(?=[^\s\"])([^\"\n]{3,80})(?<=[^\s\"])\"|“([^”\n]{3,80})”")
+_PLAIN_WORD = re.compile(r"[A-Za-z][a-z]*")
+_SHORT_PATH = re.compile(r"[\w.~-]+/[\w./-]*")
+# Searched in the lowercased text (a case-insensitive pattern cannot skip ahead quickly).
 _DECISION_VERB = re.compile(
-    r"\b(?:we(?:'ll| will)? use|let's use|decided to use|decided on|going with|chose|switch(?:ed)? to|use)\s+"
-    r"([A-Za-z0-9][\w.+#/-]*(?:\s+[A-Za-z0-9][\w.+#/-]*)?)",
-    re.I,
+    r"(?:use|decided\s+on|go(?:ing)?\s+with|went\s+with|settled\s+on|opted\s+for|chose|picked|"
+    r"switch(?:ed|ing)?\s+to|migrat(?:e|ed|ing)\s+to|mov(?:e|ed|ing)\s+to)[ \t]+"
+    r"([a-z0-9][\w.+#/-]*(?:[ \t]+[a-z0-9][\w.+#/-]*)?)"
 )
 _STOP_OBJECTS = frozenset(
-    {"a", "an", "the", "it", "this", "that", "them", "of", "to", "in", "and", "or", "for", "with"}
+    {"a", "an", "the", "it", "this", "that", "them", "of", "to", "in", "and", "or", "for", "with", "case", "cases",
+     "more", "less", "some", "any", "all", "my", "your", "our", "their", "his", "her", "its", "one", "up", "what",
+     "which", "when", "whatever", "these", "those", "me", "us", "you", "him", "on", "at", "by", "as", "is", "be",
+     "was", "so", "but", "if", "then", "too", "very", "much", "many", "we", "i", "they", "he", "she"}
+)  # fmt: skip
+_NAME = re.compile(
+    r"[A-Z](?<![\w.'-][A-Z])[a-zà-ÿ]+(?:-[A-Z][a-zà-ÿ]+)?(?:[ \t]+"
+    r"((?:(?:van|von|de|da|di|del|der|le|la|al|bin|ben)[ \t]+)?(?:O'|Mc|Mac)?[A-Z][a-zà-ÿ]+(?:-[A-Z][a-zà-ÿ]+)?))?"
+    r"(?![\w'-]|[ \t]+[A-Z][a-z])"
 )
+_TITLE = re.compile(r"(?:Dr|Mr|Mrs|Ms|Prof)\.?[ \t]+$")
+_ROLE_AFTER_RE = re.compile(rf"(?:'s\s+team|,?\s+(?:{_ROLE_AFTER})\b)")
+_ROLE_BEFORE_RE = re.compile(rf"(?:^|[\s(,;])(?:{_ROLE_BEFORE})\s*$", re.I)
+_WEEKDAY_BEFORE = re.compile(r"\b(?:on|by|until|till|next|this|last|before|after|every|from)\s+$")
+_KEBAB_BEFORE = re.compile(rf"(?:\b(?:{_CONTEXT_NOUNS})\s+(?:called\s+|named\s+)?)$", re.I)
+_KEBAB_AFTER = re.compile(rf"\s+(?:{_CONTEXT_NOUNS})\b", re.I)
+_SURNAME_LIKE = re.compile(r"(?:Mc|Mac|De|Di|Da|Du|La|Le|Van|Von)[A-Z][a-z]+")
+
+# A rule: its kind, what a text must hold for it to run (a substring or a quick pattern),
+# the pattern, and whether its match must start at a word boundary.
+_Gate = str | re.Pattern[str] | None
+_DIGIT = re.compile(_D)
+_NUM = rf"{_D}(?:[.,]?{_D})*"
+_RULES: tuple[tuple[FactKind, _Gate, re.Pattern[str], bool], ...] = (
+    # paths
+    ("path", "/", re.compile(r"(?<![\w/.])(?:[\w.-]+/)+[\w.-]+\.[A-Za-z0-9]{1,6}\b"), False),
+    (
+        "path",
+        re.compile(rf"\.(?:{_EXTENSIONS})\b"),
+        re.compile(rf"(?<![\w/.-])[\w-]+\.(?:{_EXTENSIONS})\b(?![\w-]|\.\w)"),
+        False,
+    ),
+    ("path", "/", re.compile(r"(?<![\w/.:~@-])(?:~|\.\.?)?/[\w.+@-]+(?:/[\w.+@-]+)*/?"), False),
+    ("path", "/", re.compile(r"(?<![\w/.:~@-])[A-Za-z_.][\w.-]*(?:/[\w.-]+){2,}/?"), False),
+    ("path", "/", re.compile(r"(?<![\w/.:~@-])[A-Za-z_][\w.-]*(?:/[\w.-]+)+/(?=[\s,;:)]|$)"), False),
+    (
+        "path",
+        None,
+        re.compile(
+            r"\.(?<![\w/.]\.)(?:env|gitignore|dockerignore|bashrc|zshrc|profile|npmrc|editorconfig)(?:\.\w+)?\b"
+        ),
+        False,
+    ),
+    (
+        "path",
+        "file",
+        re.compile(r"(?:Dockerfile|Makefile|Procfile|Jenkinsfile|Gemfile|Vagrantfile|Containerfile|Justfile)\b"),
+        True,
+    ),
+    ("path", ":\\", re.compile(r"[A-Z]:\\(?:[\w.-]+\\)*[\w.-]+"), True),
+    # hosts
+    (
+        "host",
+        _DIGIT,
+        re.compile(rf"{_D}(?<![\w.]{_D}){_D}{{0,2}}(?:\.{_D}{{1,3}}){{3}}(?:/{_D}{{1,2}}|:{_D}{{2,5}})?\b(?!\.{_D})"),
+        False,
+    ),
+    (
+        "host",
+        re.compile(rf"\.(?:{_TLDS})\b"),
+        re.compile(
+            rf"(?<![\w.@/-])(?:[A-Za-z0-9](?:[A-Za-z0-9-]{{0,61}}[A-Za-z0-9])?\.)+(?:{_TLDS})(?::{_D}{{2,5}})?\b"
+            r"(?![\w-]|\.\w)"
+        ),
+        False,
+    ),
+    (
+        "host",
+        re.compile(rf"-(?:{_DIRECTIONS})-?{_D}"),
+        re.compile(
+            rf"(?:(?:us|eu|ap|sa|ca|me|af|il|mx|cn)(?:-gov|-iso[bf]?)?-(?:{_DIRECTIONS})-{_D}[a-f]?"
+            rf"|(?:us|europe|asia|australia|northamerica|southamerica|me|africa)-(?:{_DIRECTIONS}){_D}{{1,2}}(?:-[a-f])?)"
+            r"\b(?!-)"
+        ),
+        True,
+    ),
+    ("host", re.compile("east|west|north|south|central"), re.compile(rf"(?:{_AZURE_REGIONS})\b"), True),
+    # dates and times
+    (
+        "date",
+        "-",
+        re.compile(
+            rf"{_D}(?<!\w{_D}){_D}{{3}}-{_D}{{2}}-{_D}{{2}}"
+            rf"(?:[T ]{_D}{{2}}:{_D}{{2}}(?::{_D}{{2}})?(?:Z|[+-]{_D}{{2}}:?{_D}{{2}})?)?(?:\s?(?:{_TIMEZONES})\b)?"
+        ),
+        False,
+    ),
+    ("date", _DIGIT, re.compile(rf"{_D}(?<![\w./]{_D}){_D}?[/.]{_D}{{1,2}}[/.]{_D}{{4}}\b(?![./]{_D})"), False),
+    (
+        "date",
+        _DIGIT,
+        re.compile(rf"{_D}(?<!\w{_D}){_D}?(?:st|nd|rd|th)?(?:\s+of)?\s+(?:{_MONTHS})\b\.?(?:,?\s+{_D}{{4}}\b)?"),
+        False,
+    ),
+    ("date", _DIGIT, re.compile(rf"(?:{_MONTHS})\.?\s+{_D}{{1,2}}(?:st|nd|rd|th)?\b(?!:)(?:,?\s+{_D}{{4}}\b)?"), True),
+    ("date", _DIGIT, re.compile(rf"(?:{_MONTHS_FULL})\s+{_D}{{4}}\b"), True),
+    ("date", None, re.compile(rf"[QH][1-4](?:\s+{_D}{{4}}\b|/{_D}{{2,4}}\b)?(?![\w-])"), True),
+    (
+        "date",
+        ":",
+        re.compile(
+            rf"{_D}(?<![0-9:.]{_D}){_D}?:{_D}{{2}}(?::{_D}{{2}})?(?:\s?(?:am|pm|AM|PM))?(?:\s?(?:{_TIMEZONES})\b)?(?![0-9:])"
+        ),
+        False,
+    ),
+    ("date", _DIGIT, re.compile(rf"{_D}(?<![\w.]{_D}){_D}?\s?(?:am|pm|AM|PM|a\.m\.|p\.m\.)(?!\w)"), False),
+    # versions
+    (
+        "version",
+        _DIGIT,
+        re.compile(rf"v(?<![\w.]v){_D}+(?:\.{_D}+){{0,3}}(?:-[0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?\b(?!\.{_D})"),
+        False,
+    ),
+    (
+        "version",
+        _DIGIT,
+        re.compile(
+            rf"{_D}(?<![\w.]{_D}){_D}*\.{_D}+\.{_D}+(?:-[0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?(?:\+[0-9A-Za-z.]+)?\b(?!\.{_D})"
+        ),
+        False,
+    ),
+    (
+        "version",
+        re.compile(rf"[=~<>!]=|@[~^]?{_D}"),
+        re.compile(rf"[A-Za-z][\w.-]*(?:==|>=|<=|~=|!=|@\^?|@~){_D}+(?:\.{_D}+){{0,2}}(?:\.\*)?\b(?![.:]?{_D})"),
+        True,
+    ),
+    # identifiers
+    ("identifier", "_", re.compile(r"[A-Z](?<![\w$][A-Z])[A-Z0-9]*(?:_[A-Z0-9]+)+\b"), False),
+    ("identifier", "_", re.compile(r"(?<![\w$.])[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b(?!\.\w)"), False),
+    (
+        "identifier",
+        re.compile(r"[A-Z](?<=[a-z0-9][A-Z])"),
+        re.compile(r"(?<![\w$.])[a-z][a-z0-9]+(?:[A-Z][a-z0-9]*)+\b(?!\.\w)"),
+        False,
+    ),
+    ("identifier", None, re.compile(r"[A-Z](?<![\w$.][A-Z])[a-z]+(?:[A-Z][a-z0-9]+)+\b"), False),
+    ("identifier", None, re.compile(r"[A-Z](?<![\w$.][A-Z])[a-z]+(?:[A-Z][a-z0-9]+)*[A-Z]{2,}[a-z]?\b"), False),
+    ("identifier", None, re.compile(r"--(?<![\w-]--)[a-z][a-z0-9]*(?:-[a-z0-9]+)*"), False),
+    ("identifier", "-", re.compile(rf"[A-Z](?<![\w-][A-Z])[A-Z0-9]{{1,9}}-{_D}+\b(?!-)"), False),
+    ("identifier", _DIGIT, re.compile(rf"(?:PR|MR|[Ii]ssue|[Tt]icket|[Bb]ug|[Ii]ncident)\s?#?{_D}+\b"), True),
+    ("identifier", None, re.compile(rf"#(?<![\w&#]#){_D}{{3,}}\b"), False),
+    ("identifier", "-", re.compile(r"(?<![\w-])[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), False),
+    (
+        "identifier",
+        re.compile(rf"[a-f](?<={_D}[a-f])|{_D}(?<=[a-f]{_D})"),
+        re.compile(rf"(?<![\w-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*{_D})[0-9a-f]{{7,40}}\b(?!-)"),
+        False,
+    ),
+    ("identifier", "@", re.compile(r"(?<![\w.+-])[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"), False),
+    ("identifier", None, re.compile(r"\$\{?[A-Z][A-Z0-9_]+\}?"), False),
+    (
+        "identifier",
+        re.compile(r"\.(?<=[a-z0-9_]\.)[A-Za-z_]"),
+        re.compile(r"(?<![\w./@-])[a-z_][a-z0-9_]+(?:\.[A-Za-z_][A-Za-z0-9_]+)+(?:\(\))?(?![\w/]|\.\w)"),
+        False,
+    ),
+    ("identifier", "()", re.compile(r"(?<![\w.])[A-Za-z_]\w*\(\)"), False),
+    # numbers
+    (
+        "number",
+        _DIGIT,
+        re.compile(rf"{_D}(?<![\w.,:#-]{_D})(?:[.,]?{_D})*\s?(?:{_UNITS})(?:\s?(?:/|per\s)\s?(?:{_PER}))?(?![\w/])"),
+        False,
+    ),
+    ("number", _DIGIT, re.compile(rf"{_D}(?<![\w.,:#-]{_D})(?:[.,]?{_D})*\s?(?:/|per\s)\s?(?:{_PER})\b"), False),
+    (
+        "number",
+        _DIGIT,
+        re.compile(
+            rf"[$€£](?<![\w.,][$€£])\s?{_NUM}(?:\s?(?:k|K|M|bn|million|billion))?(?:\s?(?:/|per\s)\s?(?:{_PER}))?(?![\w])"
+        ),
+        False,
+    ),
+    ("number", _DIGIT, re.compile(rf"[Pp]ort\s+{_D}{{2,5}}\b"), True),
+)
+_DASHED_HOST = re.compile(rf"(?<![\w./@-])[a-z][a-z0-9]*(?:-[a-z0-9]+)*-{_D}+(?::{_D}{{2,5}})?(?![\w-]|\.\w)")
+_INNER_HYPHEN = re.compile(r"-(?<=[a-z0-9]-)[a-z0-9]")
+_KEBAB = re.compile(r"(?<![\w./@-])[a-z][a-z0-9]*(?:-[a-z0-9]+)+(?![\w-]|\.\w)")
+_WEEKDAY = re.compile(rf"(?:{_WEEKDAYS})s?\b")
+# "Python 3.11", "version 3.2": the number first (a fast search), then the name before it.
+_NAMED_NUMBER = re.compile(rf"{_D}(?<=[\sv]{_D}){_D}*(?:\.{_D}+){{0,3}}\b(?!\.{_D}|\s?(?:{_UNITS})(?![\w/]))")
+_PRODUCT_BEFORE = re.compile(rf"(?<![\w.])(?:{_PRODUCTS})\s+v?$")
+_KEYWORD_BEFORE = re.compile(r"(?<![\w.])(?:[Vv]ersion|[Rr]elease|[Rr]ev)\s+v?$")
+
+_Span = tuple[int, int, FactKind, str]
+# For spans of the same length, the earlier kind wins.
+_RANK: dict[str, int] = {
+    kind: rank
+    for rank, kind in enumerate(
+        (
+            "marker",
+            "url",
+            "code",
+            "quote",
+            "decision",
+            "path",
+            "host",
+            "date",
+            "version",
+            "identifier",
+            "number",
+            "name",
+        )
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -70,59 +444,216 @@ def normalize(text: str) -> str:
     return re.sub(r"[\s*_`\"']+", "", text).strip(".,;:!?()[]{}")
 
 
-def _decision_object(match: re.Match[str]) -> str | None:
-    words = match.group(1).split()
-    while words and words[-1].casefold() in _STOP_OBJECTS:
-        words.pop()
-    if not words or words[0].casefold() in _STOP_OBJECTS:
+def _open(gate: _Gate, text: str) -> bool:
+    if gate is None:
+        return True
+    if isinstance(gate, str):
+        return gate in text
+    return gate.search(text) is not None
+
+
+def _word_start(text: str, start: int) -> bool:
+    return start == 0 or not (text[start - 1].isalnum() or text[start - 1] == "_")
+
+
+def _ruled(text: str) -> Iterator[_Span]:
+    opened: dict[int, bool] = {}  # several rules share a gate: each is tried once
+    for kind, gate, pattern, bounded in _RULES:
+        if (is_open := opened.get(id(gate))) is None:
+            is_open = opened[id(gate)] = _open(gate, text)
+        if is_open:
+            for match in pattern.finditer(text):
+                if not bounded or _word_start(text, match.start()):
+                    yield match.start(), match.end(), kind, match.group(0)
+
+
+def _filtered(text: str) -> Iterator[_Span]:
+    for start, end, kind, span in _ruled(text):
+        if kind == "path":
+            parts = span.strip("/").split("/")
+            # "/tmp" is a path, "/day" is not: one absolute segment must be a well-known root.
+            if span.startswith("/") and len(parts) == 1 and parts[0] not in _ROOT_DIRS:
+                continue
+        elif kind == "identifier" and _SURNAME_LIKE.fullmatch(span):
+            continue  # McDonald, DeShawn: people, not PascalCase names
+        yield start, end, kind, span
+
+
+def _dashed(text: str) -> Iterator[_Span]:
+    """Hosts ``db-billing-01``, ``web-03`` (not ``covid-19``, ``utf-8``) and identifiers ``billing-api``,
+    ``checkout-worker``; a plain hyphenated word only where it names a service, flag, repo."""
+    if _INNER_HYPHEN.search(text) is None:
+        return
+    for match in _DASHED_HOST.finditer(text):
+        parts = match.group(0).split(":")[0].split("-")
+        if len(parts) >= 3 or parts[0] in _HOST_WORDS or parts[-1].startswith("0"):
+            yield match.start(), match.end(), "host", match.group(0)
+    for match in _KEBAB.finditer(text):
+        start, end = match.span()
+        parts = match.group(0).split("-")
+        if parts[0] in _ENGLISH_PREFIXES:
+            continue
+        technical = parts[-1] in _TECH_SUFFIXES or parts[0] in _TECH_PREFIXES
+        if technical or _KEBAB_BEFORE.search(text[max(0, start - 40) : start]) or _KEBAB_AFTER.match(text, end):
+            yield start, end, "identifier", match.group(0)
+
+
+def _weekdays(text: str) -> Iterator[_Span]:
+    """ "on Friday", "every Monday": a weekday after a preposition of time."""
+    for match in _WEEKDAY.finditer(text):
+        if _WEEKDAY_BEFORE.search(text[max(0, match.start() - 8) : match.start()]):
+            yield match.start(), match.end(), "date", match.group(0)
+
+
+def _named_versions(text: str) -> Iterator[_Span]:
+    if not _DIGIT.search(text):
+        return
+    for match in _NAMED_NUMBER.finditer(text):
+        start, end = match.span()
+        before = text[max(0, start - 24) : start]
+        named = _PRODUCT_BEFORE.search(before)
+        if named is None and match.group(0).count(".") <= 1 and not re.match(r"[.0-9-]", text[end : end + 1]):
+            named = _KEYWORD_BEFORE.search(before)
+        if named is not None:
+            yield start - len(named.group(0)), end, "version", text[start - len(named.group(0)) : end]
+
+
+def _names(text: str) -> Iterator[_Span]:
+    """People: "Dev Patel", "Maria", "Dr. Okafor"; a name that is also a word ("Dev", "Max") or that no
+    list knows only in a role ("ask Dev", "Max approved", "cc Ngozi")."""
+    for match in _NAME.finditer(text):
+        start, end = match.span()
+        first, last = match.group(0).split()[0], match.group(1)
+        if last is not None and first in _CAPITALIZED_WORDS:
+            # "Then Maria", "Ask Dev": the second word on its own.
+            if " " in last:
+                continue
+            (start, end), first, last = match.span(1), last, None
+        elif last is not None and last.split()[-1] in _CAPITALIZED_WORDS:
+            end, last = start + len(first), None  # "Maria Thanks": the first name alone
+        if first in _CAPITALIZED_WORDS:
+            continue
+        title = _TITLE.search(text[max(0, start - 6) : start])
+        before = _ROLE_BEFORE_RE.search(text[max(0, start - 40) : start]) is not None
+        in_role = before or _ROLE_AFTER_RE.match(text, end) is not None
+        known = first in _FIRST_NAMES or title is not None
+        if last is not None:
+            person = known or first in _AMBIGUOUS_NAMES or in_role
+        else:
+            person = known or (first in _AMBIGUOUS_NAMES and in_role) or before
+        if person:
+            if title:
+                start -= len(title.group(0))
+            yield start, end, "name", text[start:end]
+
+
+def _decisions(text: str) -> Iterator[_Span]:
+    lowered = text.lower()
+    if len(lowered) != len(text):  # a character whose lowercase is longer: keep the positions right
+        lowered = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+    for match in _DECISION_VERB.finditer(lowered):
+        if not _word_start(text, match.start()):
+            continue
+        words = text[match.start(1) : match.end(1)].split()
+        if words[0][-1] in ".,;:!?":
+            words = words[:1]  # the object ends with its sentence
+        while words and words[-1].casefold().rstrip(".,;:!?") in _STOP_OBJECTS:
+            words.pop()
+        if words and words[0].casefold().rstrip(".,;:!?") not in _STOP_OBJECTS:
+            end = match.start(1) + text[match.start(1) : match.end(1)].index(words[-1]) + len(words[-1])
+            span = text[match.start() : end].rstrip(".,;:")
+            yield match.start(), match.start() + len(span), "decision", span
+
+
+def _specific(text: str) -> Iterator[_Span]:
+    """Every candidate of the kinds that name one thing (everything but code spans, quotes and decisions)."""
+    yield from _filtered(text)
+    yield from _dashed(text)
+    yield from _weekdays(text)
+    yield from _named_versions(text)
+    yield from _names(text)
+
+
+def _refined(content: str, default: FactKind) -> FactKind | None:
+    """The kind of a code span's or quote's content: a single path, host, identifier... is that kind;
+    a single plain word in quotes is no fact."""
+    whole = [kind for start, end, kind, _ in _specific(content) if start == 0 and end == len(content.rstrip(".,;:"))]
+    if whole:
+        return min(whole, key=_RANK.__getitem__)
+    if _SHORT_PATH.fullmatch(content):
+        return "path"  # `deploy/`, `charts/billing`: in a code span, one slash is enough
+    if default == "quote" and _PLAIN_WORD.fullmatch(content):
         return None
-    return "use " + " ".join(words).rstrip(".,;:")
+    return default
+
+
+def _wrapped(pattern: re.Pattern[str], default: FactKind, text: str) -> Iterator[_Span]:
+    for match in pattern.finditer(text):
+        group = 1 if match.group(1) is not None else 2
+        kind = _refined(match.group(group), default)
+        if kind is not None:
+            yield match.start(group), match.end(group), kind, match.group(group)
+
+
+def _candidates(text: str) -> Iterator[_Span]:
+    for update in parse_markers(text):
+        if isinstance(update, DecisionUpdate):
+            kind: FactKind = "decision"
+            said = update.description
+        elif isinstance(update, ArtifactRecord):
+            kind, said = "path", update.path
+        elif isinstance(update, NextStep):
+            kind, said = "marker", update.text
+        else:
+            continue
+        start = text.find(said)
+        # A marker's description claims its place in the text, so nothing inside it is counted twice.
+        yield (start, start + len(said), kind, said) if start >= 0 else (-1, -1, kind, said)
+    if "://" in text:
+        yield from ((m.start(), m.end(), "url", m.group(0)) for m in _URL.finditer(text))
+    yield from _wrapped(_CODE, "code", text)
+    yield from _wrapped(_QUOTE, "quote", text)
+    yield from _decisions(text)
+    yield from _specific(text)
+
+
+def _facts_of(text: str) -> list[tuple[int, FactKind, str]]:
+    """The facts of one text in order of appearance: where spans overlap, the longest (then the
+    earlier kind in ``_RANK``) wins."""
+    candidates = sorted(
+        (c for c in _candidates(text) if len(c[3].strip()) <= MAX_FACT_CHARS),
+        key=lambda c: (-(c[1] - c[0]), _RANK[c[2]], c[0]),
+    )
+    taken = bytearray(len(text) + 1)
+    chosen: list[tuple[int, FactKind, str]] = []
+    for start, end, kind, span in candidates:
+        if start < 0:
+            chosen.append((start, kind, span))
+        elif not any(taken[start:end]):
+            taken[start:end] = b"\x01" * (end - start)
+            chosen.append((start, kind, span))
+    return sorted(chosen, key=lambda c: c[0])
 
 
 def extract_facts(texts: Iterable[str]) -> tuple[Fact, ...]:
-    """Every key fact of ``texts``, in order of appearance, each once."""
+    """Every key fact of ``texts``, in order of appearance, each once (the first kind found wins)."""
     found: dict[str, Fact] = {}
-
-    def add(kind: FactKind, text: str) -> None:
-        text = text.strip().rstrip(".,;:")
-        key = normalize(text)
-        if len(key) >= 2 and len(text) <= MAX_FACT_CHARS and key not in found and len(found) < MAX_FACTS:
-            found[key] = Fact(kind, text)
-
     for text in texts:
-        for update in parse_markers(text):
-            if isinstance(update, DecisionUpdate):
-                add("decision", update.description)
-            elif isinstance(update, ArtifactRecord):
-                add("path", update.path)
-            elif isinstance(update, NextStep):
-                add("marker", update.text)
-        for match in _URL.finditer(text):
-            add("url", match.group(0))
-        for match in _PATH.finditer(text):
-            add("path", match.group(0))
-        for match in _CODE.finditer(text):
-            add("code", match.group(1))
-        for match in _NUMBER.finditer(text):
-            add("number", match.group(0))
-        for match in _QUOTE.finditer(text):
-            add("quote", match.group(1) or match.group(2))
-        for match in _DECISION_VERB.finditer(text):
-            phrase = _decision_object(match)
-            if phrase is not None:
-                add("decision", phrase)
+        for _, kind, span in _facts_of(text):
+            span = span.strip().rstrip(".,;:")
+            key = normalize(span)
+            if len(key) >= 2 and key not in found:
+                if len(found) == MAX_FACTS:
+                    return tuple(found.values())
+                found[key] = Fact(kind, span)
     return tuple(found.values())
 
 
 def measure_retention(facts: Sequence[Fact], text: str) -> Retention:
-    """Which of ``facts`` are still findable in ``text`` (a checkpoint's rendered text)."""
+    """Which of ``facts`` are still findable in ``text`` (the next prompt, or a part of it)."""
     haystack = normalize(text)
     missing = tuple(fact for fact in facts if normalize(fact.text) not in haystack)
     return Retention(total=len(facts), kept=len(facts) - len(missing), missing=missing)
-
-
-def high_value(facts: Iterable[Fact]) -> tuple[Fact, ...]:
-    return tuple(fact for fact in facts if fact.kind in HIGH_VALUE)
 
 
 def facts_to_json(facts: Iterable[Fact]) -> list[list[str]]:
@@ -133,9 +664,8 @@ def facts_from_json(data: object) -> tuple[Fact, ...]:
     """Stored facts back; anything malformed is skipped rather than trusted."""
     if not isinstance(data, list):
         return ()
-    kinds = {"decision", "path", "url", "code", "number", "quote", "marker"}
     return tuple(
         Fact(item[0], item[1])
         for item in data
-        if isinstance(item, list) and len(item) == 2 and item[0] in kinds and isinstance(item[1], str)
+        if isinstance(item, list) and len(item) == 2 and item[0] in FACT_KINDS and isinstance(item[1], str)
     )
