@@ -204,9 +204,11 @@ class Engine:
         seed: int | None = None,
         priority: Priority = "interactive",
         cancel: threading.Event | None = None,
+        repeat_penalty: float | None = None,
     ) -> Generator[str | Result, None, None]:
         """Text deltas, then the Result. A turn holds the interactive context throughout; background
-        work holds the background one and pauses while turns are in flight."""
+        work holds the background one and pauses while turns are in flight. ``repeat_penalty``
+        (llama.cpp's, over the last 64 tokens; None: none, llama-cpp-python's default) curbs loops."""
         context = self._contexts[priority]
         prompt, template_stops = self.prompt_for(messages)
         with self.gate.turn() if priority == "interactive" else nullcontext(), context.lock:
@@ -235,6 +237,7 @@ class Engine:
                 stop=[*template_stops, *stop],
                 seed=DEFAULT_SEED if seed is None else seed,
                 stream=True,
+                repeat_penalty=1.0 if repeat_penalty is None else repeat_penalty,  # 1.0: llama.cpp's default, none
                 logits_processor=LogitsProcessorList([count_sampled]),
             )
             first_token_at: float | None = None

@@ -58,6 +58,8 @@ class Behaviour:
     fail_status: int | None = None
     # Every generation answers with this text instead of the model's.
     canned_reply: str | None = None
+    # Generations answer with these texts in turn, the last one from then on (before ``canned_reply``).
+    canned_replies: list[str] | None = None
     # Generations wait until ``/_test/release`` (at most ``hold_seconds``) before they start.
     hold: bool = False
     hold_seconds: float = 120.0
@@ -99,6 +101,7 @@ class ModelServer:
         self.behaviour = Behaviour()
         self.record = Record()
         self._released = threading.Event()
+        self._canned_lock = threading.Lock()
         self._httpd = _HTTPServer((host, port), self._handler())
 
     @property
@@ -117,6 +120,14 @@ class ModelServer:
         self.behaviour = Behaviour()
         self.record = Record()
         self._released = threading.Event()
+
+    def next_canned(self) -> str | None:
+        """The fixed text the next generation answers with, if a test set one."""
+        with self._canned_lock:
+            replies = self.behaviour.canned_replies
+            if replies:
+                return replies.pop(0) if len(replies) > 1 else replies[0]
+            return self.behaviour.canned_reply
 
     def _details(self) -> dict[str, Any]:
         return {
@@ -303,6 +314,8 @@ class ModelServer:
                     temperature = float(options.get("temperature", 0.8))
                     stop = [str(s) for s in options.get("stop") or ()]
                     seed = int(options["seed"]) if options.get("seed") is not None else None
+                    penalty = options.get("repeat_penalty")
+                    repeat_penalty = float(penalty) if penalty is not None else None
                 except (KeyError, TypeError, AttributeError, ValueError) as exc:
                     self._json(400, {"error": f"the request is malformed: {exc}"})
                     return
@@ -312,8 +325,9 @@ class ModelServer:
                     server._released.wait(server.behaviour.hold_seconds)
                     server.record.waiting -= 1
                 cancel = threading.Event()
-                if server.test_controls and server.behaviour.canned_reply is not None:
-                    self._send(_canned(server.behaviour.canned_reply), cancel, body["model"], chat=chat, stream=stream)
+                canned = server.next_canned() if server.test_controls else None
+                if canned is not None:
+                    self._send(_canned(canned), cancel, body["model"], chat=chat, stream=stream)
                     return
                 parts = server.engine.generate(
                     messages,
@@ -324,6 +338,7 @@ class ModelServer:
                     seed=seed,
                     priority=priority,
                     cancel=cancel,
+                    repeat_penalty=repeat_penalty,
                 )
                 try:
                     first = next(parts)

@@ -59,6 +59,7 @@ class EmbeddedBackend(OllamaBackend):
         stop: Sequence[str] = (),
         seed: int | None = None,
         background: bool = False,
+        repeat_penalty: float | None = None,
     ) -> ChatStream:
         self._check_model(model)
         return super().chat(
@@ -70,6 +71,7 @@ class EmbeddedBackend(OllamaBackend):
             stop=stop,
             seed=seed,
             background=background,
+            repeat_penalty=repeat_penalty,
         )
 
     def _tokenize(self, body: dict[str, Any]) -> dict[str, Any]:

@@ -139,8 +139,10 @@ class Gateway:
         stop: Sequence[str] = (),
         seed: int | None = None,
         background: bool = False,
+        repeat_penalty: float | None = None,
     ) -> ChatStream:
-        """A reply; ``background`` marks summaries and aging calls, which the bundled model serves after turns."""
+        """A reply; ``background`` marks summaries and aging calls, which the bundled model serves after turns.
+        ``repeat_penalty`` (Ollama's option; None: the backend's default) curbs a model that loops."""
         backend = self.backend_for(model)
         stream = backend.chat(
             messages,
@@ -151,6 +153,7 @@ class Gateway:
             stop=stop,
             seed=seed,
             background=background,
+            repeat_penalty=repeat_penalty,
         )
         if backend is self.ollama:
             return ChatStream(self._calibrating(stream, messages, model))
@@ -181,6 +184,7 @@ class Gateway:
         stop: Sequence[str] = (),
         seed: int | None = None,
         background: bool = False,
+        repeat_penalty: float | None = None,
     ) -> Completion:
         stream = self.chat(
             messages,
@@ -191,6 +195,7 @@ class Gateway:
             stop=stop,
             seed=seed,
             background=background,
+            repeat_penalty=repeat_penalty,
         )
         return await stream.collect()
 

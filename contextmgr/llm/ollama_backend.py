@@ -107,13 +107,17 @@ class OllamaBackend:
         stop: Sequence[str] = (),
         seed: int | None = None,
         background: bool = False,
+        repeat_penalty: float | None = None,
     ) -> ChatStream:
-        """A reply; ``background`` marks a summary or an aging call, which may wait for chat turns."""
+        """A reply; ``background`` marks a summary or an aging call, which may wait for chat turns.
+        ``repeat_penalty``: Ollama's option of that name (None leaves the server's default)."""
         options: dict[str, Any] = {"num_ctx": num_ctx, "num_predict": max_tokens, "temperature": temperature}
         if stop:
             options["stop"] = list(stop)
         if seed is not None:
             options["seed"] = seed
+        if repeat_penalty is not None:
+            options["repeat_penalty"] = repeat_penalty
         payload = [{"role": m.role, "content": m.content} for m in messages]
         return ChatStream(self._stream(payload, model, options, background=background))
 

@@ -114,6 +114,7 @@ class LLMBackend(Protocol):
         stop: Sequence[str] = (),
         seed: int | None = None,
         background: bool = False,
+        repeat_penalty: float | None = None,
     ) -> ChatStream: ...
 
     async def list_models(self) -> list[ModelInfo]: ...

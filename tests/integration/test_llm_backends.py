@@ -124,6 +124,22 @@ async def test_summaries_are_sent_as_background_work_and_turns_as_interactive(em
     assert (served["Summarize: the tide rose."], served["And then?"]) == ("background", "interactive")
 
 
+async def test_a_repeat_penalty_reaches_the_model_through_the_gateway(embedded_backend, fake_ollama):
+    """Ollama's ``options.repeat_penalty`` goes out only when asked for, and llama.cpp samples with it."""
+    gateway = Gateway(mode="embedded", embedded=embedded_backend, ollama=None)
+    prompt = [
+        ChatMessage("user", "Summarize: the user asked about logins. The assistant explained that logins are checked.")
+    ]
+    plain, curbed = [
+        await gateway.complete(prompt, model=EMBEDDED_MODEL, num_ctx=1024, max_tokens=48, repeat_penalty=penalty)
+        for penalty in (None, 1.3)
+    ]
+    sent = [r["options"] for r in fake_ollama.behaviour.requests if r["path"] == "/api/chat"]
+    assert [options.get("repeat_penalty") for options in sent] == [None, 1.3]
+    # Greedy decoding with the same seed: only the penalty can make the two replies differ.
+    assert plain.text != curbed.text
+
+
 async def test_an_unreachable_model_server_is_named_with_what_to_do(closed_port_url):
     backend = EmbeddedBackend(host=closed_port_url, timeout=5)
     with pytest.raises(BackendUnavailable, match=r"bundled model server is not reachable at .*`make run` starts it"):

@@ -13,7 +13,13 @@ from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
 from contextmgr.services.compression import compression_run
 from tests.spec.conftest import created, event_types, until_due
 
-LONG_SUMMARY = "A recap of the earlier answers: " + "the idea was explained step by step and recapped. " * 6
+# Long, and not repetitive (a looping summary is asked for again: tests/integration/test_compression.py).
+LONG_SUMMARY = "A recap of the earlier answers: " + " ".join(
+    f"answer {n} explained step {n}{suffix}"
+    for n, suffix in enumerate(
+        (". It was clear.", " with an example.", ", then a caveat.", " and a diagram.", ", briefly.", " in detail."), 1
+    )
+)
 
 
 @pytest.mark.django_db

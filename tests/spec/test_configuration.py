@@ -109,7 +109,7 @@ def test_truncate_strategy_needs_no_llm(user, gateway, fake_ollama):
 @pytest.mark.django_db
 def test_summary_max_tokens_caps_the_summary(user, gateway, fake_ollama):
     """Spec: "summaryMaxTokens: number; // Max tokens for summary"."""
-    fake_ollama.behaviour.canned_reply = "A recap that goes on and on. " * 30
+    fake_ollama.behaviour.canned_reply = " ".join(f"Recap item {n} covers answer {n}." for n in range(1, 40))
     session = small_session(user, compression={"summary_max_tokens": 40})
     until_due(session)
     outcome = compression_run(session_id=session.pk, gateway=gateway)

@@ -122,7 +122,9 @@ def test_available_budget_recalculated_after_each_compression(chat_session):
 def test_conversation_sustains_five_compressions(user, gateway, fake_ollama):
     """Spec: "With dynamic budget tracking:" "Compression triggers based on available space",
     "Checkpoints age and compress further" and "Conversation sustains 3-5+ compressions"."""
-    fake_ollama.behaviour.canned_reply = "A recap of the earlier answers: " + "the idea was explained again. " * 8
+    fake_ollama.behaviour.canned_reply = "A recap of the earlier answers: " + " ".join(
+        f"answer {n} explained the idea again." for n in range(1, 9)
+    )
     session = small_session(user)
     initial = session_budget(session=session)
     turn = 0

@@ -6,8 +6,9 @@ official client, httpx and the gateway's error mapping all run for real against
 it. It answers to the embedded model's name and to ``SERVED_MODEL`` (an
 "Ollama" model), and with ``--test-controls`` it misbehaves on request: drop a
 stream half-way, answer slowly, fail with a status, hold generations until
-released, answer with a canned text. One server (one loaded model) serves the
-whole run, supervised, so a test can kill it and see it come back.
+released, answer with a canned text (or canned texts in turn: ``canned_replies``).
+One server (one loaded model) serves the whole run, supervised, so a test can
+kill it and see it come back.
 """
 
 from __future__ import annotations
