@@ -23,6 +23,7 @@ from django.db import connections
 
 from chat.models import Message, Session
 from chat.services import message_create, message_leave_context
+from contextmgr.core.config import reply_max_tokens
 from contextmgr.core.tokens import TiktokenCounter, TokenCount, TokenCounter
 from contextmgr.core.window import WindowBlock, chat_messages
 from contextmgr.llm import ChatMessage, ChatResult, ContextOverflow, Gateway, LLMError, LLMTimeout, get_gateway
@@ -241,7 +242,10 @@ async def _reply(
     await _refuse_if_it_can_never_fit(session, user_message)
     reading = await sync_to_async(_reading_before_reply)(session)
     messages, prompt = await _prompt_with_room(session, gateway, user_message, reading.window, on_wait)
-    max_tokens = min(settings.OLLM_REPLY_MAX_TOKENS, session.max_tokens - prompt.tokens)
+    # The cap follows the context size: at most 15% of num_ctx (255 tokens on 2K), never past num_ctx.
+    max_tokens = min(
+        reply_max_tokens(session.max_tokens, settings.OLLM_REPLY_MAX_TOKENS), session.max_tokens - prompt.tokens
+    )
     stream = gateway.chat(
         messages,
         model=session.model,

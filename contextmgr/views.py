@@ -39,7 +39,12 @@ from contextmgr.selectors import (
     session_goals,
     session_snapshots,
 )
-from contextmgr.services.compression import compression_running, compression_schedule, session_config
+from contextmgr.services.compression import (
+    compression_running,
+    compression_schedule,
+    session_config,
+    session_effective_limits,
+)
 from contextmgr.services.goals import (
     artifact_record,
     decision_record,
@@ -293,7 +298,16 @@ def _newest_page(rows: QuerySet[Any], number: str) -> Page[Any]:
 
 
 def settings_context(session: Session) -> dict[str, Any]:
-    return {"config": session_config(session), "strategies": STRATEGIES}
+    """The settings panel: the session's settings, what they come to on its context (``limits``),
+    and the token values it set itself (``explicit``; the others follow the context size)."""
+    config = session_config(session)
+    explicit = session.settings.get("compression") if isinstance(session.settings, dict) else None
+    return {
+        "config": config,
+        "limits": session_effective_limits(session, config),
+        "explicit": explicit if isinstance(explicit, dict) else {},
+        "strategies": STRATEGIES,
+    }
 
 
 def _number(request: HttpRequest, name: str) -> int | float | str:
@@ -315,8 +329,12 @@ def session_settings(request: HttpRequest, session_id: UUID) -> HttpResponse:
         "compression": {
             "enabled": request.POST.get("compression_enabled") == "1",
             "strategy": request.POST.get("strategy", ""),
-            "preserve_recent": _number(request, "preserve_recent"),
-            "summary_max_tokens": _number(request, "summary_max_tokens"),
+            # Left empty, a token value follows the context size (not stored).
+            **{
+                name: _number(request, name)
+                for name in ("preserve_recent", "summary_max_tokens")
+                if request.POST.get(name, "").strip()
+            },
         },
         "snapshots": {
             "enabled": request.POST.get("snapshots_enabled") == "1",

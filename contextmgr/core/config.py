@@ -11,12 +11,19 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from contextmgr.core.aging import MIN_TARGET_TOKENS
+
 Strategy = Literal["summarize", "truncate"]
 STRATEGIES: tuple[Strategy, ...] = ("summarize", "truncate")
 
 # A preserved tail larger than this share of the available budget would leave
 # nothing to compress on small contexts (2048 tokens of a 1,700-token window).
 PRESERVE_RECENT_MAX_SHARE = 3
+# A new checkpoint's summary may take at most this share of the room after the system prompt
+# (the spec's 1,024 from 8K up; 283 tokens on a 2K session of 1,700).
+SUMMARY_MAX_SHARE = 6
+# A reply may take at most this share of num_ctx (255 tokens on a 2K session, not 512 = 30%).
+REPLY_MAX_PERCENT = 15
 
 
 class ConfigError(ValueError):
@@ -109,3 +116,72 @@ def context_config_from_mapping(
 def effective_preserve_recent(config: CompressionConfig, available_tokens: int) -> int:
     """The preserved tail, capped to a third of the available budget so small contexts can still compress."""
     return max(0, min(config.preserve_recent, available_tokens // PRESERVE_RECENT_MAX_SHARE))
+
+
+def preserve_recent_limit(room_tokens: int) -> int:
+    """The largest preserved tail a session may be set to: a third of ``room_tokens``, its
+    context after the system prompt (checkpoints may lower what is used, see ``effective_preserve_recent``)."""
+    return max(1, room_tokens // PRESERVE_RECENT_MAX_SHARE)
+
+
+def summary_max_tokens_limit(room_tokens: int) -> int:
+    """The largest summary a session may be set to: a sixth of ``room_tokens``, its context after the system prompt."""
+    return max(1, room_tokens // SUMMARY_MAX_SHARE)
+
+
+def effective_summary_max_tokens(config: CompressionConfig, room_tokens: int) -> int:
+    """The summary target a session uses: its setting (by default the spec's 1,024), capped to
+    ``summary_max_tokens_limit`` so that it follows the context size."""
+    return min(config.summary_max_tokens, summary_max_tokens_limit(room_tokens))
+
+
+def reply_max_tokens(num_ctx: int, configured: int) -> int:
+    """The reply cap of a session: ``configured`` (``OLLM_REPLY_MAX_TOKENS``), at most 15% of ``num_ctx``."""
+    return max(1, min(configured, num_ctx * REPLY_MAX_PERCENT // 100))
+
+
+def rollover_target_tokens(summary_max_tokens: int, *, keeps_checkpoints: bool) -> int:
+    """The target of a rollover's ultra checkpoint, from the session's effective summary size.
+
+    A tier that keeps checkpoints gives it the ultra level's target (an eighth);
+    Tier 1 keeps no other checkpoint, so its ultra checkpoint is the whole compressed
+    history and gets half the summary size (141 tokens on 2K, 283 on 4K).
+    """
+    if keeps_checkpoints:
+        return max(MIN_TARGET_TOKENS, summary_max_tokens >> 3)
+    return max(MIN_TARGET_TOKENS, summary_max_tokens // 2)
+
+
+@dataclass(frozen=True)
+class SessionLimits:
+    """What a session's settings come to on its context: the values in use and the largest it accepts."""
+
+    reply_max_tokens: int
+    preserve_recent: int
+    summary_max_tokens: int
+    rollover_target: int
+    preserve_recent_limit: int
+    summary_max_tokens_limit: int
+
+
+def session_limits(
+    config: CompressionConfig,
+    *,
+    max_tokens: int,
+    system_prompt_tokens: int,
+    available_tokens: int,
+    reply_max_configured: int,
+    keeps_checkpoints: bool,
+) -> SessionLimits:
+    """The effective values of a session whose context is ``max_tokens`` (num_ctx), with
+    ``available_tokens`` left after the system prompt and checkpoints now."""
+    room = max(0, max_tokens - system_prompt_tokens)
+    summary = effective_summary_max_tokens(config, room)
+    return SessionLimits(
+        reply_max_tokens=reply_max_tokens(max_tokens, reply_max_configured),
+        preserve_recent=effective_preserve_recent(config, available_tokens),
+        summary_max_tokens=summary,
+        rollover_target=rollover_target_tokens(summary, keeps_checkpoints=keeps_checkpoints),
+        preserve_recent_limit=preserve_recent_limit(room),
+        summary_max_tokens_limit=summary_max_tokens_limit(room),
+    )

@@ -4,6 +4,10 @@ Only assistant messages and tool outputs are compressed, oldest first; the
 newest ``preserve_recent`` tokens of the conversation stay as they are. User
 and system messages are never selected. A tool call and its results share a
 ``group`` and are taken together or not at all.
+
+A rollover (``plan_rollover``) takes assistant and tool output first as well;
+user messages leave the active context only when the never-compressed part
+alone is at or over the trigger.
 """
 
 from __future__ import annotations
@@ -67,3 +71,76 @@ def select_for_compression(messages: Sequence[ContextMessage], *, preserve_recen
         if message.role in COMPRESSIBLE_ROLES and (message.group is None or message.group not in blocked_groups)
     ]
     return Selection(message_ids=tuple(m.id for m in chosen), tokens=sum(m.tokens for m in chosen))
+
+
+@dataclass(frozen=True)
+class RolloverPlan:
+    """The messages a rollover moves behind its ultra checkpoint, oldest first.
+
+    ``protected_tokens``: the part of the conversation no compression may take
+    (user and system messages, the newest message and the tool groups tied to
+    them); ``user_messages``: how many user messages leave the active context.
+    """
+
+    message_ids: tuple[int, ...]
+    tokens: int
+    user_messages: int
+    kept_tokens: int
+    protected_tokens: int
+
+    def __bool__(self) -> bool:
+        return bool(self.message_ids)
+
+
+def _units(messages: Sequence[ContextMessage]) -> list[list[int]]:
+    """The messages as the units a rollover moves: a tool call group together, anything else alone;
+    in the order of each unit's first message."""
+    units: list[list[int]] = []
+    by_group: dict[str, list[int]] = {}
+    for index, message in enumerate(messages):
+        if message.group is None:
+            units.append([index])
+        elif message.group in by_group:
+            by_group[message.group].append(index)
+        else:
+            by_group[message.group] = [index]
+            units.append(by_group[message.group])
+    return units
+
+
+def plan_rollover(messages: Sequence[ContextMessage], *, goal_tokens: int, trigger_at: int) -> RolloverPlan:
+    """What a rollover takes to bring the active conversation back to ``goal_tokens`` (half the trigger).
+
+    Assistant and tool output goes first, oldest first. User messages are taken
+    only when the never-compressed part (``protected_tokens``) alone is at or over
+    ``trigger_at``: then the oldest of them, only as many as needed. The newest
+    message (the one being answered) always stays, and a tool call group moves
+    whole or not at all.
+    """
+    total = sum(m.tokens for m in messages)
+    newest = len(messages) - 1
+    units = [unit for unit in _units(messages) if newest not in unit]
+    pinned = sum(messages[i].tokens for unit in _units(messages) if newest in unit for i in unit)
+
+    def compressible(unit: list[int]) -> bool:
+        return all(messages[i].role in COMPRESSIBLE_ROLES for i in unit)
+
+    protected = pinned + sum(messages[i].tokens for unit in units if not compressible(unit) for i in unit)
+    taken: list[int] = []
+    rounds = [[unit for unit in units if compressible(unit)]]
+    if protected >= trigger_at:
+        rounds.append([unit for unit in units if not compressible(unit)])
+    for candidates in rounds:
+        for unit in candidates:
+            if total <= goal_tokens:
+                break
+            taken.extend(unit)
+            total -= sum(messages[i].tokens for i in unit)
+    chosen = [messages[i] for i in sorted(taken)]
+    return RolloverPlan(
+        message_ids=tuple(m.id for m in chosen),
+        tokens=sum(m.tokens for m in chosen),
+        user_messages=sum(1 for m in chosen if m.role == "user"),
+        kept_tokens=total,
+        protected_tokens=protected,
+    )

@@ -162,7 +162,8 @@ def test_patch_sets_the_spec_configuration_and_refuses_bad_values(api, chat_sess
     assert response.json()["settings"] == settings
     assert response.json()["summary_model"] == "qwen2.5:0.5b"
     for bad, detail in [
-        ({"compression": {"preserve_recent": 99_999}}, "more than this session's available budget"),
+        ({"compression": {"preserve_recent": 99_999}}, "more than this session can hold: at most 4,532"),
+        ({"compression": {"summary_max_tokens": 4_000}}, "more than this session can hold: at most 2,266"),
         ({"snapshots": {"auto_threshold": 2}}, "snapshots.auto_threshold must be a number in (0, 1]"),
         ({"compression": {"strategy": "forget"}}, "compression.strategy must be one of summarize, truncate"),
         ({"speed": {}}, "unknown settings sections: speed"),

@@ -10,7 +10,7 @@ from contextmgr.core.aging import Level, level_target
 from contextmgr.core.selection import ContextMessage, select_for_compression
 from contextmgr.core.window import chat_messages
 from contextmgr.models import Checkpoint
-from contextmgr.selectors import session_window
+from contextmgr.selectors import session_budget, session_window
 from contextmgr.services.checkpoints import CheckpointDraft, CompressionConflict, compression_commit
 from contextmgr.services.compression import compression_run
 from contextmgr.services.goals import artifact_record, decision_record, goal_checkpoint_set, goal_create
@@ -138,15 +138,19 @@ def test_rollover_moves_user_messages_but_keeps_them_in_history(user, gateway, f
     """Spec: "❌ Never compress user messages" and "Orchestrates compression strategies, manages checkpoint aging,
     handles context rollover".
 
-    Differs, see README: "Rollover" — on Tier 1 (and when the never-compressed part fills the budget) the oldest
-    user messages move behind an ultra checkpoint; they stay verbatim in the full history."""
+    Differs, see README: "Rollover" — when the never-compressed part alone is at or over the trigger, the
+    oldest user messages move behind an ultra checkpoint; they stay verbatim in the full history."""
     from django.test import override_settings
 
     fake_ollama.behaviour.canned_reply = "A recap of the conversation so far."
     with override_settings(OLLM_MODEL_CONTEXT_OVERRIDES=SMALL_CONTEXTS):
         session = small_session(user, context_size=4096)
     assert session.profile.tier.rolls_over
-    until_due(session)
+    index = 0
+    while not session_budget(session=session).compression_due:
+        message_create(session=session, role="user", content=f"Here is a long note number {index}. " * 12)
+        message_create(session=session, role="assistant", content="Noted.")
+        index += 1
     history = list(Message.objects.filter(session=session).values_list("id", "content"))
     outcome = compression_run(session_id=session.pk, gateway=gateway)
     assert outcome.status == "rolled-over"
@@ -155,3 +159,20 @@ def test_rollover_moves_user_messages_but_keeps_them_in_history(user, gateway, f
     assert moved.filter(role="user").exists()
     assert list(Message.objects.filter(session=session).values_list("id", "content")) == history
     assert event_types(session)[-1] == "rollover-complete"
+
+
+def test_a_tier_one_rollover_takes_assistant_output_before_any_user_message(user, gateway, fake_ollama):
+    """Spec: "❌ Never compress user messages". Tier 1 rolls over on every compression, but while
+    the user messages alone are under the trigger it takes assistant output only (README, "Rollover")."""
+    from django.test import override_settings
+
+    fake_ollama.behaviour.canned_reply = "A recap of the conversation so far."
+    with override_settings(OLLM_MODEL_CONTEXT_OVERRIDES=SMALL_CONTEXTS):
+        session = small_session(user, context_size=4096)
+    until_due(session)
+    outcome = compression_run(session_id=session.pk, gateway=gateway)
+    assert outcome.status == "rolled-over"
+    moved = Message.objects.filter(session=session, compressed_into_id=outcome.checkpoint_id)
+    assert moved.exists()
+    assert not moved.filter(role="user").exists()
+    assert Message.objects.filter(session=session, role="user", compressed_into__isnull=True).count() > 1

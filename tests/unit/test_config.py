@@ -6,8 +6,15 @@ from contextmgr.core.config import (
     DEFAULT_CONFIG,
     CompressionConfig,
     ConfigError,
+    SessionLimits,
     context_config_from_mapping,
     effective_preserve_recent,
+    effective_summary_max_tokens,
+    preserve_recent_limit,
+    reply_max_tokens,
+    rollover_target_tokens,
+    session_limits,
+    summary_max_tokens_limit,
 )
 
 
@@ -60,3 +67,65 @@ def test_preserve_recent_is_capped_to_a_third_of_small_budgets():
     assert effective_preserve_recent(config, 12_600) == 2048
     assert effective_preserve_recent(config, 1_500) == 500
     assert effective_preserve_recent(config, -10) == 0
+
+
+@pytest.mark.parametrize(
+    ("num_ctx", "reply"),
+    [(1700, 255), (3400, 510), (6800, 512), (13600, 512), (108800, 512), (4, 1)],
+)
+def test_the_reply_cap_follows_the_context_size(num_ctx, reply):
+    assert reply_max_tokens(num_ctx, 512) == reply
+    assert reply_max_tokens(num_ctx, 64) == min(64, reply)
+
+
+def test_summary_size_follows_the_room_after_the_system_prompt():
+    assert summary_max_tokens_limit(1700) == 283
+    assert summary_max_tokens_limit(3) == 1
+    assert effective_summary_max_tokens(CompressionConfig(), 1700) == 283
+    assert effective_summary_max_tokens(CompressionConfig(), 6800) == 1024
+    # An explicit setting wins while the budget holds it.
+    assert effective_summary_max_tokens(CompressionConfig(summary_max_tokens=128), 1700) == 128
+    assert preserve_recent_limit(1700) == 566
+    assert preserve_recent_limit(0) == 1
+
+
+def test_the_rollover_target_is_half_the_summary_on_tier_one_and_the_ultra_level_elsewhere():
+    assert rollover_target_tokens(283, keeps_checkpoints=False) == 141
+    assert rollover_target_tokens(1024, keeps_checkpoints=True) == 128
+    assert rollover_target_tokens(20, keeps_checkpoints=False) == 16
+    assert rollover_target_tokens(20, keeps_checkpoints=True) == 16
+
+
+@pytest.mark.parametrize(
+    ("max_tokens", "keeps", "expected"),
+    [
+        # num_ctx: reply, preserve recent (now), summary, rollover target, preserve limit, summary limit
+        (1700, False, SessionLimits(255, 533, 283, 141, 566, 283)),
+        (3400, False, SessionLimits(510, 1100, 566, 283, 1133, 566)),
+        (6800, True, SessionLimits(512, 2048, 1024, 128, 2266, 1133)),
+        (13600, True, SessionLimits(512, 2048, 1024, 128, 4533, 2266)),
+    ],
+)
+def test_session_limits_per_context_size(max_tokens, keeps, expected):
+    # No system prompt, one 100-token checkpoint: ``available`` is 100 below num_ctx.
+    limits = session_limits(
+        CompressionConfig(),
+        max_tokens=max_tokens,
+        system_prompt_tokens=0,
+        available_tokens=max_tokens - 100,
+        reply_max_configured=512,
+        keeps_checkpoints=keeps,
+    )
+    assert limits == expected
+
+
+def test_session_limits_cap_an_explicit_setting_and_keep_a_smaller_one():
+    limits = session_limits(
+        CompressionConfig(preserve_recent=300, summary_max_tokens=5000),
+        max_tokens=1700,
+        system_prompt_tokens=100,
+        available_tokens=1600,
+        reply_max_configured=512,
+        keeps_checkpoints=False,
+    )
+    assert (limits.preserve_recent, limits.summary_max_tokens) == (300, 266)

@@ -1,6 +1,12 @@
 from __future__ import annotations
 
-from contextmgr.core.selection import ContextMessage, preserved_tail_start, select_for_compression
+from contextmgr.core.selection import (
+    ContextMessage,
+    RolloverPlan,
+    plan_rollover,
+    preserved_tail_start,
+    select_for_compression,
+)
 
 
 def msg(id_, role, tokens=100, group=None):
@@ -56,3 +62,65 @@ def test_nothing_to_compress_is_an_empty_selection():
     selection = select_for_compression([msg(1, "user"), msg(2, "assistant")], preserve_recent=10_000)
     assert selection.message_ids == ()
     assert not selection
+
+
+def rollover_ids(messages, goal=300, trigger=600):
+    return plan_rollover(messages, goal_tokens=goal, trigger_at=trigger).message_ids
+
+
+def test_a_rollover_takes_assistant_output_first_oldest_first():
+    # 5 user messages and 5 replies, 1,000 tokens in all; 300 wanted, trigger at 700.
+    messages = [msg(i, "user" if i % 2 else "assistant") for i in range(1, 11)]
+    plan = plan_rollover(messages, goal_tokens=300, trigger_at=700)
+    # Every reply but the newest message (10) goes, no user message: the conversation stays at 600,
+    # under the trigger.
+    assert plan.message_ids == (2, 4, 6, 8)
+    assert (plan.tokens, plan.kept_tokens, plan.user_messages) == (400, 600, 0)
+    assert plan.protected_tokens == 600  # the user messages and the newest message
+    assert plan
+
+
+def test_a_rollover_takes_only_as_much_assistant_output_as_it_needs():
+    messages = [msg(1, "user", 50), msg(2, "assistant", 400), msg(3, "user", 50), msg(4, "assistant", 400)]
+    plan = plan_rollover(messages, goal_tokens=500, trigger_at=1000)
+    assert plan.message_ids == (2,)
+    assert plan.kept_tokens == 500
+
+
+def test_user_messages_leave_only_when_the_never_compressed_part_reaches_the_trigger():
+    # User messages alone: 6 x 100 = 600 tokens, at the trigger.
+    messages = [msg(i, "user" if i % 2 else "assistant", 100 if i % 2 else 50) for i in range(1, 13)]
+    plan = plan_rollover(messages, goal_tokens=300, trigger_at=600)
+    # First every reply but the newest (50 tokens x 5), then the oldest user messages until 300 is reached.
+    assert plan.protected_tokens == 650
+    assert plan.message_ids == (1, 2, 3, 4, 5, 6, 7, 8, 10)
+    assert plan.user_messages == 4
+    assert plan.kept_tokens == 250
+    # One token more of trigger and no user message goes.
+    assert plan_rollover(messages, goal_tokens=300, trigger_at=651).user_messages == 0
+
+
+def test_the_newest_message_always_stays():
+    assert rollover_ids([msg(1, "user", 5000)], goal=10, trigger=20) == ()
+    assert rollover_ids([msg(1, "assistant", 900), msg(2, "assistant", 900)], goal=10, trigger=20) == (1,)
+    assert plan_rollover([], goal_tokens=10, trigger_at=20) == RolloverPlan((), 0, 0, 0, 0)
+
+
+def test_a_rollover_moves_a_tool_call_group_whole():
+    messages = [
+        msg(1, "user", 50),
+        msg(2, "assistant", 50, group="call_1"),
+        msg(3, "tool", 300, group="call_1"),
+        msg(4, "assistant", 50, group="call_1"),
+        msg(5, "user", 50),
+        msg(6, "assistant", 100, group="call_2"),
+        msg(7, "tool", 100, group="call_2"),
+    ]
+    # call_1 goes whole; call_2 holds the newest message and stays whole.
+    plan = plan_rollover(messages, goal_tokens=350, trigger_at=700)
+    assert plan.message_ids == (2, 3, 4)
+    assert plan.protected_tokens == 300
+    # A group with a user message in it is never-compressed: it moves only as user messages do.
+    tied = [msg(1, "assistant", 200, group="g"), msg(2, "user", 200, group="g"), msg(3, "user", 10)]
+    assert rollover_ids(tied, goal=50, trigger=500) == ()
+    assert rollover_ids(tied, goal=50, trigger=400) == (1, 2)
