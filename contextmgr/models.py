@@ -53,6 +53,11 @@ class Checkpoint(models.Model):
         blank=True,
         help_text="The key facts of the messages it stands for, as [kind, text] pairs; retention is measured on them.",
     )
+    ledger = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="The facts kept verbatim in the prompt beside the summary, as [kind, text] pairs.",
+    )
     merged_into = models.ForeignKey(
         "self",
         null=True,
@@ -104,7 +109,14 @@ class CheckpointRevision(models.Model):
     retention = models.FloatField(null=True, blank=True)
     facts_total = models.PositiveIntegerField(default=0)
     facts_kept = models.PositiveIntegerField(default=0)
-    missing_facts = models.JSONField(default=list, blank=True, help_text="The facts this version lost, [kind, text].")
+    missing_facts = models.JSONField(
+        default=list, blank=True, help_text="The facts the next prompt lost with this version, [kind, text]."
+    )
+    ledger_dropped = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Facts the ledger had no room for at this version, [kind, text]; the full history keeps them.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

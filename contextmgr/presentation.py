@@ -20,15 +20,21 @@ def describe_event(event_type: str, payload: Any) -> str:
     if event_type in ("compressed", "rollover-complete"):
         seconds = data.get("duration_ms", 0) / 1000 if isinstance(data.get("duration_ms"), int) else 0
         what = "Compression" if event_type == "compressed" else "Rollover (compression)"
+        left = f" ({number('user_messages')} of them yours)" if event_type == "rollover-complete" else ""
+        ledger = (
+            f"; ledger {number('ledger_entries')} facts, {number('ledger_dropped')} dropped"
+            if "ledger_entries" in data
+            else ""
+        )
         return (
-            f"{what} #{data.get('compression', '?')}: {number('messages')} messages, "
+            f"{what} #{data.get('compression', '?')}: {number('messages')} messages{left}, "
             f"{number('tokens_before')} → {number('tokens_after')} tokens in context, {seconds:.1f} s "
-            f"({data.get('how') or data.get('strategy') or ''})"
+            f"({data.get('how') or data.get('strategy') or ''}){ledger}"
         )
     if event_type == "checkpoint-created":
         return (
             f"Checkpoint #{data.get('number', '?')} created for {data.get('range', '?')}: "
-            f"{number('original_tokens')} → {number('tokens')} tokens"
+            f"{number('original_tokens')} → {number('tokens')} tokens{_kept(data)}"
         )
     if event_type == "checkpoint-aged":
         merged = data.get("merged")
@@ -37,7 +43,7 @@ def describe_event(event_type: str, payload: Any) -> str:
         )
         return (
             f"{what} #{data.get('number', '?')} at level {data.get('from_level', '?')} → {data.get('to_level', '?')}: "
-            f"{number('tokens_before')} → {number('tokens_after')} tokens"
+            f"{number('tokens_before')} → {number('tokens_after')} tokens{_kept(data)}"
         )
     if event_type in ("compression-skipped", "compression-error", "snapshot-error"):
         return str(data.get("reason", "no reason recorded"))
@@ -46,6 +52,12 @@ def describe_event(event_type: str, payload: Any) -> str:
     if event_type == "snapshot-restored":
         return f"Restored snapshot {data.get('snapshot', '?')}"
     return event_type
+
+
+def _kept(data: dict[str, Any]) -> str:
+    """The share of its messages' facts the next prompt held, when measured."""
+    retention = data.get("retention")
+    return f"; {round(retention * 100)}% of its facts in the prompt" if isinstance(retention, int | float) else ""
 
 
 @dataclass(frozen=True)

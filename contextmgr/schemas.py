@@ -110,10 +110,16 @@ class RevisionOut(Schema):
     summary: str
     reason: str
     created_at: datetime
-    retention: float | None = Field(description="Share of the checkpoint's original key facts this version holds.")
+    retention: float | None = Field(
+        description="Share of the key facts of the messages the checkpoint stands for that the next prompt held "
+        "with this version (in any checkpoint, the pinned block or the active messages)."
+    )
     facts_total: int
     facts_kept: int
-    missing_facts: list[list[str]] = Field(description="The facts this version lost, as [kind, text].")
+    missing_facts: list[list[str]] = Field(description="The facts the next prompt lost, as [kind, text].")
+    ledger_dropped: list[list[str]] = Field(
+        description="Facts the ledger had no room for at this version, as [kind, text]; the full history keeps them."
+    )
 
 
 class CheckpointOut(Schema):
@@ -129,8 +135,11 @@ class CheckpointOut(Schema):
     next_steps: list[str]
     summary: str
     strategy: str
-    retention: float | None = Field(description="Measured share of its messages' key facts it still holds.")
+    retention: float | None = Field(
+        description="Share of its messages' key facts the prompt held at its latest version, measured on the prompt."
+    )
     facts_total: int
+    ledger: list[list[str]] = Field(description="Facts kept verbatim in the prompt beside the summary, [kind, text].")
     active: bool = Field(description="In the active context (not merged into another, nor retired by a restore).")
     revisions: list[RevisionOut]
 

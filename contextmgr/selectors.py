@@ -23,6 +23,7 @@ from contextmgr.core.prompts import (
     render_locked_decisions,
 )
 from contextmgr.core.reliability import CheckpointRetention, Reliability, compute_reliability, context_line
+from contextmgr.core.retention import facts_from_json
 from contextmgr.core.tokens import TokenCount, count_text_tokens
 from contextmgr.core.window import (
     ActiveMessage,
@@ -89,9 +90,11 @@ def pinned_block(*, session: Session) -> str:
     goal = active_goal(session=session)
     if goal is not None:
         return render_goal_block(goal_view(goal=goal))
-    return render_locked_decisions(
-        list(Decision.objects.filter(session=session, locked=True).values_list("description", flat=True))
-    )
+    return render_locked_decisions(locked_decisions(session=session))
+
+
+def locked_decisions(*, session: Session) -> list[str]:
+    return list(Decision.objects.filter(session=session, locked=True).values_list("description", flat=True))
 
 
 def checkpoint_view(checkpoint: Checkpoint) -> CheckpointView:
@@ -103,6 +106,7 @@ def checkpoint_view(checkpoint: Checkpoint) -> CheckpointView:
         key_decisions=tuple(checkpoint.key_decisions),
         files_modified=tuple(checkpoint.files_modified),
         next_steps=tuple(checkpoint.next_steps),
+        ledger=tuple(fact.text for fact in facts_from_json(checkpoint.ledger)),
     )
 
 
@@ -377,6 +381,8 @@ def session_state(*, session: Session) -> dict[str, Any]:
                 "key_decisions": cp.key_decisions,
                 "files_modified": cp.files_modified,
                 "next_steps": cp.next_steps,
+                "facts": cp.facts,
+                "ledger": cp.ledger,
                 "retention": cp.retention,
                 "merged_into": cp.merged_into_id,
                 "retired": cp.retired,

@@ -157,10 +157,6 @@ OLLM_REPLY_MAX_TOKENS = int(os.environ.get("OLLM_REPLY_MAX_TOKENS", "512"))
 OLLM_CHAT_TEMPERATURE = float(os.environ.get("OLLM_CHAT_TEMPERATURE", "0.7"))
 # Summaries and aging run on this model when set (a session's own choice wins); empty: the chat model.
 OLLM_SUMMARY_MODEL = os.environ.get("OLLM_SUMMARY_MODEL", "").strip()
-# A new checkpoint keeping less than this share of its messages' key facts is retried once.
-OLLM_RETENTION_THRESHOLD = float(os.environ.get("OLLM_RETENTION_THRESHOLD", "0.6"))
-if not 0 < OLLM_RETENTION_THRESHOLD <= 1:
-    raise ImproperlyConfigured("OLLM_RETENTION_THRESHOLD must be in (0, 1].")
 # A compression renews its lease on the session every quarter of this; one not renewed for this
 # long died with its worker, and the session can be compressed again.
 OLLM_COMPRESSION_LEASE_SECONDS = float(os.environ.get("OLLM_COMPRESSION_LEASE_SECONDS", "60"))

@@ -28,6 +28,8 @@ class Meter:
     max_tokens: int
     trigger_percent: float
     usage_percent: int
+    # How full the whole context is (system prompt and checkpoints included), as a share of max_tokens.
+    filled_percent: int
 
     @property
     def over_trigger(self) -> bool:
@@ -53,4 +55,5 @@ def build_meter(budget: Budget, parts: Sequence[tuple[str, str, int]]) -> Meter:
         max_tokens=budget.max_tokens,
         trigger_percent=_percent(fixed + budget.trigger_at, whole),
         usage_percent=round(100 * budget.usage_of_available),
+        filled_percent=round(100 * budget.used / budget.max_tokens) if budget.max_tokens > 0 else 100,
     )

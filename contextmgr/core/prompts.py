@@ -169,12 +169,3 @@ def render_locked_decisions(descriptions: Sequence[str]) -> str:
     if not descriptions:
         return ""
     return "\n".join(["Locked decisions (never change these):", *(f"🔒 {text}" for text in descriptions)])
-
-
-def build_missing_facts_prompt(prompt: str, missing: Sequence[str]) -> str:
-    """The summary prompt again, listing what the previous attempt left out."""
-    listed = "\n".join(f"- {fact}" for fact in missing)
-    return (
-        f"{prompt}\n\nA previous summary of this conversation left out these facts. "
-        f"Your summary must state every one of them exactly as written:\n{listed}"
-    )

@@ -26,6 +26,7 @@ class Tier:
     number: int
     name: str
     max_checkpoints: int
+    ledger_share: float = 0.0
 
     @property
     def label(self) -> str:
@@ -50,7 +51,12 @@ def context_profiles() -> tuple[ContextProfile, ...]:
     """Every selectable size, smallest first, read once from ``profiles.json``."""
     data = json.loads(PROFILES_FILE.read_text(encoding="utf-8"))
     tiers = {
-        row["tier"]: Tier(number=row["tier"], name=row["name"], max_checkpoints=row["max_checkpoints"])
+        row["tier"]: Tier(
+            number=row["tier"],
+            name=row["name"],
+            max_checkpoints=row["max_checkpoints"],
+            ledger_share=row["ledger_share"],
+        )
         for row in data["tiers"]
     }
     return tuple(

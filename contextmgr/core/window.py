@@ -16,6 +16,7 @@ from typing import Literal
 
 from contextmgr.core.aging import Level
 from contextmgr.core.budget import Budget
+from contextmgr.core.ledger import render_ledger
 
 BLOCK_SEPARATOR = "\n\n"
 
@@ -29,6 +30,7 @@ class CheckpointView:
     key_decisions: tuple[str, ...] = ()
     files_modified: tuple[str, ...] = ()
     next_steps: tuple[str, ...] = ()
+    ledger: tuple[str, ...] = ()
 
 
 def render_checkpoint(checkpoint: CheckpointView) -> str:
@@ -43,6 +45,8 @@ def render_checkpoint(checkpoint: CheckpointView) -> str:
         lines.append("Files: " + ", ".join(checkpoint.files_modified))
     if checkpoint.next_steps:
         lines.append("Next: " + "; ".join(checkpoint.next_steps))
+    if checkpoint.ledger:
+        lines.append(render_ledger(checkpoint.ledger))
     return "\n".join(lines)
 
 

@@ -17,11 +17,18 @@ from django.utils import timezone
 from chat.models import Message, Session
 from contextmgr.core.aging import Level
 from contextmgr.core.budget import Budget
+from contextmgr.core.ledger import Ledger, build_ledger, ledger_budget
 from contextmgr.core.retention import Fact, extract_facts, facts_from_json, facts_to_json, measure_retention
-from contextmgr.core.tokens import TiktokenCounter, TokenCounter
-from contextmgr.core.window import render_checkpoint
+from contextmgr.core.tokens import TiktokenCounter, TokenCounter, count_text_tokens
+from contextmgr.core.window import chat_messages, render_checkpoint
 from contextmgr.models import Checkpoint, CheckpointRevision, EventType
-from contextmgr.selectors import active_checkpoints, checkpoint_view, session_budget
+from contextmgr.selectors import (
+    active_checkpoints,
+    checkpoint_view,
+    locked_decisions,
+    session_budget,
+    session_window,
+)
 from contextmgr.services.events import event_record
 from contextmgr.services.reliability import session_refresh_reliability
 
@@ -38,6 +45,7 @@ class CheckpointDraft:
     files_modified: tuple[str, ...] = ()
     next_steps: tuple[str, ...] = ()
     facts: tuple[Fact, ...] = ()
+    ledger: Ledger = field(default_factory=Ledger)
     payload: dict[str, Any] = field(default_factory=dict)
 
 
@@ -46,6 +54,7 @@ class AgedSummary:
     checkpoint_id: int
     to_level: Level
     summary: str
+    how: str = "summarize"
 
 
 @dataclass(frozen=True)
@@ -54,26 +63,51 @@ class MergedSummary:
 
     checkpoint_ids: tuple[int, ...]
     summary: str
+    how: str = "summarize"
 
 
-def _revise(checkpoint: Checkpoint, *, reason: CheckpointRevision.Reason) -> None:
-    """Record the checkpoint's new version, its retention measured against the original facts.
+@dataclass
+class _Revised:
+    """A checkpoint changed in this transaction: its revision is written once every change
+    is applied, so that it is measured on the prompt the next call sends."""
 
-    Precondition: the checkpoint is saved, inside the caller's transaction."""
-    retention = measure_retention(facts_from_json(checkpoint.facts), render_checkpoint(checkpoint_view(checkpoint)))
-    checkpoint.retention = retention.score
-    Checkpoint.objects.filter(pk=checkpoint.pk).update(retention=retention.score)
-    CheckpointRevision.objects.create(
-        checkpoint=checkpoint,
-        level=checkpoint.level,
-        tokens=checkpoint.current_tokens,
-        summary=checkpoint.summary,
-        reason=reason,
-        retention=retention.score,
-        facts_total=retention.total,
-        facts_kept=retention.kept,
-        missing_facts=facts_to_json(retention.missing),
-    )
+    checkpoint: Checkpoint
+    reason: CheckpointRevision.Reason
+    dropped: tuple[Fact, ...] = ()
+    event: EventType | None = None
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+def _prompt_text(session: Session) -> str:
+    return "\n".join(content for _, content in chat_messages(session_window(session=session)))
+
+
+def _revise_all(session: Session, revised: Sequence[_Revised]) -> None:
+    """Record each changed checkpoint's new version, with its retention measured on the next
+    prompt: the share of the facts of every message it stands for that the prompt still holds
+    (in its own text, another checkpoint's, the pinned block or the active messages).
+
+    Precondition: every change of the transaction is applied, inside it."""
+    prompt = _prompt_text(session)
+    for item in revised:
+        checkpoint = item.checkpoint
+        retention = measure_retention(facts_from_json(checkpoint.facts), prompt)
+        checkpoint.retention = retention.score
+        Checkpoint.objects.filter(pk=checkpoint.pk).update(retention=retention.score)
+        CheckpointRevision.objects.create(
+            checkpoint=checkpoint,
+            level=checkpoint.level,
+            tokens=checkpoint.current_tokens,
+            summary=checkpoint.summary,
+            reason=item.reason,
+            retention=retention.score,
+            facts_total=retention.total,
+            facts_kept=retention.kept,
+            missing_facts=facts_to_json(retention.missing),
+            ledger_dropped=facts_to_json(item.dropped),
+        )
+        if item.event is not None:
+            event_record(session=session, type=item.event, payload={**item.payload, "retention": retention.score})
 
 
 def facts_carried(checkpoints: Iterable[Checkpoint], messages: Iterable[Message] = ()) -> tuple[Fact, ...]:
@@ -81,6 +115,24 @@ def facts_carried(checkpoints: Iterable[Checkpoint], messages: Iterable[Message]
     facts, each once, oldest first, then those found in the messages."""
     stored = [fact for cp in checkpoints for fact in facts_from_json(cp.facts)]
     return tuple(dict.fromkeys(stored + list(extract_facts(m.content for m in messages))))
+
+
+def ledger_carried(checkpoints: Iterable[Checkpoint], messages: Iterable[Message] = ()) -> tuple[Fact, ...]:
+    """What the ledger of a checkpoint that takes over ``checkpoints`` (and ``messages``) holds
+    before it is fitted to its share: their ledgers, oldest first, then the messages' facts."""
+    stored = [fact for cp in checkpoints for fact in facts_from_json(cp.ledger)]
+    return tuple(dict.fromkeys(stored + list(extract_facts(m.content for m in messages))))
+
+
+def ledger_fit(*, session: Session, facts: Sequence[Fact], structured: str) -> Ledger:
+    """``facts`` fitted to one checkpoint's share of the session's context (contextmgr/core/ledger.py)."""
+    return build_ledger(
+        facts,
+        budget_tokens=ledger_budget(max_tokens=session.max_tokens, tier=session.profile.tier),
+        cost=count_text_tokens,
+        locked_decisions=locked_decisions(session=session),
+        already_shown=structured,
+    )
 
 
 def _last_position(session: Session) -> int:
@@ -92,7 +144,8 @@ def _count(checkpoint: Checkpoint, counter: TokenCounter) -> int:
     return counter.count(render_checkpoint(checkpoint_view(checkpoint))).tokens
 
 
-def _age(session: Session, checkpoint: Checkpoint, *, to_level: Level, summary: str, counter: TokenCounter) -> None:
+def _age(checkpoint: Checkpoint, *, to_level: Level, summary: str, how: str, counter: TokenCounter) -> _Revised:
+    """A new summary at ``to_level``; the ledger and structured fields stay as they are."""
     before = {"level": checkpoint.level, "tokens": checkpoint.current_tokens}
     checkpoint.level = to_level
     checkpoint.summary = summary
@@ -100,10 +153,10 @@ def _age(session: Session, checkpoint: Checkpoint, *, to_level: Level, summary: 
     checkpoint.compression_count += 1
     checkpoint.compressed_at = timezone.now()
     checkpoint.save()
-    _revise(checkpoint, reason=CheckpointRevision.Reason.AGED)
-    event_record(
-        session=session,
-        type=EventType.CHECKPOINT_AGED,
+    return _Revised(
+        checkpoint,
+        CheckpointRevision.Reason.AGED,
+        event=EventType.CHECKPOINT_AGED,
         payload={
             "checkpoint": checkpoint.id,
             "number": checkpoint.number,
@@ -111,13 +164,16 @@ def _age(session: Session, checkpoint: Checkpoint, *, to_level: Level, summary: 
             "to_level": int(to_level),
             "tokens_before": before["tokens"],
             "tokens_after": tokens,
-            "retention": checkpoint.retention,
+            "how": how,
         },
     )
 
 
-def _merge(session: Session, checkpoints: list[Checkpoint], *, summary: str, counter: TokenCounter) -> Checkpoint:
-    """The oldest checkpoint carries the merged text; the others point at it and leave the context."""
+def _merge(
+    session: Session, checkpoints: list[Checkpoint], *, summary: str, how: str, counter: TokenCounter
+) -> _Revised:
+    """The oldest checkpoint carries the merged text and the joined ledgers; the others point at
+    it and leave the context."""
     carrier, others = checkpoints[0], checkpoints[1:]
     tokens_before = sum(cp.current_tokens for cp in checkpoints)
     from_level = carrier.level
@@ -133,13 +189,16 @@ def _merge(session: Session, checkpoints: list[Checkpoint], *, summary: str, cou
     carrier.key_decisions = list(dict.fromkeys(d for cp in checkpoints for d in cp.key_decisions))
     carrier.files_modified = list(dict.fromkeys(f for cp in checkpoints for f in cp.files_modified))
     carrier.next_steps = checkpoints[-1].next_steps
+    ledger = ledger_fit(session=session, facts=ledger_carried(checkpoints), structured=_structured(carrier))
+    carrier.ledger = facts_to_json(ledger.entries)
     carrier.current_tokens = tokens = _count(carrier, counter)
     carrier.save()
     Checkpoint.objects.filter(pk__in=[cp.pk for cp in others]).update(merged_into=carrier)
-    _revise(carrier, reason=CheckpointRevision.Reason.MERGED)
-    event_record(
-        session=session,
-        type=EventType.CHECKPOINT_AGED,
+    return _Revised(
+        carrier,
+        CheckpointRevision.Reason.MERGED,
+        dropped=ledger.dropped,
+        event=EventType.CHECKPOINT_AGED,
         payload={
             "checkpoint": carrier.id,
             "number": carrier.number,
@@ -148,19 +207,25 @@ def _merge(session: Session, checkpoints: list[Checkpoint], *, summary: str, cou
             "to_level": int(Level.ULTRA),
             "tokens_before": tokens_before,
             "tokens_after": tokens,
-            "retention": carrier.retention,
+            "ledger_dropped": len(ledger.dropped),
+            "how": how,
         },
     )
-    return carrier
+
+
+def _structured(checkpoint: Checkpoint) -> str:
+    """The decisions and files a checkpoint shows besides its summary and ledger."""
+    return "\n".join(list(checkpoint.key_decisions) + list(checkpoint.files_modified))
 
 
 @transaction.atomic
-def checkpoint_carry_over(*, checkpoint: Checkpoint, counter: TokenCounter) -> Checkpoint:
+def checkpoint_carry_over(*, checkpoint: Checkpoint, ledger: Ledger, counter: TokenCounter) -> Checkpoint:
     """Save a checkpoint made outside a compression (the one a continued session starts
-    with), counted, with its first revision, and the session's reliability refreshed."""
+    with) with its ledger, counted, with its first revision, and the session's reliability refreshed."""
+    checkpoint.ledger = facts_to_json(ledger.entries)
     checkpoint.current_tokens = _count(checkpoint, counter)
     checkpoint.save()
-    _revise(checkpoint, reason=CheckpointRevision.Reason.CREATED)
+    _revise_all(checkpoint.session, [_Revised(checkpoint, CheckpointRevision.Reason.CREATED, ledger.dropped)])
     session_refresh_reliability(session=checkpoint.session)
     return checkpoint
 
@@ -212,10 +277,26 @@ def compression_commit(
     if any(cp_id not in current for cp_id in touched):
         raise CompressionConflict("a checkpoint to age is no longer in the active context")
 
-    for result in aged:
-        _age(locked, current[result.checkpoint_id], to_level=result.to_level, summary=result.summary, counter=counter)
+    revised = [
+        _age(
+            current[result.checkpoint_id],
+            to_level=result.to_level,
+            summary=result.summary,
+            how=result.how,
+            counter=counter,
+        )
+        for result in aged
+    ]
     if merged is not None:
-        _merge(locked, [current[cp_id] for cp_id in merged.checkpoint_ids], summary=merged.summary, counter=counter)
+        revised.append(
+            _merge(
+                locked,
+                [current[cp_id] for cp_id in merged.checkpoint_ids],
+                summary=merged.summary,
+                how=merged.how,
+                counter=counter,
+            )
+        )
 
     locked.compression_count += 1
     checkpoint = Checkpoint(
@@ -230,28 +311,32 @@ def compression_commit(
         files_modified=list(draft.files_modified),
         next_steps=list(draft.next_steps),
         facts=facts_to_json(draft.facts),
+        ledger=facts_to_json(draft.ledger.entries),
     )
     checkpoint.current_tokens = _count(checkpoint, counter)
     checkpoint.save()
-    _revise(checkpoint, reason=CheckpointRevision.Reason.CREATED)
     Message.objects.filter(pk__in=[m.pk for m in messages]).update(
         compressed_into=checkpoint, context_version=locked.next_context_version()
     )
     Session.objects.filter(pk=locked.pk).update(
         compression_count=locked.compression_count, compressed_through=_last_position(locked)
     )
-    event_record(
-        session=locked,
-        type=EventType.CHECKPOINT_CREATED,
-        payload={
-            "checkpoint": checkpoint.id,
-            "number": checkpoint.number,
-            "range": checkpoint.range_label,
-            "original_tokens": checkpoint.original_tokens,
-            "tokens": checkpoint.current_tokens,
-            "retention": checkpoint.retention,
-        },
+    revised.append(
+        _Revised(
+            checkpoint,
+            CheckpointRevision.Reason.CREATED,
+            draft.ledger.dropped,
+            event=EventType.CHECKPOINT_CREATED,
+            payload={
+                "checkpoint": checkpoint.id,
+                "number": checkpoint.number,
+                "range": checkpoint.range_label,
+                "original_tokens": checkpoint.original_tokens,
+                "tokens": checkpoint.current_tokens,
+            },
+        )
     )
+    _revise_all(locked, revised)
     reliability = session_refresh_reliability(session=locked)
     event_record(
         session=locked,
@@ -316,33 +401,39 @@ def rollover_commit(
     carrier.files_modified = list(draft.files_modified)
     carrier.next_steps = list(draft.next_steps)
     carrier.facts = facts_to_json(draft.facts)
+    carrier.ledger = facts_to_json(draft.ledger.entries)
     if checkpoints:
         carrier.compression_count += 1
         carrier.compressed_at = timezone.now()
     carrier.current_tokens = _count(carrier, counter)
     carrier.save()
     Checkpoint.objects.filter(pk__in=[cp.pk for cp in checkpoints[1:]]).update(merged_into=carrier)
-    _revise(carrier, reason=CheckpointRevision.Reason.MERGED if checkpoints else CheckpointRevision.Reason.CREATED)
     Message.objects.filter(pk__in=[m.pk for m in messages]).update(
         compressed_into=carrier, context_version=locked.next_context_version()
     )
     Session.objects.filter(pk=locked.pk).update(
         compression_count=locked.compression_count, compressed_through=_last_position(locked)
     )
-    event_record(
-        session=locked,
-        type=EventType.CHECKPOINT_AGED if checkpoints else EventType.CHECKPOINT_CREATED,
-        payload={
-            "checkpoint": carrier.id,
-            "number": carrier.number,
-            "merged": [cp.id for cp in checkpoints],
-            "range": carrier.range_label,
-            "original_tokens": carrier.original_tokens,
-            "to_level": int(Level.ULTRA),
-            "tokens": carrier.current_tokens,
-            "tokens_after": carrier.current_tokens,
-            "retention": carrier.retention,
-        },
+    _revise_all(
+        locked,
+        [
+            _Revised(
+                carrier,
+                CheckpointRevision.Reason.MERGED if checkpoints else CheckpointRevision.Reason.CREATED,
+                draft.ledger.dropped,
+                event=EventType.CHECKPOINT_AGED if checkpoints else EventType.CHECKPOINT_CREATED,
+                payload={
+                    "checkpoint": carrier.id,
+                    "number": carrier.number,
+                    "merged": [cp.id for cp in checkpoints],
+                    "range": carrier.range_label,
+                    "original_tokens": carrier.original_tokens,
+                    "to_level": int(Level.ULTRA),
+                    "tokens": carrier.current_tokens,
+                    "tokens_after": carrier.current_tokens,
+                },
+            )
+        ],
     )
     reliability = session_refresh_reliability(session=locked)
     event_record(

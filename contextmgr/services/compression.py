@@ -21,32 +21,41 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
 from chat.models import Message, Session
-from contextmgr.core.aging import CheckpointInfo, Level, level_target, plan_aging
+from contextmgr.core.aging import CheckpointInfo, Level, plan_aging
 from contextmgr.core.budget import Budget
-from contextmgr.core.config import ContextConfig, context_config_from_mapping, effective_preserve_recent
+from contextmgr.core.config import ContextConfig, SessionLimits, context_config_from_mapping, session_limits
+from contextmgr.core.ledger import Ledger, ledger_budget, render_ledger
 from contextmgr.core.markers import marker_facts
 from contextmgr.core.prompts import (
     PromptMessage,
     build_aging_prompt,
     build_goal_summary_prompt,
     build_merge_prompt,
-    build_missing_facts_prompt,
     build_summary_prompt,
 )
-from contextmgr.core.retention import Fact, extract_facts, high_value, measure_retention
-from contextmgr.core.selection import ContextMessage, select_for_compression
-from contextmgr.core.tokens import TokenCounter
+from contextmgr.core.repetition import repetition
+from contextmgr.core.retention import Fact, extract_facts, measure_retention
+from contextmgr.core.selection import ContextMessage, plan_rollover, select_for_compression
+from contextmgr.core.tokens import TokenCounter, count_text_tokens
 from contextmgr.core.truncate import shorten_extractive
 from contextmgr.core.window import CheckpointView, render_checkpoint
 from contextmgr.llm import ChatMessage, Gateway, get_gateway
 from contextmgr.models import Checkpoint, ContextEvent, EventType, Snapshot
-from contextmgr.selectors import active_checkpoints, active_goal, active_messages, goal_view, session_budget
+from contextmgr.selectors import (
+    active_checkpoints,
+    active_goal,
+    active_messages,
+    goal_view,
+    session_budget,
+)
 from contextmgr.services.checkpoints import (
     AgedSummary,
     CheckpointDraft,
     MergedSummary,
     compression_commit,
     facts_carried,
+    ledger_carried,
+    ledger_fit,
     rollover_commit,
 )
 from contextmgr.services.events import event_record, progress_publish
@@ -76,6 +85,23 @@ def default_config() -> ContextConfig:
 def session_config(session: Session) -> ContextConfig:
     """The session's settings over the global defaults."""
     return context_config_from_mapping(session.settings, base=default_config())
+
+
+def session_effective_limits(
+    session: Session, config: ContextConfig | None = None, budget: Budget | None = None
+) -> SessionLimits:
+    """The reply cap, preserved tail, summary and rollover targets this session uses, which
+    follow its context size (``contextmgr.core.config.session_limits``)."""
+    config = config or session_config(session)
+    budget = budget or session_budget(session=session)
+    return session_limits(
+        config.compression,
+        max_tokens=session.max_tokens,
+        system_prompt_tokens=budget.system_prompt_tokens,
+        available_tokens=budget.available,
+        reply_max_configured=settings.OLLM_REPLY_MAX_TOKENS,
+        keeps_checkpoints=not session.profile.tier.rolls_over,
+    )
 
 
 def compression_running(*, session_id: UUID) -> bool:
@@ -184,7 +210,9 @@ class _Summarizer:
         shortened = shorten_extractive(prompt, max(room - 16, 16), self.tokens)
         return shortened, self.gateway.count_prompt([ChatMessage("user", shortened)], self.model).tokens
 
-    def ask(self, prompt: str, target: int) -> str:
+    def ask(self, prompt: str, target: int, *, repeat_penalty: float | None = None) -> str:
+        """The model's answer to ``prompt`` within ``target`` tokens; ``repeat_penalty`` (None: the
+        backend's default) curbs a model that loops."""
         prompt, prompt_tokens = self.fit(prompt, target)
         max_tokens = max(1, min(target, self.num_ctx - prompt_tokens))
         completion = async_to_sync(self.gateway.complete)(
@@ -194,23 +222,51 @@ class _Summarizer:
             max_tokens=max_tokens,
             temperature=0.0,
             background=True,  # a chat turn on the bundled model goes first
+            repeat_penalty=repeat_penalty,
         )
         _reconnect_if_broken()  # the call may have outlasted the database connection
         return completion.text.strip()
+
+    # A summary that repeats itself is asked for once more with this repeat penalty (Ollama's option,
+    # llama.cpp's sampler over the last 64 tokens): 1.3 broke the SmolLM2-135M loops seen here.
+    REPEAT_PENALTY = 1.3
+
+    def flaw(self, summary: str, source_tokens: int, target: int) -> str | None:
+        """Why ``summary`` cannot stand (empty, repetitive, not smaller than its source or well over
+        its target), or None."""
+        if not summary:
+            return "empty"
+        repeated = repetition(summary)
+        if repeated is not None:
+            return f"repetitive summary ({repeated})"
+        summary_tokens = self.tokens(summary)
+        if summary_tokens < source_tokens and summary_tokens <= target * TARGET_SLACK:
+            return None
+        return f"{summary_tokens} tokens for {source_tokens} (target {target})"
 
     def shrink(self, text: str, prompt: str, target: int, *, strategy: str) -> tuple[str, str]:
         """A summary of ``text`` within ``target`` tokens, and how it was made.
 
         The inflation guard: a summary that is empty, not smaller than its
         source, or well over its target is replaced by the deterministic extract.
+        The repetition guard: one that repeats itself (``core.repetition``) is
+        asked for once more with a repeat penalty; if that one cannot stand
+        either, the extract replaces it. ``how`` says which, and why.
         """
         source_tokens = self.tokens(text)
         if strategy == Checkpoint.Strategy.SUMMARIZE:
             summary = self.ask(prompt, target)
-            summary_tokens = self.tokens(summary)
-            if summary and summary_tokens < source_tokens and summary_tokens <= target * TARGET_SLACK:
+            why = self.flaw(summary, source_tokens, target)
+            if why is None:
                 return summary, "summarize"
-            why = "empty" if not summary else f"{summary_tokens} tokens for {source_tokens} (target {target})"
+            if why.startswith("repetitive"):
+                logger.info("session %s: %s; asking again with a repeat penalty", self.session.pk, why)
+                penalty = f"repeat penalty {self.REPEAT_PENALTY}"
+                retried = self.ask(prompt, target, repeat_penalty=self.REPEAT_PENALTY)
+                again = self.flaw(retried, source_tokens, target)
+                if again is None:
+                    return retried, f"summarize: retried with {penalty} after a {why}"
+                why = f"{why}; with {penalty}: {again}"
             return shorten_extractive(text, min(target, max(source_tokens - 1, 1)), self.tokens), f"truncate: {why}"
         return shorten_extractive(text, target, self.tokens), "truncate"
 
@@ -220,17 +276,21 @@ class KeptFacts:
     view: CheckpointView
     how: str
     facts: tuple[Fact, ...]
+    ledger: Ledger
     payload: dict[str, Any]
 
     def draft(self, *, trigger: str, started: float) -> CheckpointDraft:
-        """The checkpoint to commit, with what its event reports (how, trigger, duration, retention)."""
+        """The checkpoint to commit, with what its event reports (how, trigger, duration, ledger)."""
         return CheckpointDraft(
             summary=self.view.summary,
-            strategy=Checkpoint.Strategy.SUMMARIZE if self.how == "summarize" else Checkpoint.Strategy.TRUNCATE,
+            strategy=(
+                Checkpoint.Strategy.SUMMARIZE if self.how.startswith("summarize") else Checkpoint.Strategy.TRUNCATE
+            ),
             key_decisions=self.view.key_decisions,
             files_modified=self.view.files_modified,
             next_steps=self.view.next_steps,
             facts=self.facts,
+            ledger=self.ledger,
             payload={
                 "how": self.how,
                 "trigger": trigger,
@@ -241,51 +301,25 @@ class KeptFacts:
 
 
 def _keep_facts(
-    summarizer: _Summarizer,
-    view: CheckpointView,
-    facts: tuple[Fact, ...],
-    *,
-    source: str,
-    prompt: str,
-    target: int,
-    how: str,
-    strategy: str,
+    session: Session, view: CheckpointView, facts: tuple[Fact, ...], *, ledger_facts: Sequence[Fact], how: str
 ) -> KeptFacts:
-    """A new summary that lost too many of its messages' facts is asked for once more, with the
-    missing facts listed; if it still falls short, the missing decisions and paths are appended
-    to the structured fields, which always reach the prompt."""
-    threshold = settings.OLLM_RETENTION_THRESHOLD
-    first = measure_retention(facts, render_checkpoint(view))
-    retention = first
-    if retention.score < threshold and how == "summarize":
-        retry_prompt = build_missing_facts_prompt(prompt, [fact.text for fact in retention.missing])
-        summary, retry_how = summarizer.shrink(source, retry_prompt, target, strategy=strategy)
-        retried = replace(view, summary=summary)
-        again = measure_retention(facts, render_checkpoint(retried))
-        if again.score > retention.score:
-            view, how, retention = retried, retry_how, again
-    appended = 0
-    if retention.score < threshold:
-        lost = high_value(retention.missing)
-        decisions = tuple(fact.text for fact in lost if fact.kind == "decision")
-        paths = tuple(fact.text for fact in lost if fact.kind == "path")
-        appended = len(decisions) + len(paths)
-        view = replace(
-            view,
-            key_decisions=tuple(dict.fromkeys(view.key_decisions + decisions)),
-            files_modified=tuple(dict.fromkeys(view.files_modified + paths)),
-        )
-        retention = measure_retention(facts, render_checkpoint(view))
+    """The checkpoint's ledger: ``ledger_facts`` (oldest first) within the tier's share, whatever
+    the summary kept. ``facts``: every fact of the messages the checkpoint stands for."""
+    ledger = ledger_fit(
+        session=session, facts=ledger_facts, structured="\n".join(view.key_decisions + view.files_modified)
+    )
+    summary_alone = measure_retention(facts, render_checkpoint(replace(view, key_decisions=(), files_modified=())))
     return KeptFacts(
         view=view,
         how=how,
         facts=facts,
+        ledger=ledger,
         payload={
-            "retention_first": round(first.score, 4),
-            "retention": round(retention.score, 4),
-            "facts_total": retention.total,
-            "facts_kept": retention.kept,
-            "facts_appended": appended,
+            "retention_summary": round(summary_alone.score, 4),
+            "facts_total": len(facts),
+            "ledger_entries": len(ledger.entries),
+            "ledger_tokens": count_text_tokens(render_ledger(f.text for f in ledger.entries)),
+            "ledger_dropped": len(ledger.dropped),
         },
     )
 
@@ -306,7 +340,7 @@ def _compress(
     active = list(active_messages(session=session))
     selection = select_for_compression(
         [ContextMessage(id=m.id, role=m.role, tokens=m.tokens, group=m.tool_call_id or None) for m in active],  # type: ignore[arg-type]
-        preserve_recent=effective_preserve_recent(config.compression, budget.available),
+        preserve_recent=session_effective_limits(session, config, budget).preserve_recent,
     )
     if not selection:
         if budget.free < REPLY_MIN_TOKENS or budget.compression_due:
@@ -320,27 +354,25 @@ def _compress(
     text = "\n".join(f"{m.role}: {m.content}" for m in chosen)
     goal = active_goal(session=session)
     prompt = build_goal_summary_prompt(goal_view(goal=goal), transcript) if goal else build_summary_prompt(transcript)
-    target = config.compression.summary_max_tokens
+    target = session_effective_limits(session, config, budget).summary_max_tokens
     progress_publish(session_id=session.pk, text=f"Compressing {len(chosen)} messages ({selection.tokens:,} tokens)…")
     summary, how = summarizer.shrink(text, prompt, target, strategy=config.compression.strategy)
-    facts = marker_facts(m.content for m in chosen)
+    markers = marker_facts(m.content for m in chosen)
+    facts = extract_facts(m.content for m in chosen)
     kept = _keep_facts(
-        summarizer,
+        session,
         CheckpointView(
             number=session.compression_count + 1,
             level=Level.RECENT,
             range_label="",
             summary=summary,
-            key_decisions=facts.key_decisions,
-            files_modified=facts.files_modified,
-            next_steps=facts.next_steps,
+            key_decisions=markers.key_decisions,
+            files_modified=markers.files_modified,
+            next_steps=markers.next_steps,
         ),
-        extract_facts(m.content for m in chosen),
-        source=text,
-        prompt=prompt,
-        target=target,
+        facts,
+        ledger_facts=facts,
         how=how,
-        strategy=config.compression.strategy,
     )
 
     checkpoints = list(active_checkpoints(session=session))
@@ -354,24 +386,24 @@ def _compress(
     for number, step in enumerate(plan.steps, start=1):
         progress_publish(session_id=session.pk, text=f"Aging checkpoint {number} of {len(plan.steps)}…")
         source = by_id[step.checkpoint_id].summary
-        shorter, _ = summarizer.shrink(
+        shorter, aged_how = summarizer.shrink(
             source,
             build_aging_prompt(source, to_level=step.to_level, target_tokens=step.target_tokens),
             step.target_tokens,
             strategy=config.compression.strategy,
         )
-        aged.append(AgedSummary(step.checkpoint_id, step.to_level, shorter))
+        aged.append(AgedSummary(step.checkpoint_id, step.to_level, shorter, aged_how))
     merged = None
     if plan.merge is not None:
         parts = [by_id[i].summary for i in plan.merge.checkpoint_ids]
         progress_publish(session_id=session.pk, text=f"Merging {len(parts)} checkpoints into the ultra checkpoint…")
-        joined, _ = summarizer.shrink(
+        joined, merged_how = summarizer.shrink(
             "\n".join(parts),
             build_merge_prompt(parts, target_tokens=plan.merge.target_tokens),
             plan.merge.target_tokens,
             strategy=config.compression.strategy,
         )
-        merged = MergedSummary(plan.merge.checkpoint_ids, joined)
+        merged = MergedSummary(plan.merge.checkpoint_ids, joined, merged_how)
 
     checkpoint = compression_commit(
         session=session,
@@ -404,69 +436,70 @@ def _compress(
 def _rollover(
     session: Session, config: ContextConfig, summarizer: _Summarizer, *, reason: str, started: float
 ) -> CompressionOutcome:
-    """Merge every checkpoint and the oldest messages (user ones too) into one ultra checkpoint.
+    """Merge every checkpoint and older messages into one ultra checkpoint.
 
-    Messages are taken oldest first until the active conversation is back
-    under half the trigger; the newest ``preserve_recent`` tokens stay.
+    ``plan_rollover`` chooses the messages: assistant and tool output first,
+    oldest first, until the active conversation is back under half the trigger;
+    user messages only when the never-compressed part alone is at or over the
+    trigger (the oldest, as many as needed). The newest message always stays.
     """
     session.refresh_from_db()
     budget = session_budget(session=session)
     checkpoints = list(active_checkpoints(session=session))
     active = list(active_messages(session=session))
-    goal_tokens = budget.trigger_at // 2
-    keep_from = len(active)
-    kept_tokens = 0
-    for index in range(len(active) - 1, -1, -1):
-        if kept_tokens + active[index].tokens > goal_tokens:
-            break
-        kept_tokens += active[index].tokens
-        keep_from = index
-    # The newest message is the one being answered: it always stays.
-    keep_from = min(keep_from, max(len(active) - 1, 0))
-    # A tool call and its results move together or not at all.
-    while (
-        0 < keep_from < len(active)
-        and active[keep_from].tool_call_id
-        and (active[keep_from].tool_call_id == active[keep_from - 1].tool_call_id)
-    ):
-        keep_from -= 1
-    moved = active[:keep_from]
+    target = session_effective_limits(session, config, budget).rollover_target
+    # Planned against the trigger once the ultra checkpoint (its summary at its target, and its
+    # ledger) stands in for the checkpoints, so that the rollover does not leave the conversation
+    # over its next trigger.
+    ultra_tokens = target + ledger_budget(max_tokens=session.max_tokens, tier=session.profile.tier)
+    trigger_at = replace(budget, checkpoint_tokens=max(budget.checkpoint_tokens, ultra_tokens)).trigger_at
+    plan = plan_rollover(
+        [ContextMessage(id=m.id, role=m.role, tokens=m.tokens, group=m.tool_call_id or None) for m in active],  # type: ignore[arg-type]
+        goal_tokens=trigger_at // 2,
+        trigger_at=trigger_at,
+    )
+    taken = set(plan.message_ids)
+    moved = [m for m in active if m.id in taken]
     if not moved and not checkpoints:
-        if keep_from == 0:
+        if plan.kept_tokens <= trigger_at // 2:
             return _record_skip(session, "nothing to roll over: the conversation already fits in half the trigger")
+        if plan.protected_tokens < trigger_at:
+            return _record_skip(
+                session,
+                f"nothing to roll over: no assistant output to take, and the user messages "
+                f"({plan.protected_tokens:,} tokens) are under the trigger ({trigger_at:,})",
+            )
         return _record_skip(session, "nothing to roll over: the newest message alone fills the context")
     _auto_snapshot(session, config, "Before rollover")
     parts = [cp.summary for cp in checkpoints] + ["\n".join(f"{m.role}: {m.content}" for m in moved)]
     parts = [part for part in parts if part]
-    target = max(level_target(Level.ULTRA, config.compression.summary_max_tokens), 16)
     progress_publish(
-        session_id=session.pk, text=f"Rolling over: {len(checkpoints)} checkpoints and {len(moved)} messages…"
+        session_id=session.pk,
+        text=f"Rolling over: {len(checkpoints)} checkpoints and {len(moved)} messages"
+        f" ({plan.user_messages} of them user messages)…",
     )
     source = "\n".join(parts)
     prompt = build_merge_prompt(parts, target_tokens=target)
     summary, how = summarizer.shrink(source, prompt, target, strategy=config.compression.strategy)
-    facts = marker_facts(m.content for m in moved)
+    markers = marker_facts(m.content for m in moved)
     kept = _keep_facts(
-        summarizer,
+        session,
         CheckpointView(
             number=session.compression_count + 1,
             level=Level.ULTRA,
             range_label="",
             summary=summary,
             key_decisions=tuple(
-                dict.fromkeys([d for cp in checkpoints for d in cp.key_decisions] + list(facts.key_decisions))
+                dict.fromkeys([d for cp in checkpoints for d in cp.key_decisions] + list(markers.key_decisions))
             ),
             files_modified=tuple(
-                dict.fromkeys([f for cp in checkpoints for f in cp.files_modified] + list(facts.files_modified))
+                dict.fromkeys([f for cp in checkpoints for f in cp.files_modified] + list(markers.files_modified))
             ),
-            next_steps=facts.next_steps or tuple(checkpoints[-1].next_steps if checkpoints else ()),
+            next_steps=markers.next_steps or tuple(checkpoints[-1].next_steps if checkpoints else ()),
         ),
         facts_carried(checkpoints, moved),
-        source=source,
-        prompt=prompt,
-        target=target,
+        ledger_facts=ledger_carried(checkpoints, moved),
         how=how,
-        strategy=config.compression.strategy,
     )
     checkpoint = rollover_commit(
         session=session,

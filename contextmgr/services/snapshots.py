@@ -129,7 +129,13 @@ def _restore(snapshot: Snapshot) -> Snapshot:
             checkpoint.save(update_fields=["retired"])
             retired += 1
             continue
-        changed = checkpoint.summary != saved["summary"] or checkpoint.level != saved["level"]
+        # Snapshots taken before the fact ledger existed hold no facts or ledger: those stay as they are.
+        saved = {"facts": checkpoint.facts, "ledger": checkpoint.ledger, **saved}
+        changed = (
+            checkpoint.summary != saved["summary"]
+            or checkpoint.level != saved["level"]
+            or checkpoint.ledger != saved["ledger"]
+        )
         for name in (
             "number",
             "level",
@@ -142,6 +148,8 @@ def _restore(snapshot: Snapshot) -> Snapshot:
             "key_decisions",
             "files_modified",
             "next_steps",
+            "facts",
+            "ledger",
             "retention",
             "retired",
         ):

@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -80,7 +81,12 @@ def live_url(tmp_path_factory: pytest.TempPathFactory, model_server: ModelServer
             time.sleep(0.2)
     yield f"http://127.0.0.1:{port}"
     server.terminate()
-    server.wait(timeout=20)
+    try:
+        server.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        # A compression thread still talking to the model holds daphne's shutdown: nothing is left to keep.
+        server.kill()
+        server.wait()
     log.close()
 
 
@@ -94,3 +100,12 @@ def browser() -> Iterator[object]:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield chromium
         chromium.close()
+
+
+def log_in(page: Any, live_url: str) -> None:
+    """Open the app, which asks for a login first, and log in as the test user."""
+    page.goto(live_url + "/")
+    assert "/accounts/login/" in page.url
+    page.fill("input[name=username]", USERNAME)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.e2e.conftest import PASSWORD, USERNAME
+from tests.e2e.conftest import log_in
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 REPLY_TIMEOUT_MS = 120_000
@@ -27,11 +27,7 @@ def used_tokens(page) -> int:
 def test_a_long_conversation_in_the_browser(live_url, browser):
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
-    page.goto(live_url + "/")
-    assert "/accounts/login/" in page.url
-    page.fill("input[name=username]", USERNAME)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
+    log_in(page, live_url)
 
     page.fill("input[name=title]", "Harbour <b>notes</b>")
     page.select_option("select[name=model]", "embedded/smollm2-135m")

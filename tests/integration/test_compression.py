@@ -179,6 +179,53 @@ def test_an_empty_or_inflated_summary_falls_back_to_truncation(due_session, gate
     assert ContextEvent.objects.get(type="compressed").payload["how"].startswith(why)
 
 
+# What SmolLM2-135M writes when it loops (issue 23): one clause over and over, within its target.
+LOOP = "The handler checks the token and logs the login. " * 4
+CLEAN = "Logins are validated, hashed with argon2 and audited."
+
+
+def summary_requests(fake_ollama):
+    return [r for r in fake_ollama.behaviour.requests if r["path"] == "/api/chat"]
+
+
+@pytest.mark.django_db
+def test_a_looping_summary_is_asked_for_again_with_a_repeat_penalty_then_truncated(due_session, gateway, fake_ollama):
+    fake_ollama.behaviour.canned_reply = LOOP.strip()  # the retry loops too
+    assert gateway.token_counter(SERVED_MODEL).count(LOOP).tokens <= 48, "small enough for the inflation guard"
+    outcome = compression_run(session_id=due_session.pk, gateway=gateway)
+    assert outcome.status == "compressed"
+    assert outcome.reason.startswith("truncate: repetitive summary (a phrase of 9 words repeated 4 times: “the handler")
+    assert "; with repeat penalty 1.3: repetitive summary (" in outcome.reason
+    assert ContextEvent.objects.get(session=due_session, type="compressed").payload["how"] == outcome.reason
+    assert outcome.checkpoint_id is not None
+    checkpoint = Checkpoint.objects.get(pk=outcome.checkpoint_id)
+    assert checkpoint.strategy == "truncate"
+    # The extract of the compressed messages, not the loop.
+    assert "checks the token" not in checkpoint.summary
+    source = "\n".join(
+        f"{m.role}: {m.content}" for m in Message.objects.filter(compressed_into=checkpoint).order_by("position")
+    )
+    assert checkpoint.summary
+    assert all(line.removesuffix(" …") in source for line in checkpoint.summary.splitlines())
+    first, retry = summary_requests(fake_ollama)[:2]
+    assert "repeat_penalty" not in first["options"]
+    assert retry["options"]["repeat_penalty"] == 1.3
+    assert retry["messages"] == first["messages"], "the same prompt, asked again"
+
+
+@pytest.mark.django_db
+def test_a_looping_summary_retried_clean_is_kept(due_session, gateway, fake_ollama):
+    fake_ollama.behaviour.canned_replies = [LOOP, CLEAN]
+    outcome = compression_run(session_id=due_session.pk, gateway=gateway)
+    assert outcome.status == "compressed"
+    assert outcome.reason.startswith("summarize: retried with repeat penalty 1.3 after a repetitive summary (")
+    assert ContextEvent.objects.get(session=due_session, type="compressed").payload["how"] == outcome.reason
+    assert outcome.checkpoint_id is not None
+    checkpoint = Checkpoint.objects.get(pk=outcome.checkpoint_id)
+    assert (checkpoint.strategy, checkpoint.summary) == ("summarize", CLEAN)
+    assert [r["options"].get("repeat_penalty") for r in summary_requests(fake_ollama)[:2]] == [None, 1.3]
+
+
 @pytest.mark.django_db
 def test_a_database_error_in_the_final_transaction_changes_nothing(due_session, gateway, fake_ollama, monkeypatch):
     fake_ollama.behaviour.canned_reply = "Logins are validated and audited."
@@ -339,3 +386,74 @@ def test_a_renewed_lease_outlives_its_timeout_and_an_abandoned_one_expires(due_s
         time.sleep(2.2)
         assert not lease_held(session_id=due_session.pk)
         assert lease_acquire(session_id=due_session.pk) is not None
+
+
+def two_k_session(user) -> Session:
+    """A 2K session (Tier 1, 1,700 tokens): every compression is a rollover."""
+    session = session_create(owner=user, model=SERVED_MODEL, context_size=2048, system_prompt="Be brief.")
+    assert session.max_tokens == 1700
+    assert session.profile.tier.rolls_over
+    return session
+
+
+def user_messages_left(session: Session, checkpoint_id: int) -> int:
+    return Message.objects.filter(session=session, role="user", compressed_into_id=checkpoint_id).count()
+
+
+@pytest.mark.django_db
+def test_a_2k_rollover_with_assistant_output_to_take_keeps_every_user_message(user, gateway):
+    """Issue 23: Tier 1 compresses assistant output first; the user's messages stay verbatim while
+    they alone are under the trigger. The real model writes the ultra checkpoint."""
+    session = two_k_session(user)
+    index = 0
+    while not session_budget(session=session).compression_due:
+        message_create(session=session, role="user", content=f"Question {index} about logins?")
+        message_create(session=session, role="assistant", content=ANSWER * 2)
+        index += 1
+    message_create(session=session, role="user", content="And the audit log?")
+    outcome = compression_run(session_id=session.pk, gateway=gateway)
+    assert outcome.status == "rolled-over"
+    assert outcome.checkpoint_id is not None
+    rollover = ContextEvent.objects.get(session=session, type="rollover-complete").payload
+    assert rollover["user_messages"] == 0
+    assert rollover["messages"] > 0
+    assert user_messages_left(session, outcome.checkpoint_id) == 0
+    moved = Message.objects.filter(session=session, compressed_into_id=outcome.checkpoint_id)
+    assert set(moved.values_list("role", flat=True)) == {"assistant"}
+    prompt_users = [c for r, c in chat_messages(session_window(session=session)) if r == "user"]
+    assert prompt_users == [f"Question {i} about logins?" for i in range(index)] + ["And the audit log?"]
+    assert not session_budget(session=session).compression_due
+    checkpoint = Checkpoint.objects.get(pk=outcome.checkpoint_id)
+    assert checkpoint.level == Level.ULTRA
+
+
+@pytest.mark.django_db
+def test_a_2k_rollover_moves_user_messages_only_when_they_alone_reach_the_trigger(user, gateway):
+    """Long user messages with short replies: once the user messages alone are over the trigger,
+    the oldest of them leave the active context (they stay in the full history), and the event
+    says how many."""
+    session = two_k_session(user)
+    note = "Here is my note about the login audit trail, the hashing and the session cookies. " * 4
+    index = 0
+    while not session_budget(session=session).compression_due:
+        message_create(session=session, role="user", content=f"Note {index}: {note}")
+        message_create(session=session, role="assistant", content="Noted.")
+        index += 1
+    message_create(session=session, role="user", content=f"Note {index}: {note}")
+    user_tokens = sum(Message.objects.filter(session=session, role="user").values_list("tokens", flat=True))
+    assert user_tokens >= session_budget(session=session).trigger_at
+    history = list(Message.objects.filter(session=session).values_list("id", "content"))
+    outcome = compression_run(session_id=session.pk, gateway=gateway)
+    assert outcome.status == "rolled-over"
+    assert outcome.checkpoint_id is not None
+    rollover = ContextEvent.objects.get(session=session, type="rollover-complete").payload
+    left = user_messages_left(session, outcome.checkpoint_id)
+    assert rollover["user_messages"] == left > 0
+    assert left < index + 1, "only as many as needed"
+    # Assistant output went first: every reply is behind the checkpoint.
+    assert not Message.objects.filter(session=session, role="assistant", compressed_into__isnull=True).exists()
+    # The oldest user messages left, the newest stayed.
+    active_users = [c for r, c in chat_messages(session_window(session=session)) if r == "user"]
+    assert active_users == [f"Note {i}: {note}" for i in range(left, index + 1)]
+    assert list(Message.objects.filter(session=session).values_list("id", "content")) == history
+    assert not session_budget(session=session).compression_due

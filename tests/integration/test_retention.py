@@ -7,12 +7,12 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from chat.models import Session
+from chat.models import Message, Session
 from chat.services import message_create, session_create
 from contextmgr.core.aging import Level
 from contextmgr.llm.gateway import Gateway
 from contextmgr.models import Checkpoint, ContextEvent
-from contextmgr.selectors import session_reliability
+from contextmgr.selectors import session_reliability, session_window
 from contextmgr.services.compression import compression_run
 from tests.integration.test_compression import SMALL
 from tests.support.model_server import SERVED_MODEL
@@ -51,41 +51,68 @@ def _payload(session: Session, event_type: str) -> Any:
     return ContextEvent.objects.filter(session=session, type=event_type).latest("id").payload
 
 
-def test_a_summary_that_loses_facts_is_retried_then_its_decisions_and_paths_are_kept(due_session, gateway, fake_ollama):
+def test_a_summary_that_loses_facts_leaves_them_in_the_ledger_of_the_prompt(due_session, gateway, fake_ollama):
     fake_ollama.behaviour.canned_reply = "Logins were discussed."
     with override_settings(OLLM_MODEL_CONTEXT_OVERRIDES=SMALL):
         outcome = compression_run(session_id=due_session.pk, reason="test", gateway=gateway)
     assert outcome.status == "compressed"
-    prompts = [r["messages"][-1]["content"] for r in fake_ollama.behaviour.requests]
-    assert len(prompts) == 2, "one summary, one retry"
-    assert "left out these facts" in prompts[1]
-    assert "src/auth/login.ts" in prompts[1]
-    assert "30 s" in prompts[1]
+    assert len(fake_ollama.behaviour.requests) == 1, "the ledger needs no second summary"
 
     checkpoint = Checkpoint.objects.get(session=due_session)
-    # The lost path was appended to the structured fields; the marker decision was there already.
-    assert checkpoint.files_modified == ["src/auth/hash.ts", "src/auth/login.ts"]
-    assert "Use argon2 for passwords" in checkpoint.key_decisions
-    facts = {text for _, text in checkpoint.facts}
-    assert {"src/auth/login.ts", "verify_password", "30 s", "invalid credentials", "Use argon2 for passwords"} <= facts
+    ledger = {text for _, text in checkpoint.ledger}
+    assert {"src/auth/login.ts", "verify_password", "30 s", "invalid credentials"} <= ledger
+    # The marker's decision and file are in the structured fields already: not written twice.
+    assert "src/auth/hash.ts" not in ledger
+    assert checkpoint.files_modified == ["src/auth/hash.ts"]
+    prompt = "\n".join(block.content for block in session_window(session=due_session))
+    assert "Facts: " in prompt
+    for text in ("src/auth/login.ts", "verify_password", "30 s", "invalid credentials", "Use argon2 for passwords"):
+        assert text in prompt
+
     payload = _payload(due_session, "compressed")
-    assert payload["retention_first"] < 0.6
-    assert payload["retention"] > payload["retention_first"]
-    assert payload["facts_appended"] >= 1
-    assert payload["facts_total"] == len(checkpoint.facts)
+    assert payload["retention_summary"] < 0.5  # the summary alone kept almost nothing
+    assert payload["ledger_entries"] == len(checkpoint.ledger)
+    assert payload["ledger_dropped"] == 0
     revision = checkpoint.revisions.get()
-    assert (revision.facts_total, revision.facts_kept) == (payload["facts_total"], payload["facts_kept"])
-    assert checkpoint.retention == pytest.approx(revision.facts_kept / revision.facts_total)
-    assert {text for _, text in revision.missing_facts} >= {"verify_password", "30 s", "invalid credentials"}
+    # Measured on the next prompt, against every fact of the compressed messages.
+    assert revision.facts_total == len(checkpoint.facts) == payload["facts_total"]
+    assert revision.missing_facts == []
+    assert checkpoint.retention == revision.retention == 1.0
 
 
-@override_settings(OLLM_RETENTION_THRESHOLD=0.01)
-def test_a_summary_above_the_threshold_is_not_retried(due_session, gateway, fake_ollama):
-    fake_ollama.behaviour.canned_reply = "Nothing kept."
+def test_facts_over_the_ledger_share_are_dropped_oldest_first_and_recorded(user, gateway, fake_ollama):
     with override_settings(OLLM_MODEL_CONTEXT_OVERRIDES=SMALL):
-        compression_run(session_id=due_session.pk, reason="test", gateway=gateway)
-    assert len(fake_ollama.behaviour.requests) == 1
-    assert _payload(due_session, "compressed")["facts_appended"] == 0
+        session = session_create(
+            owner=user, model=SERVED_MODEL, context_size=8192, settings={"compression": {"summary_max_tokens": 48}}
+        )
+        for index in range(16):
+            message_create(session=session, role="user", content=f"Question {index}?")
+            message_create(
+                session=session,
+                role="assistant",
+                content=f"Batch {index} weighs {100 + index} kg and ships from depot-{index:02d}.example.net "
+                f"after {20 + index} min. " + PLANTED,
+            )
+        fake_ollama.behaviour.canned_reply = "Shipments were planned."
+        outcome = compression_run(session_id=session.pk, reason="test", gateway=gateway)
+    assert outcome.status == "compressed", outcome.reason
+    checkpoint = Checkpoint.objects.get(session=session)
+    revision = checkpoint.revisions.get()
+    ledger = [text for _, text in checkpoint.ledger]
+    dropped = [text for _, text in revision.ledger_dropped]
+    assert dropped, "sixteen batches of figures do not fit in 48 tokens"
+    assert not set(ledger) & set(dropped)
+    # The path outranks the figures; among figures of one kind the newest stay.
+    assert "src/auth/login.ts" in ledger
+    kilos = [text for text in ledger if text.endswith("kg")]
+    assert "100 kg" in dropped
+    assert all(int(text.split()[0]) > 100 for text in kilos)
+    # Dropped, and said only in compressed messages: missing from the prompt, still in the full history.
+    missing = {text for _, text in revision.missing_facts}
+    assert "100 kg" in missing
+    assert missing <= set(dropped) | {text for _, text in checkpoint.facts if text not in ledger}
+    assert _payload(session, "compressed")["ledger_dropped"] == len(dropped)
+    assert Message.objects.filter(session=session, content__contains="100 kg").exists()
 
 
 def test_aging_remeasures_against_the_original_facts_and_drives_reliability(due_session, gateway, fake_ollama):
@@ -104,8 +131,9 @@ def test_aging_remeasures_against_the_original_facts_and_drives_reliability(due_
     first, aged = (r.retention or 0.0 for r in revisions)
     # Tier 2 keeps one checkpoint: at the next compression the old one merges into the ultra one.
     assert [r.level for r in revisions] == [Level.RECENT, Level.ULTRA]
-    # The aged text lost facts; the structured fields still hold the decision and the path.
-    assert aged <= first == created
+    # The aged summary lost facts; the ledger, which aging never touches, still holds them.
+    assert aged == first == created == 1.0
+    assert revisions[1].ledger_dropped == []
     assert revisions[1].facts_total == revisions[0].facts_total
     assert _payload(due_session, "checkpoint-aged")["retention"] == revisions[1].retention
     due_session.refresh_from_db()

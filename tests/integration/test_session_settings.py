@@ -12,9 +12,10 @@ from chat.services import message_create, session_create
 from contextmgr.models import Checkpoint, ContextEvent, Decision, Goal
 from contextmgr.selectors import session_budget, session_prompt
 from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
-from contextmgr.services.compression import compression_run, session_config
+from contextmgr.services.compression import compression_run, session_config, session_effective_limits
 from contextmgr.services.goals import decision_record, goal_checkpoint_set, goal_create
 from contextmgr.services.session_settings import session_continue, session_set_context_settings
+from tests.support.model_server import SERVED_MODEL
 
 pytestmark = pytest.mark.django_db
 
@@ -54,13 +55,17 @@ def test_settings_are_saved_from_the_form_and_used(chat_session, owner_client):
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"preserve_recent": "50000"}, "more than this session&#x27;s available budget of 13,596"),
+        ({"preserve_recent": "50000"}, "compression.preserve_recent is 50,000 tokens, more than this session can hold"),
+        ({"preserve_recent": "4533"}, "at most 4,532 (a third of the 13,596 tokens its context leaves"),
         ({"auto_threshold": "1.5"}, "snapshots.auto_threshold must be a number in (0, 1]"),
         ({"auto_threshold": "0"}, "snapshots.auto_threshold must be a number in (0, 1]"),
         ({"summary_max_tokens": "-3"}, "compression.summary_max_tokens must be a whole number of tokens above 0"),
         ({"preserve_recent": "lots"}, "compression.preserve_recent must be a whole number"),
         ({"strategy": "forget"}, "compression.strategy must be one of summarize, truncate"),
-        ({"summary_max_tokens": "20000"}, "not less than the context of 13,600 tokens"),
+        (
+            {"summary_max_tokens": "2267"},
+            "summary_max_tokens is 2,267 tokens, more than this session can hold: at most 2,266",
+        ),
     ],
 )
 def test_bad_settings_are_refused_clearly_and_nothing_changes(chat_session, owner_client, changes, message):
@@ -140,7 +145,11 @@ def test_start_a_new_conversation_from_here_carries_what_matters(chat_session, a
     assert final.level == 0
     assert "src/auth/login.ts" in final.summary
     assert "timeout 30 s" in final.summary
-    assert final.retention is not None
+    # One summarized checkpoint, not the old checkpoints' rendered text glued to the messages.
+    assert "[Checkpoint" not in final.summary
+    assert final.files_modified == ["src/auth/login.ts"]
+    assert ["number", "30 s"] in final.ledger
+    assert final.retention == 1.0
     assert final.revisions.count() == 1
     assert session_budget(session=successor).checkpoint_tokens == final.current_tokens
     prompt = session_prompt(session=successor, gateway=app_gateway)
@@ -148,6 +157,28 @@ def test_start_a_new_conversation_from_here_carries_what_matters(chat_session, a
     # The old session is untouched.
     assert chat_session.messages.count() == 6
     assert Checkpoint.objects.filter(session=chat_session).count() == 1
+
+
+def test_a_long_conversation_carries_over_within_the_ultra_target_and_the_ledger_share(user, app_gateway):
+    session = session_create(owner=user, model=SERVED_MODEL, context_size=2048)
+    for n in range(12):
+        message_create(session=session, role="user", content=f"Which region for service {n}? Say it plainly.")
+        message_create(
+            session=session,
+            role="assistant",
+            content=f"Service {n} runs in eu-west-{n} from /srv/app/svc{n}/data on db-{n:02d}.internal. " * 3,
+        )
+    successor = session_continue(session=session)
+    final = Checkpoint.objects.get(session=successor)
+    ultra_target = 1024 // 8  # the Ultra level's share of summary_max_tokens
+    ledger_share = int(1700 * 0.12)
+    assert final.current_tokens <= ultra_target + ledger_share + 40  # the header and separators
+    budget = session_budget(session=successor)
+    assert budget.checkpoint_tokens == final.current_tokens
+    assert budget.used == budget.system_prompt_tokens + final.current_tokens
+    dropped = final.revisions.get().ledger_dropped
+    assert dropped, "twelve services' facts do not fit in one 2K ledger"
+    assert "eu-west-11" in {text for _, text in final.ledger}  # the newest stay
 
 
 def test_the_continue_button_shows_below_40_percent_and_redirects(user, owner_client):
@@ -170,3 +201,49 @@ def test_settings_service_refuses_unknown_keys():
         session_set_context_settings(
             session=Session(max_tokens=3400, system_prompt_tokens=0), settings={"compression": {"speed": 1}}
         )
+
+
+def test_the_panel_of_a_2k_session_offers_only_what_its_budget_holds(user, owner_client):
+    """Issue 23: a 2K session (1,700 tokens) was offered "preserve recent 2048" and "summary max 1024";
+    the panel now shows the values this session uses and accepts at most what its budget holds."""
+    session = session_create(owner=user, model="llama3.2:3b", context_size=2048)
+    limits = session_effective_limits(session)
+    room = session.max_tokens - session.system_prompt_tokens
+    assert (limits.reply_max_tokens, limits.summary_max_tokens, limits.preserve_recent) == (
+        255,
+        room // 6,
+        room // 3,
+    )
+    page = owner_client.get(reverse("chat:chat", args=[session.pk])).content.decode()
+    assert f'max="{room // 3}" value="" placeholder="auto: {room // 3}"' in page
+    assert f'max="{room // 6}" value="" placeholder="auto: {room // 6}"' in page
+    assert "2048" not in page.split('id="settings-panel"')[1].split("</section>")[0]
+    assert (
+        f"replies ≤ 255, preserve recent {room // 3}, summaries ≤ {room // 6}, rollover checkpoint ≤ {room // 6 // 2}"
+        in page
+    )
+
+    # Empty token fields follow the context size: nothing is stored for them.
+    url = reverse("contextmgr:session_settings", args=[session.pk])
+    response = owner_client.post(url, form(preserve_recent="", summary_max_tokens="", strategy="truncate"))
+    assert response.status_code == 200
+    session.refresh_from_db()
+    assert session.settings["compression"] == {"enabled": True, "strategy": "truncate"}
+    assert session_effective_limits(session).summary_max_tokens == room // 6
+
+    # A value the budget holds wins and is shown as set; one over it is refused, form and API alike.
+    owner_client.post(url, form(preserve_recent="300", summary_max_tokens="", strategy="summarize"))
+    session.refresh_from_db()
+    assert session_effective_limits(session).preserve_recent == 300
+    assert (
+        'value="300" placeholder="auto: 300"'
+        in owner_client.get(reverse("chat:chat", args=[session.pk])).content.decode()
+    )
+    refused = owner_client.post(url, form(preserve_recent="", summary_max_tokens="1024"))
+    assert refused.status_code == 422
+    message = f"compression.summary_max_tokens is 1,024 tokens, more than this session can hold: at most {room // 6:,}"
+    assert message in refused.content.decode()
+    session.refresh_from_db()
+    assert session.settings["compression"]["preserve_recent"] == 300
+    with pytest.raises(ValidationError, match=message):
+        session_set_context_settings(session=session, settings={"compression": {"summary_max_tokens": 1024}})

@@ -25,6 +25,13 @@ def test_segments_are_shares_of_the_context_and_free_fills_the_rest():
     # available 700, trigger at 560 active tokens: 300 fixed + 560 = 86% of the context.
     assert meter.trigger_percent == 86.0
     assert (meter.used, meter.usage_percent, meter.over_trigger) == (600, 43, False)
+    assert meter.filled_percent == 60
+
+
+def test_a_session_that_starts_with_a_carried_checkpoint_shows_how_full_it_is():
+    budget = Budget(max_tokens=1700, system_prompt_tokens=40, checkpoint_tokens=300, active_tokens=0)
+    meter = build_meter(budget, [("system", "system", 40), ("checkpoints", "checkpoints", 300)])
+    assert (meter.filled_percent, meter.usage_percent) == (20, 0)
 
 
 def test_a_prompt_over_the_limit_still_draws_within_the_bar():
@@ -38,3 +45,4 @@ def test_a_prompt_over_the_limit_still_draws_within_the_bar():
 def test_an_empty_context_has_no_division_by_zero():
     meter = build_meter(Budget(max_tokens=0, system_prompt_tokens=0, checkpoint_tokens=0, active_tokens=0), [])
     assert meter.segments[0].percent == 0.0
+    assert meter.filled_percent == 100

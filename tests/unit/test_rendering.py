@@ -51,6 +51,32 @@ def test_events_read_as_sentences():
     assert describe_event("unknown-type", None) == "unknown-type"
 
 
+def test_event_lines_say_what_the_ledger_and_the_prompt_kept():
+    rollover = describe_event(
+        "rollover-complete",
+        {
+            "compression": 3,
+            "messages": 6,
+            "user_messages": 2,
+            "tokens_before": 1300,
+            "tokens_after": 500,
+            "duration_ms": 4000,
+            "how": "summarize",
+            "ledger_entries": 9,
+            "ledger_dropped": 1,
+        },
+    )
+    assert rollover == (
+        "Rollover (compression) #3: 6 messages (2 of them yours), 1,300 → 500 tokens in context, 4.0 s "
+        "(summarize); ledger 9 facts, 1 dropped"
+    )
+    created = describe_event(
+        "checkpoint-created",
+        {"number": 1, "range": "Messages 1-4", "original_tokens": 900, "tokens": 200, "retention": 0.875},
+    )
+    assert created == "Checkpoint #1 created for Messages 1-4: 900 → 200 tokens; 88% of its facts in the prompt"
+
+
 def test_reliability_chart_maps_scores_to_the_box():
     chart = reliability_chart([1.0, 0.5, 0.0])
     assert chart.points == "0.0,0.0 160.0,40.0 320.0,80.0"
