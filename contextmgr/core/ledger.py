@@ -90,6 +90,8 @@ def build_ledger(
     kept: list[tuple[int, Fact]] = []
     dropped: list[tuple[int, Fact]] = []
     for order, fact in ranked:
+        if any(normalize(fact.text) in normalize(other.text) for _, other in kept):
+            continue  # "Maria" when "Maria Lopez" is in already: written once, and found there
         price = cost(fact.text + SEPARATOR)
         if spent + price <= budget_tokens:
             spent += price

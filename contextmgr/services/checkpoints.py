@@ -389,6 +389,8 @@ def rollover_commit(
         raise CompressionConflict("nothing to roll over")
 
     locked.compression_count += 1
+    before_level = checkpoints[0].level if checkpoints else None
+    tokens_before = sum(cp.current_tokens for cp in checkpoints) + sum(m.tokens for m in messages)
     first = checkpoints[0].range_label.split("-")[0] if checkpoints else f"Messages {messages[0].position}"
     last = str(messages[-1].position) if messages else checkpoints[-1].range_label.rsplit("-", 1)[-1]
     carrier = checkpoints[0] if checkpoints else Checkpoint(session=locked, number=locked.compression_count)
@@ -428,8 +430,10 @@ def rollover_commit(
                     "merged": [cp.id for cp in checkpoints],
                     "range": carrier.range_label,
                     "original_tokens": carrier.original_tokens,
+                    "from_level": before_level,
                     "to_level": int(Level.ULTRA),
                     "tokens": carrier.current_tokens,
+                    "tokens_before": tokens_before,
                     "tokens_after": carrier.current_tokens,
                 },
             )

@@ -46,9 +46,16 @@ def test_facts_of_locked_decisions_go_first_and_unknown_kinds_last():
 
 
 def test_a_fact_is_written_once_and_not_when_the_structured_fields_show_it():
-    facts = (Fact("path", "src/a.py"), Fact("path", "SRC/A.PY"), Fact("code", "`x`"), Fact("url", "https://x.io"))
+    facts = (Fact("path", "src/a.py"), Fact("path", "SRC/A.PY"), Fact("code", "`run_all`"), Fact("url", "https://x.io"))
     ledger = build_ledger(facts, budget_tokens=100, cost=words, already_shown="Files: src/a.py")
-    assert [f.text for f in ledger.entries] == ["`x`", "https://x.io"]
+    assert [f.text for f in ledger.entries] == ["`run_all`", "https://x.io"]
+
+
+def test_a_fact_inside_a_kept_one_is_not_written_again():
+    facts = (Fact("name", "Maria"), Fact("name", "Maria Lopez"), Fact("host", "eu-west-1"))
+    ledger = build_ledger(facts, budget_tokens=100, cost=words)
+    assert [f.text for f in ledger.entries] == ["Maria Lopez", "eu-west-1"]
+    assert ledger.dropped == ()
 
 
 def test_each_tier_states_its_share_split_over_the_checkpoints_it_keeps():
