@@ -40,10 +40,12 @@ def test_a_region_a_path_and_a_locked_decision_survive_three_rollovers(live_url,
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     log_in(page, live_url)
-    page.fill("input[name=title]", "Billing rollout")
-    page.select_option("select[name=model]", "embedded/smollm2-135m")
-    page.select_option("select[name=context_size]", "2048")
-    page.click("button:has-text('Start')")
+    # The sessions page also lists the other tests' sessions, each with a (hidden) rename field.
+    new = page.locator("form[action$='/sessions/new/']")
+    new.locator("input[name=title]").fill("Billing rollout")
+    new.locator("select[name=model]").select_option("embedded/smollm2-135m")
+    new.locator("select[name=context_size]").select_option("2048")
+    new.locator("button:has-text('Start')").click()
     page.wait_for_selector("#composer")
     page.wait_for_function("document.body.dataset.socket === 'open'")
 
