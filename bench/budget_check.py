@@ -38,11 +38,12 @@ from django.db import connection  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 from history import session_with_history  # noqa: E402
 from model_server import BenchModelServer  # noqa: E402
+from report import Report  # noqa: E402
 
 from chat.models import Session  # noqa: E402
-from chat.views import context_panel  # noqa: E402
 from contextmgr.llm import get_gateway  # noqa: E402
 from contextmgr.llm.embedded import MODEL_NAME  # noqa: E402
+from contextmgr.panels import context_panel  # noqa: E402
 from contextmgr.selectors import session_budget  # noqa: E402
 from contextmgr.services.compression import compression_maybe_schedule  # noqa: E402
 
@@ -75,6 +76,7 @@ def timed(call: Callable[[], object], rounds: int) -> Timing:
 
 
 def measure(args: argparse.Namespace) -> int:
+    report = Report("budget_check")
     call_command("migrate", verbosity=0)
     owner = get_user_model().objects.create_user(username="bench")
     gateway = get_gateway()
@@ -98,21 +100,24 @@ def measure(args: argparse.Namespace) -> int:
         rows.append((size, budget.active_tokens, {name: timed(call, args.rounds) for name, call in checks.items()}))
 
     names = list(rows[0][2])
-    print(f"\n== per-turn context evaluation, 8K sessions, {args.rounds} rounds each, ms")
-    print("| messages | active tokens | what | p50 | p95 | CPU p50 | queries |")
-    print("|---:|---:|---|---:|---:|---:|---:|")
+    report.print(f"\n== per-turn context evaluation, 8K sessions, {args.rounds} rounds each, ms")
+    report.print("| messages | active tokens | what | p50 | p95 | CPU p50 | queries |")
+    report.print("|---:|---:|---|---:|---:|---:|---:|")
     for size, active, figures in rows:
         for name, t in figures.items():
-            print(f"| {size:,} | {active:,} | {name} | {t.p50:.2f} | {t.p95:.2f} | {t.cpu_p50:.2f} | {t.queries} |")
+            report.print(
+                f"| {size:,} | {active:,} | {name} | {t.p50:.2f} | {t.p95:.2f} | {t.cpu_p50:.2f} | {t.queries} |"
+            )
     ok = True
     for name in names:
         p50s = [figures[name].p50 for _, _, figures in rows]
         flat = max(p50s) / min(p50s)
         ok = ok and flat <= FLAT_FACTOR and max(p50s) < LIMIT_MS
-        print(
+        report.print(
             f"{name}: largest/smallest p50 {flat:.2f} (flat if <= {FLAT_FACTOR}); "
             f"worst p50 {max(p50s):.2f} ms (required < {LIMIT_MS} ms)"
         )
+    report.save()
     return 0 if ok else 1
 
 

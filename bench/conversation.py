@@ -37,6 +37,7 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test.utils import override_settings  # noqa: E402
 from model_server import BenchModelServer  # noqa: E402
+from report import Report  # noqa: E402
 
 from chat.models import Message, Session  # noqa: E402
 from chat.services import session_create  # noqa: E402
@@ -65,7 +66,8 @@ class RecordingGateway(Gateway):
         return super().chat(messages, model=model, num_ctx=num_ctx, max_tokens=max_tokens, **kwargs)
 
 
-def conversation(owner, turns: int, size: int, server_url: str) -> None:  # type: ignore[no-untyped-def]
+def conversation(owner, turns: int, size: int, server_url: str) -> str:  # type: ignore[no-untyped-def]
+    """Run the conversation at ``size``, print what it shows, and return its row of the report's table."""
     import contextmgr.services.compression as compression
 
     gateway = RecordingGateway(EmbeddedBackend(host=server_url))
@@ -94,11 +96,10 @@ def conversation(owner, turns: int, size: int, server_url: str) -> None:  # type
     largest = max(p for p, _, _ in gateway.prompts)
     largest_with_reply = max(p + r for p, r, _ in gateway.prompts)
     over = sum(1 for p, r, n in gateway.prompts if p + r > n)
+    rollovers = sum(1 for e in done if e.type == "rollover-complete")
+    errors = ContextEvent.objects.filter(session=session, type="compression-error").count()
     print(f"== {turns} turns at {size // 1024}K (num_ctx {session.max_tokens:,}) with {MODEL_NAME}")
-    print(
-        f"compressions: {len(done)} ({sum(1 for e in done if e.type == 'rollover-complete')} rollovers), "
-        f"errors: {ContextEvent.objects.filter(session=session, type='compression-error').count()}"
-    )
+    print(f"compressions: {len(done)} ({rollovers} rollovers), errors: {errors}")
     print(
         f"largest prompt: {largest:,} tokens; largest prompt + reply cap: {largest_with_reply:,} "
         f"(num_ctx {session.max_tokens:,}); calls over num_ctx: {over} of {len(gateway.prompts)}"
@@ -111,6 +112,16 @@ def conversation(owner, turns: int, size: int, server_url: str) -> None:  # type
     print(
         f"time: {wall:.0f} s wall; turns {chat_seconds:.0f} s (waits for compressions included); "
         f"compressions {compress_seconds:.0f} s ({compress_seconds / wall:.0%} of the wall time, in the background)"
+    )
+    # The call with the largest prompt + reply cap: its prompt and its cap.
+    fullest_prompt, fullest_cap, _ = max(gateway.prompts, key=lambda call: call[0] + call[1])
+    tokens_saved = (
+        f"median {statistics.median(saved):,.0f} ({min(saved):,}-{max(saved):,})" if saved else "no compression"
+    )
+    return (
+        f"| {size // 1024}K ({session.max_tokens:,}) | {len(done)} ({rollovers} rollovers), {errors} errors "
+        f"| **{over}** of {len(gateway.prompts)} | {fullest_prompt:,} + {fullest_cap} = {largest_with_reply:,} "
+        f"| {tokens_saved} | {wall:,.0f} s | {compress_seconds / wall:.0%} ({compress_seconds:.0f} s) |"
     )
 
 
@@ -129,7 +140,8 @@ def overhead(owner, history: int, rounds: int = 5) -> float:  # type: ignore[no-
             session=session,
             number=1,
             level=0,
-            range_label="Messages 1-x",
+            first_position=1,
+            last_position=history,
             summary="old",
             original_tokens=history * 20,
             current_tokens=10,
@@ -183,19 +195,34 @@ def main() -> int:
     parser.add_argument("--skip-conversation", action="store_true")
     parser.add_argument("--skip-overhead", action="store_true")
     args = parser.parse_args()
+    report = Report("conversation")
     call_command("migrate", verbosity=0)
     owner = get_user_model().objects.create_user(username="bench")
     if not args.skip_conversation:
+        rows = []
         # One server for every size: its context holds the largest.
         with BenchModelServer(n_ctx=max(4096, *args.size)) as server:
             use_model_server(server.url)
             for size in args.size:
-                conversation(owner, args.turns, size, server.url)
-    if args.skip_overhead:
-        return 0
-    print("== non-LLM overhead of one compression (truncate strategy, same 40-message active context)")
-    for history in (1_000, 10_000):
-        print(f"history of {history:>6,} messages: {overhead(owner, history):7.1f} ms (median of 5)")
+                rows.append(conversation(owner, args.turns, size, server.url))
+        report.print(
+            f"\n== {args.turns} turns through {MODEL_NAME} at each size, replies capped at 64 tokens, "
+            "summaries at 256; every call counted exactly"
+        )
+        report.print(
+            "| size (num_ctx) | compressions | calls over num_ctx | largest prompt + reply cap "
+            "| tokens saved per compression | wall time | compressions' share of it |"
+        )
+        report.print("|---|---:|---:|---:|---:|---:|---:|")
+        for row in rows:
+            report.print(row)
+    if not args.skip_overhead:
+        report.print("\n== non-LLM cost of one compression (truncate strategy, the same 40-message active context)")
+        report.print("| messages in the history | one compression (median of 5) |")
+        report.print("|---:|---:|")
+        for history in (1_000, 10_000):
+            report.print(f"| {history:,} | {overhead(owner, history):.1f} ms |")
+    report.save()
     return 0
 
 

@@ -37,7 +37,7 @@ Rounds alternate, in pairs:
 
 Prints p50 and p95 of the time to first token in both, their p95 ratio
 (required <= 2.0), the summary's total time alone and with the turn, and a
-markdown table for the README.
+markdown table (written into docs/benchmarks.md by `make bench`).
 
     .venv/bin/python bench/first_token.py [--rounds 20] [--reply-tokens 64]
 """
@@ -60,6 +60,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from model_server import ROOT, BenchModelServer
+from report import Report
 
 from contextmgr.core.prompts import PromptMessage, build_summary_prompt
 from contextmgr.llm.embedded import MODEL_NAME, EmbeddedBackend
@@ -241,6 +242,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=20, help="rounds of each kind (they alternate)")
     parser.add_argument("--reply-tokens", type=int, default=64, help="the turn's reply cap")
     args = parser.parse_args()
+    report = Report("first_token")
     with BenchModelServer() as server:
         backend = EmbeddedBackend(host=server.url)
         gateway = Gateway(mode="embedded", embedded=backend, ollama=None)
@@ -255,25 +257,30 @@ def main() -> int:
     print(f"load average: {', '.join(f'{load:.1f}' for load in os.getloadavg())}; model server: {threads} threads")
     summary_prompt = statistics.median(alone.summary_prompt_tokens)
     summary_reply = statistics.median(alone.summary_reply_tokens + during.summary_reply_tokens)
-    print(
+    report.print(
         f"model: {MODEL_NAME}; turn: {min(prompts):,}-{max(prompts):,}-token prompts in sessions of "
         f"{SESSION_ROUNDS} rounds, up to {args.reply_tokens}-token replies; summary: {summary_prompt:,.0f}-token "
         f"prompt (p50), {summary_reply:.0f}-token reply (p50, cap {SUMMARY_MAX_TOKENS}); "
         f"turn started {LEAD_SECONDS[0]}-{LEAD_SECONDS[1]} s after the summary"
     )
-    print(f"\n== time to a turn's first token, {args.rounds} rounds of each, alternating")
-    print("| the turn runs | rounds | first token p50 | first token p95 | whole turn p50 | summary p50 | summary p95 |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    print(alone.row("alone"))
-    print(during.row("during a summary"))
-    print("summary: its whole time as the caller sees it; in the rounds of the turn alone it ran after the turn, alone")
-    print(
+    report.print(f"\n== time to a turn's first token, {args.rounds} rounds of each, alternating")
+    report.print(
+        "| the turn runs | rounds | first token p50 | first token p95 | whole turn p50 | summary p50 | summary p95 |"
+    )
+    report.print("|---|---:|---:|---:|---:|---:|---:|")
+    report.print(alone.row("alone"))
+    report.print(during.row("during a summary"))
+    report.print(
+        "summary: its whole time as the caller sees it; in the rounds of the turn alone it ran after the turn, alone"
+    )
+    report.print(
         f"first-token p95 during a summary / alone: {ratio:.2f} (required <= {REQUIRED_RATIO}); "
         f"summary time with a turn / alone (p50): "
         f"{statistics.median(during.summaries) / statistics.median(alone.summaries):.2f}"
     )
     if missed:
-        print(f"warning: in {missed} round(s) the summary had ended before the turn did")
+        report.print(f"warning: in {missed} round(s) the summary had ended before the turn did")
+    report.save()
     return 0 if ratio <= REQUIRED_RATIO else 1
 
 

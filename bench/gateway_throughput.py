@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from llama_cpp import Llama
 from model_server import BenchModelServer
+from report import Report
 
 from contextmgr.llm.embedded import MODEL_NAME, EmbeddedBackend
 from contextmgr.llm.gateway import Gateway
@@ -173,6 +174,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--tokens", type=int, default=300)
     args = parser.parse_args()
+    report = Report("gateway_throughput")
 
     with BenchModelServer(n_ctx=N_CTX) as server:
         backend = EmbeddedBackend(host=server.url)
@@ -197,22 +199,28 @@ def main() -> int:
     app_ratio = ratio(app_rates, raw_rates)
     print(f"machine: {platform.machine()}, {platform.processor() or 'cpu'}, Python {platform.python_version()}")
     print(f"cores: {physical_cores()} physical, {os.cpu_count()} logical; load average {os.getloadavg()[0]:.1f}")
-    print(f"model: {MODEL_NAME}, prompt {len(prompt)} tokens, {lengths.pop()}-token replies, {args.rounds} rounds")
-    print("| path | threads | decode tokens/s (p50) | vs raw at best (p50 of per-round ratios) | reply end (p50) |")
-    print("|---|---:|---:|---:|---:|")
+    report.print(
+        f"model: {MODEL_NAME}, prompt {len(prompt)} tokens, {lengths.pop()}-token replies, {args.rounds} rounds"
+    )
+    report.print(
+        "| path | threads | decode tokens/s (p50) | vs raw at best (p50 of per-round ratios) | reply end (p50) |"
+    )
+    report.print("|---|---:|---:|---:|---:|")
     for name, values in rates.items():
         mark = " (best)" if name == best else ""
-        print(f"| raw llama.cpp | {name}{mark} | {statistics.median(values):.1f} | {ratio(values, raw_rates):.3f} | |")
+        report.print(
+            f"| raw llama.cpp | {name}{mark} | {statistics.median(values):.1f} | {ratio(values, raw_rates):.3f} | |"
+        )
     for label, name, values in (
         ("server's engine, in process", ENGINE, engine_rates),
         ("app: gateway, HTTP, model server", APP, app_rates),
     ):
         tail = statistics.median(reply.tail_seconds for reply in replies[name]) * 1000
-        print(
+        report.print(
             f"| {label} | {server_threads} | {statistics.median(values):.1f} | {ratio(values, raw_rates):.3f} "
             f"| {tail:.0f} ms |"
         )
-    print("reply end: from the last token to the end of the reply; not in the decode figure")
+    report.print("reply end: from the last token to the end of the reply; not in the decode figure")
     print(f"server threads   : {server_threads} (its default: the physical cores)")
     print(f"best threads     : {best} (raw llama.cpp)")
     print(f"direct llama_cpp : {statistics.median(raw_rates):6.1f} tokens/s  (rounds: {rounds_text(raw_rates)})")
@@ -220,6 +228,9 @@ def main() -> int:
     print(f"through gateway  : {statistics.median(app_rates):6.1f} tokens/s  (rounds: {rounds_text(app_rates)})")
     print(f"http hop         : {ratio(app_rates, engine_rates):.3f} (app / the server's engine in process)")
     print(f"ratio            : {app_ratio:.3f} (app / raw at best, per-round p50; required >= {REQUIRED_RATIO})")
+    report.note(f"http hop: {ratio(app_rates, engine_rates):.3f} (app / the server's engine in process)")
+    report.note(f"ratio: **{app_ratio:.3f}** (app / raw at best, per-round p50; required >= {REQUIRED_RATIO})")
+    report.save()
     return 0 if app_ratio >= REQUIRED_RATIO else 1
 
 

@@ -34,6 +34,7 @@ from django.test import Client  # noqa: E402
 from django.urls import reverse  # noqa: E402
 from history import session_with_history  # noqa: E402
 from model_server import BenchModelServer  # noqa: E402
+from report import Report  # noqa: E402
 
 from contextmgr.llm import get_gateway  # noqa: E402
 from contextmgr.llm.embedded import MODEL_NAME  # noqa: E402
@@ -56,6 +57,7 @@ class QueryCounter:
 
 
 def measure(args: argparse.Namespace) -> int:
+    report = Report("page_load")
     call_command("migrate", verbosity=0)
     owner = get_user_model().objects.create_user(username="bench")
     gateway = get_gateway()
@@ -74,9 +76,9 @@ def measure(args: argparse.Namespace) -> int:
         "chat page": reverse("chat:chat", args=[grown.session.pk]),
         "aging timeline": reverse("contextmgr:timeline", args=[grown.session.pk]),
     }
-    print(f"\n== server time of one page, {args.messages:,}-message session, {args.rounds} rounds, ms")
-    print("| page | p50 | p95 | queries | HTML |")
-    print("|---|---:|---:|---:|---:|")
+    report.print(f"\n== server time of one page, {args.messages:,}-message session, {args.rounds} rounds, ms")
+    report.print("| page | p50 | p95 | queries | HTML |")
+    report.print("|---|---:|---:|---:|---:|")
     ok = True
     for name, url in pages.items():
         response = client.get(url)  # warm
@@ -92,11 +94,12 @@ def measure(args: argparse.Namespace) -> int:
         samples.sort()
         p50 = statistics.median(samples)
         ok = ok and p50 < LIMIT_MS
-        print(
+        report.print(
             f"| {name} | {p50:.0f} | {samples[int(len(samples) * 0.95) - 1]:.0f} | {len(queries)} | "
             f"{len(response.content) // 1024:,} KiB |"
         )
-    print(f"required: p50 < {LIMIT_MS:.0f} ms")
+    report.print(f"required: p50 < {LIMIT_MS:.0f} ms")
+    report.save()
     return 0 if ok else 1
 
 

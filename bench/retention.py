@@ -42,6 +42,7 @@ setup_django()
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from model_server import BenchModelServer  # noqa: E402
+from report import Report  # noqa: E402
 
 import contextmgr.services.compression as compression  # noqa: E402
 from chat.models import Message, Session  # noqa: E402
@@ -49,11 +50,11 @@ from chat.services import message_create, session_create  # noqa: E402
 from contextmgr.core.aging import Level  # noqa: E402
 from contextmgr.core.ledger import render_ledger  # noqa: E402
 from contextmgr.core.retention import extract_facts, measure_retention  # noqa: E402
-from contextmgr.core.tokens import count_text_tokens  # noqa: E402
 from contextmgr.core.window import chat_messages, render_checkpoint  # noqa: E402
 from contextmgr.llm.embedded import MODEL_NAME, EmbeddedBackend  # noqa: E402
 from contextmgr.llm.gateway import Gateway  # noqa: E402
 from contextmgr.models import CheckpointRevision  # noqa: E402
+from contextmgr.resources import count_text_tokens  # noqa: E402
 from contextmgr.selectors import (  # noqa: E402
     active_checkpoints,
     checkpoint_view,
@@ -149,6 +150,7 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, help="only the first N conversations (a quick check)")
     parser.add_argument("--compressions", type=int, default=3, help="compressions after the conversation's turns")
     args = parser.parse_args()
+    report = Report("retention")
     paths = sorted((DATA / args.set).glob("*.json"))[: args.conversations]
     conversations = [json.loads(path.read_text()) for path in paths]
     call_command("migrate", verbosity=0)
@@ -157,15 +159,15 @@ def main() -> None:
     with BenchModelServer(n_ctx=max(args.sizes)) as server:
         use_model_server(server.url)
         gateway = Gateway(mode="embedded", embedded=EmbeddedBackend(host=server.url), ollama=None)
-        print(
+        report.print(
             f"Facts of the messages that left the context, found in the next prompt: {len(paths)} conversations "
             f"of tests/data/{args.set}/, {args.compressions} compressions after their turns, {MODEL_NAME}"
         )
-        print(
+        report.print(
             "| size | compressions | with the ledger | summary alone | by level (revisions) "
             "| locked decisions kept | ledger share of the context | time |"
         )
-        print("|---|---|---|---|---|---|---|---|")
+        report.print("|---|---|---|---|---|---|---|---|")
         for size in args.sizes:
             started = time.perf_counter()
             tally = Tally()
@@ -175,18 +177,22 @@ def main() -> None:
                 f"{Level(level).label} {_mean(scores)} ({len(scores)})"
                 for level, scores in sorted(tally.by_level.items(), reverse=True)
             )
-            print(
+            report.print(
                 f"| {size} | {tally.compressions} | {_mean(tally.with_ledger)} | {_mean(tally.summary_alone)} "
                 f"| {levels} | {tally.locked_kept}/{tally.locked_total} "
                 f"| {100 * statistics.mean(tally.ledger_share or [0.0]):.1f}% "
-                f"| {time.perf_counter() - started:.0f} s |",
-                flush=True,
+                f"| {time.perf_counter() - started:.0f} s |"
             )
             wanted = TARGETS.get(size, TARGET_FROM_4K)
             if tally.with_ledger and statistics.mean(tally.with_ledger) < wanted:
                 failed.append(f"{_mean(tally.with_ledger)} of the facts kept at {size}, under the target {wanted}")
             if tally.locked_kept != tally.locked_total:
                 failed.append(f"locked decisions lost at {size}: {tally.locked_kept}/{tally.locked_total}")
+    targets = ", ".join(f"{value:.2f} at {size}" for size, value in sorted(TARGETS.items()))
+    report.print(f"targets (with the ledger): {targets}, {TARGET_FROM_4K:.2f} from 4K up; every locked decision kept")
+    for failure in failed:
+        report.print(f"requirement not met: {failure}")
+    report.save()
     if failed:
         raise SystemExit("; ".join(failed))
 

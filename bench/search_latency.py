@@ -15,11 +15,13 @@ for a rare and a common word (its own SQL, explained).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,8 @@ from urllib.parse import urlsplit, urlunsplit
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
+
+from report import Report  # noqa: E402
 
 PG_URL = os.environ.get("PG_TEST_URL", "postgres://postgres@127.0.0.1:5432/test")
 PG_BENCH_DB = "ollm_search_bench"
@@ -116,7 +120,12 @@ def fill(total: int) -> Any:
     return owner
 
 
-def measure(engine: str, total: int, rounds: int) -> None:
+def label_of(query: str, filters: dict[str, Any]) -> str:
+    return query + (f" {filters}" if filters else "")
+
+
+def measure(engine: str, total: int, rounds: int) -> dict[str, Any]:
+    """Time every query; returns, per query label, the matches the page shows and p50 / p95 in ms."""
     from django.db import connection
 
     from search.models import SearchDocument
@@ -131,7 +140,7 @@ def measure(engine: str, total: int, rounds: int) -> None:
     matches: dict[str, str] = {}
     for _ in range(rounds):
         for query, filters in QUERIES:
-            label = query + (f" {filters}" if filters else "")
+            label = label_of(query, filters)
             started = time.perf_counter()
             page = search_history(user=owner, query=query, filters=SearchFilters(**filters))
             timings.setdefault(label, []).append((time.perf_counter() - started) * 1000)
@@ -143,12 +152,17 @@ def measure(engine: str, total: int, rounds: int) -> None:
 
     print(f"\n{engine}: {len(every)} searches, p50 {pct(every, 0.5):.1f} ms, p95 {pct(every, 0.95):.1f} ms")
     print(f"{'query':48} {'matches':>8} {'p50 ms':>8} {'p95 ms':>8}")
+    figures: dict[str, Any] = {"all": [pct(every, 0.5), pct(every, 0.95)], "queries": {}, "plans": []}
     for label, values in timings.items():
         ordered = sorted(values[1:])
+        figures["queries"][label] = [matches[label], statistics.median(ordered), pct(ordered, 0.95)]
         print(f"{label[:48]:48} {matches[label]:>8} {statistics.median(ordered):>8.1f} {pct(ordered, 0.95):>8.1f}")
     if engine == "postgresql":
         for query in ("zorblax", "the"):
-            print(f"  the ranking query for {query!r} uses: {', '.join(ranking_indexes(owner, query)) or 'no index'}")
+            plan = f"the ranking query for {query!r} uses: {', '.join(ranking_indexes(owner, query)) or 'no index'}"
+            figures["plans"].append(plan)
+            print(f"  {plan}")
+    return figures
 
 
 def ranking_indexes(owner: Any, query: str) -> list[str]:
@@ -167,7 +181,7 @@ def ranking_indexes(owner: Any, query: str) -> list[str]:
     return [label for name, label in names.items() if f" on {name}" in plan or f"using {name}" in plan]
 
 
-def child(engine: str, total: int, rounds: int) -> None:
+def child(engine: str, total: int, rounds: int, results: Path | None) -> None:
     if engine == "postgresql":
         parts = urlsplit(PG_URL)
         os.environ.update(
@@ -189,7 +203,31 @@ def child(engine: str, total: int, rounds: int) -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    measure(engine, total, rounds)
+    figures = measure(engine, total, rounds)
+    if results:
+        results.write_text(json.dumps(figures))
+
+
+def table(report: Report, figures: dict[str, dict[str, Any]], rounds: int) -> None:
+    """One row per query, a column per engine that ran: p50 / p95 in ms."""
+    engines = list(figures)
+    names = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}
+    report.print(
+        f"\n== search latency, {rounds - 1} timed rounds of {len(QUERIES)} queries (the first round warms the caches)"
+    )
+    report.print("| query | matches | " + " | ".join(f"{names[e]} p50 / p95 ms" for e in engines) + " |")
+    report.print("|---|---:|" + "---|" * len(engines))
+    for query, filters in QUERIES:
+        label = label_of(query, filters)
+        shown = f"`{query}`" + "".join(f", {key} {value}" for key, value in filters.items())
+        counts = sorted({figures[e]["queries"][label][0] for e in engines})
+        cells = " | ".join("{1:.1f} / {2:.1f}".format(*figures[e]["queries"][label]) for e in engines)
+        report.print(f"| {shown} | {' / '.join(counts)} | {cells} |")
+    every = " | ".join("{:.1f} / {:.1f}".format(*figures[e]["all"]) for e in engines)
+    report.print(f"| all {len(QUERIES)} queries | | {every} |")
+    for engine in engines:
+        for plan in figures[engine]["plans"]:
+            report.print(f"{names[engine]}: {plan}")
 
 
 def pg_admin(statement: str) -> None:
@@ -206,27 +244,37 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--engine", choices=["sqlite", "postgresql", "both"], default="both")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--results", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.engine, args.messages, args.rounds)
+        child(args.engine, args.messages, args.rounds, args.results)
         return 0
+    report = Report("search_latency")
     engines = ["sqlite", "postgresql"] if args.engine == "both" else [args.engine]
+    figures: dict[str, dict[str, Any]] = {}
     for engine in engines:
         if engine == "postgresql":
             up = subprocess.run([sys.executable, str(ROOT / "scripts" / "service_up.py"), PG_URL], check=False)
             if up.returncode != 0:
-                print(f"\npostgresql: not reachable at {PG_URL}; skipped")
+                report.print(f"\npostgresql: not reachable at {PG_URL}; skipped")
                 continue
             pg_admin(f"DROP DATABASE IF EXISTS {PG_BENCH_DB}")
             pg_admin(f"CREATE DATABASE {PG_BENCH_DB}")
         print(f"== {engine}: {args.messages:,} messages", flush=True)
-        try:
-            command = [sys.executable, __file__, "--child", "--engine", engine]
-            command += ["--messages", str(args.messages), "--rounds", str(args.rounds)]
-            subprocess.run(command, check=True)
-        finally:
-            if engine == "postgresql":
-                pg_admin(f"DROP DATABASE IF EXISTS {PG_BENCH_DB}")
+        with tempfile.TemporaryDirectory() as folder:
+            results = Path(folder) / "results.json"
+            try:
+                command = [sys.executable, __file__, "--child", "--engine", engine, "--results", str(results)]
+                command += ["--messages", str(args.messages), "--rounds", str(args.rounds)]
+                subprocess.run(command, check=True)
+            finally:
+                if engine == "postgresql":
+                    pg_admin(f"DROP DATABASE IF EXISTS {PG_BENCH_DB}")
+            figures[engine] = json.loads(results.read_text())
+    if figures:
+        report.print(f"{args.messages:,} messages in {SESSIONS} sessions")
+        table(report, figures, args.rounds)
+        report.save()
     return 0
 
 

@@ -36,6 +36,7 @@ from django.test.utils import override_settings
 from django_setup import use_model_server
 from history import drop_messages_after, last_position, session_with_history
 from model_server import BenchModelServer
+from report import Report
 
 from contextmgr.llm import get_gateway
 from contextmgr.llm.embedded import MODEL_NAME
@@ -49,6 +50,7 @@ def rate(tokens: int, times: list[float]) -> float:
 
 
 async def run(rounds: int, reply_tokens: int, server: BenchModelServer) -> int:
+    report = Report("streaming")
     owner = await sync_to_async(get_user_model().objects.create_user)(username="bench")
     gateway = get_gateway()
     backend = gateway.embedded
@@ -95,17 +97,20 @@ async def run(rounds: int, reply_tokens: int, server: BenchModelServer) -> int:
     ratio = statistics.median(d / p for d, p in zip(delivered, produced, strict=True))
     ratio_direct = statistics.median(d / p for d, p in zip(delivered, direct, strict=True))
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
-    print(f"== streaming, {MODEL_NAME}, {result.completion_tokens}-token replies, {rounds} rounds, tokens/s (p50)")
-    print(
+    report.print(
+        f"== streaming, {MODEL_NAME}, {result.completion_tokens}-token replies, {rounds} rounds, tokens/s (p50)"
+    )
+    report.print(
         "| backend alone | backend in the websocket turn | delivered to the client "
         "| delivered / produced | delivered / alone |"
     )
-    print("|---:|---:|---:|---:|---:|")
-    print(
+    report.print("|---:|---:|---:|---:|---:|")
+    report.print(
         f"| {statistics.median(direct):.1f} | {statistics.median(produced):.1f} | {statistics.median(delivered):.1f} "
         f"| {ratio:.3f} | {ratio_direct:.3f} |"
     )
-    print(f"ratios: median of per-round ratios; delivered / produced required >= {REQUIRED_RATIO}")
+    report.print(f"ratios: median of per-round ratios; delivered / produced required >= {REQUIRED_RATIO}")
+    report.save()
     return 0 if ratio >= REQUIRED_RATIO else 1
 
 

