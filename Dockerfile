@@ -1,7 +1,7 @@
 # ollm-site in an image: the compiled llama-cpp-python and the embedded model inside, static
 # files collected at build, started by scripts/serve.sh as `make run` is. docker-compose.yml
 # runs it with PostgreSQL, Redis, a Celery worker, the bundled model server and Ollama
-# (README, "Production").
+# (docs/production.md).
 # No Docker engine runs on this project's machines: tests/integration/test_production.py
 # checks this file and runs the same script and healthcheck.
 FROM python:3.11-slim AS build

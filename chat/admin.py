@@ -9,23 +9,12 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
 from chat.models import Message, Session
+from contextmgr.admin import ReadOnlyInline
 from contextmgr.core.reliability import ReliabilityLevel, reliability_level, score_percent
-from contextmgr.core.tiers import context_profiles
 from contextmgr.models import Checkpoint, ContextEvent
+from contextmgr.resources import context_profiles
 from contextmgr.selectors import session_context_line
 from search.selectors import search_session_ids_all_users
-
-
-class ReadOnlyInline(admin.TabularInline):  # type: ignore[type-arg]
-    extra = 0
-    can_delete = False
-    show_change_link = True
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 class MessageInline(ReadOnlyInline):

@@ -8,16 +8,15 @@ from uuid import UUID
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
-from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.shortcuts import get_object_or_404
 from ninja import Router, Status, UploadedFile
 from ninja.errors import HttpError
 from ninja.pagination import paginate
 from ninja.params.functions import File
 
-from chat.export import session_file
+from accounts.auth import api_user
+from chat.export import session_file_build
 from chat.imports import MAX_IMPORT_BYTES, ImportTooLarge, session_file_load, session_import
 from chat.models import Message, Session
 from chat.schemas import (
@@ -25,46 +24,28 @@ from chat.schemas import (
     MessageIn,
     MessageOut,
     ModelOut,
-    SessionFileOut,
     SessionIn,
     SessionOut,
     SessionPatch,
     TurnOut,
 )
-from chat.selectors import model_facts, session_history, sessions_for_user
-from chat.services import session_create, session_delete, session_update
+from chat.selectors import models_available, session_for_owner, session_history, sessions_for_user
+from chat.services import session_delete, session_start, session_update
+from chat.session_file import SessionFile
 from chat.turn import turn_run
-from contextmgr.core.tiers import context_profiles
-from contextmgr.llm import get_gateway
+from contextmgr.resources import context_profiles
 from contextmgr.schemas import ContextOut
-from contextmgr.selectors import active_messages, session_context, session_context_version, session_last_event_id
-from contextmgr.services.compression import compression_maybe_schedule, compression_wait
-from contextmgr.services.session_settings import session_set_context_settings
+from contextmgr.selectors import active_messages, session_context, session_last_event_id
+from contextmgr.services.compression import compression_wait
 from ollm_site.pagination import Pages
 
 router = Router(tags=["sessions"])
 
 
-def api_user(request: HttpRequest) -> Any:
-    """The user the token or the session cookie authenticated."""
-    return request.auth  # type: ignore[attr-defined]
-
-
-def owned_session(request: HttpRequest, session_id: UUID) -> Session:
-    """The caller's session; another user's answers 404, as one that does not exist."""
-    return get_object_or_404(sessions_for_user(user=api_user(request)), pk=session_id)
-
-
-def _model_limits(model: str) -> dict[str, Any]:
-    """``parameter_size_b`` and ``context_limit`` for session_create/session_update, where the backend knows them."""
-    info = model_facts(model=model)
-    return {"parameter_size_b": info.parameter_size_b, "context_limit": info.context_length} if info else {}
-
-
 @router.get("/models", response=list[ModelOut], tags=["models"])
 def models_list(request: HttpRequest) -> Any:
     """Every model of every backend that answers now."""
-    return async_to_sync(get_gateway().list_models)()
+    return models_available()
 
 
 @router.get("/context-sizes", response=list[ContextSizeOut], tags=["models"])
@@ -84,13 +65,12 @@ def context_sizes_list(request: HttpRequest) -> Any:
 
 @router.post("/sessions", response={201: SessionOut})
 def session_create_view(request: HttpRequest, payload: SessionIn) -> Any:
-    session = session_create(
+    session = session_start(
         owner=api_user(request),
         model=payload.model,
         context_size=payload.context_size,
         title=payload.title,
         system_prompt=payload.system_prompt,
-        **_model_limits(payload.model),
     )
     return Status(201, session)
 
@@ -115,7 +95,7 @@ def sessions_list(request: HttpRequest) -> QuerySet[Session]:
                         "required": ["file"],
                     }
                 },
-                "application/json": {"schema": {"$ref": "#/components/schemas/SessionFileOut"}},
+                "application/json": {"schema": {"$ref": "#/components/schemas/SessionFile"}},
             }
         }
     },
@@ -146,54 +126,46 @@ def session_import_view(
     session = session_import(
         owner=api_user(request), data=session_file_load(raw), context_size=context_size, title=title
     )
-    compression_maybe_schedule(session=session)
     return Status(201, session)
 
 
 @router.get("/sessions/{session_id}", response=SessionOut)
 def session_detail(request: HttpRequest, session_id: UUID) -> Session:
-    return owned_session(request, session_id)
+    return session_for_owner(user=api_user(request), session_id=session_id)
 
 
 @router.patch("/sessions/{session_id}", response=SessionOut)
 def session_patch(request: HttpRequest, session_id: UUID, payload: SessionPatch) -> Session:
     """Change the session; a new model or context size re-evaluates the budget at once."""
-    session = owned_session(request, session_id)
-    resized = payload.model is not None or payload.context_size is not None
-    with transaction.atomic():
-        session = session_update(
-            session=session,
-            title=payload.title,
-            model=payload.model,
-            context_size=payload.context_size,
-            system_prompt=payload.system_prompt,
-            summary_model=payload.summary_model,
-            **(_model_limits(payload.model or session.model) if resized else {}),
-        )
-        if payload.settings is not None:
-            session = session_set_context_settings(session=session, settings=payload.settings)
-        if resized or payload.system_prompt is not None:
-            compression_maybe_schedule(session=session)
-    return session
+    session = session_for_owner(user=api_user(request), session_id=session_id)
+    return session_update(
+        session=session,
+        title=payload.title,
+        model=payload.model,
+        context_size=payload.context_size,
+        system_prompt=payload.system_prompt,
+        summary_model=payload.summary_model,
+        settings=payload.settings,
+    )
 
 
 @router.delete("/sessions/{session_id}", response={204: None})
 def session_delete_view(request: HttpRequest, session_id: UUID) -> Any:
-    session_delete(session=owned_session(request, session_id))
+    session_delete(session=session_for_owner(user=api_user(request), session_id=session_id))
     return Status(204, None)
 
 
-@router.get("/sessions/{session_id}/export", response=SessionFileOut)
+@router.get("/sessions/{session_id}/export", response=SessionFile, by_alias=True, exclude_none=True)
 def session_export(request: HttpRequest, session_id: UUID) -> Any:
     """The OLLM session file: every message and tool call, compressed or not."""
-    return session_file(session=owned_session(request, session_id))
+    return session_file_build(session=session_for_owner(user=api_user(request), session_id=session_id))
 
 
 @router.get("/sessions/{session_id}/messages", response=list[MessageOut])
 @paginate(Pages)
 def messages_list(request: HttpRequest, session_id: UUID, include_compressed: bool = False) -> QuerySet[Message]:
     """The messages of the active context in order, or with ``include_compressed`` the full history."""
-    session = owned_session(request, session_id)
+    session = session_for_owner(user=api_user(request), session_id=session_id)
     if include_compressed:
         return session_history(session=session)
     return active_messages(session=session)
@@ -205,23 +177,20 @@ def message_send(request: HttpRequest, session_id: UUID, payload: MessageIn, wai
 
     A message that cannot fit the context is refused with 413 and stays in the history.
     """
-    session = owned_session(request, session_id)
+    session = session_for_owner(user=api_user(request), session_id=session_id)
     before = session_last_event_id(session=session)
     outcome = async_to_sync(turn_run)(session_id=session.pk, content=payload.content)
-    settled = compression_wait(
+    settled = async_to_sync(compression_wait)(
         session_id=session.pk,
         after_event_id=before,
         timeout=settings.OLLM_COMPRESSION_WAIT_SECONDS if wait_compression else 0,
         budget=outcome.context.budget,
     )
-    if outcome.undisturbed and session_context_version(session_id=session.pk) == outcome.context.context_version:
-        user_message, assistant_message, context = outcome.user_message, outcome.assistant_message, outcome.context
-    else:
-        # A compression or a restore during the turn or since may have taken either message out of the context.
-        stored = Message.objects.in_bulk([outcome.user_message.pk, outcome.assistant_message.pk])
-        user_message, assistant_message = stored[outcome.user_message.pk], stored[outcome.assistant_message.pk]
-        session.refresh_from_db()
-        context = session_context(session=session)
+    # A compression or a restore during the turn or since may have taken either message out of the context.
+    stored = Message.objects.in_bulk([outcome.user_message.pk, outcome.assistant_message.pk])
+    user_message, assistant_message = stored[outcome.user_message.pk], stored[outcome.assistant_message.pk]
+    session.refresh_from_db()
+    context = session_context(session=session)
     return {
         "user_message": user_message,
         "assistant_message": assistant_message,

@@ -17,14 +17,14 @@ from uuid import UUID
 from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.core.exceptions import ValidationError
+from django.http import Http404
 from django.template.loader import render_to_string
-from django.utils.html import escape
 
+from chat.fragments import chat_fragments
 from chat.models import MAX_MESSAGE_CHARS
 from chat.selectors import session_for_owner
 from chat.turn import turn_retry, turn_run
-from chat.views import chat_fragments
-from contextmgr.llm import ContextOverflow, LLMError
+from contextmgr.llm.types import ContextOverflow, LLMError
 from contextmgr.services.events import consumer_loop_register, session_group
 
 logger = logging.getLogger(__name__)
@@ -76,10 +76,11 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
         if user is None or not user.is_authenticated:
             await self.close(code=4401)
             return
-        session = await sync_to_async(session_for_owner)(
-            user=user, session_id=self.scope["url_route"]["kwargs"]["session_id"]
-        )
-        if session is None:
+        try:
+            session = await sync_to_async(session_for_owner)(
+                user=user, session_id=self.scope["url_route"]["kwargs"]["session_id"]
+            )
+        except Http404:
             await self.close(code=4404)
             return
         self.session_id = session.pk
@@ -114,21 +115,18 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
         reply_id = f"reply-{number}"
         started = False
 
+        def frame(part: str, text: str = "") -> str:
+            return render_to_string("chat/ws/_reply_stream.html", {"part": part, "reply_id": reply_id, "text": text})
+
         async def on_delta(delta: str) -> None:
             nonlocal started
             if not started:
                 started = True
-                await self.send_to_page(
-                    f'<article class="msg msg-assistant streaming" id="{reply_id}" hx-swap-oob="true">'
-                    f'<header><span class="role">assistant</span></header>'
-                    f'<div class="body stream" id="{reply_id}-body"></div></article>'
-                )
-            await self.send_to_page(f'<div id="{reply_id}-body" hx-swap-oob="beforeend">{escape(delta)}</div>')
+                await self.send_to_page(frame("start"))
+            await self.send_to_page(frame("delta", delta))
 
         async def on_wait(why: str) -> None:
-            await self.send_to_page(
-                f'<span id="{reply_id}-status" class="muted" hx-swap-oob="true">{escape(why)}</span>'
-            )
+            await self.send_to_page(frame("status", why))
 
         async def on_stored(user_message: Any) -> None:
             await self.send_to_page(
@@ -183,9 +181,8 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
                     self.session_id,
                     reply_id=reply_id,
                     assistant_message=outcome.assistant_message,
-                    reading=outcome.context,
-                    goals_changed=not outcome.undisturbed,
                     with_history=with_history,
+                    goals_changed=outcome.context_changed_meanwhile,
                 )
             )
 

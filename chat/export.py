@@ -1,4 +1,4 @@
-"""The OLLM session file of the spec: the full, uncompressed history of a session."""
+"""Export: the OLLM session file (``chat.session_file.SessionFile``) of a session, its full history."""
 
 from __future__ import annotations
 
@@ -6,54 +6,65 @@ import io
 import json
 import zipfile
 from collections.abc import Iterable
-from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from django.http import HttpResponse
 
 from chat.models import Message, Session
+from chat.session_file import (
+    Role,
+    SessionFile,
+    SessionFileMessage,
+    SessionFileMetadata,
+    SessionFilePart,
+    SessionFileToolCall,
+    SessionFileToolResult,
+)
 from contextmgr.selectors import session_budget
 
 
-def _timestamp(moment: datetime) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
-
-
-def session_file(*, session: Session) -> dict[str, Any]:
-    """Every message (compressed or not) and tool call, with the spec's field names."""
+def session_file_build(*, session: Session) -> SessionFile:
+    """Every message (compressed or not) and tool call; the messages and the tool calls are two lists,
+    put back in one history by their timestamps on import."""
     messages = list(Message.objects.filter(session=session).order_by("position"))
-    return {
-        "sessionId": str(session.id),
-        "startTime": _timestamp(session.created_at),
-        "lastActivity": _timestamp(session.last_activity),
-        "model": session.model,
-        "provider": "embedded" if session.model.startswith("embedded/") else "ollama",
-        "messages": [
-            {"role": m.role, "parts": [{"type": "text", "text": m.content}], "timestamp": _timestamp(m.created_at)}
+    return SessionFile(
+        session_id=str(session.id),
+        start_time=session.created_at,
+        last_activity=session.last_activity,
+        model=session.model,
+        provider="embedded" if session.model.startswith("embedded/") else "ollama",
+        messages=[
+            SessionFileMessage(
+                role=cast(Role, m.role), parts=[SessionFilePart(type="text", text=m.content)], timestamp=m.created_at
+            )
             for m in messages
             if m.role != Message.Role.TOOL
         ],
-        "toolCalls": [
-            {
-                "id": m.tool_call_id,
-                "name": m.tool_name,
-                "args": m.tool_args or {},
+        tool_calls=[
+            SessionFileToolCall(
+                id=m.tool_call_id,
+                name=m.tool_name,
+                args=m.tool_args or {},
                 # llmContent is the text the model reads; a structured result rides along as data.
-                "result": {"llmContent": m.content, **({} if m.tool_result is None else {"data": m.tool_result})},
-                "timestamp": _timestamp(m.created_at),
-            }
+                result=SessionFileToolResult(llm_content=m.content, data=m.tool_result),
+                timestamp=m.created_at,
+            )
             for m in messages
             if m.role == Message.Role.TOOL
         ],
-        "metadata": {
-            "tokenCount": session_budget(session=session).used,
-            "compressionCount": session.compression_count,
-            # Beyond the spec's fields: what an import needs to rebuild the same session.
-            "title": session.title,
-            "contextSize": session.context_size,
-            "systemPrompt": session.system_prompt,
-        },
-    }
+        metadata=SessionFileMetadata(
+            token_count=session_budget(session=session).used,
+            compression_count=session.compression_count,
+            title=session.title,
+            context_size=session.context_size,
+            system_prompt=session.system_prompt,
+        ),
+    )
+
+
+def session_file(*, session: Session) -> dict[str, Any]:
+    """The session file as JSON data, as the page, the terminal command and the zip write it."""
+    return session_file_build(session=session).to_json()
 
 
 def sessions_zip(*, sessions: Iterable[Session]) -> bytes:

@@ -1,67 +1,44 @@
-"""A new session from an OLLM session file (the format ``chat.export.session_file`` writes).
+"""A new session from an OLLM session file (``chat.session_file.SessionFile``: ollm-site's export or
+a file the OLLM CLI recorded).
 
-The file comes from outside, so it is checked completely before anything is
-written: its size, its nesting, the type of every field and the length of
-every string. A file that fails any check creates nothing.
+The file comes from outside, so it is checked completely before anything is written: its size
+here, everything else by the model. A file that fails any check creates nothing.
 
-The file holds the full history but no checkpoints, so the imported session
-starts uncompressed; ``metadata.tokenCount`` and ``compressionCount`` are
-derived again, not copied.
+The file holds the full history but no checkpoints, so the imported session starts uncompressed;
+``metadata.tokenCount`` and ``compressionCount`` are derived again, not copied.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+import pydantic
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from pydantic_core import ErrorDetails
 
-from chat.models import MAX_MESSAGE_CHARS, MAX_MODEL_NAME_LENGTH, MAX_SYSTEM_PROMPT_CHARS, MAX_TITLE_LENGTH, Message
+from chat.models import Message
 from chat.models import Session as ChatSession
-from chat.selectors import model_facts
-from chat.services import UNSTORABLE_CHARS, message_create, session_create
+from chat.selectors import ModelFacts, model_facts
+from chat.services import message_create, session_start
+from chat.session_file import MAX_IMPORT_DEPTH, TOO_MANY_ENTRIES, SessionFile
 from chat.turn import message_counter
-from contextmgr.llm import Gateway, ModelInfo, get_gateway
+from contextmgr.llm import Gateway, get_gateway
+from contextmgr.services.compression import compression_maybe_schedule
 
 # The largest file accepted, in bytes (below Django's 2.5 MB request body cap).
 MAX_IMPORT_BYTES = 2 * 1024 * 1024
-# Messages and tool calls together.
-MAX_IMPORT_ENTRIES = 5_000
-# Objects and arrays inside one another; a tool call's args and result are free JSON.
-MAX_IMPORT_DEPTH = 20
-MAX_NAME_CHARS = 200
-MAX_TIMESTAMP_CHARS = 64
 DEFAULT_IMPORT_CONTEXT_SIZE = 16384
 IMPORTED_TITLE = "Imported conversation"
+# A file with many problems is described by its first few.
+MAX_REPORTED_PROBLEMS = 3
 
 
 class ImportTooLarge(ValidationError):
     """The file is over MAX_IMPORT_BYTES (or holds more than MAX_IMPORT_ENTRIES entries)."""
-
-
-@dataclass(frozen=True)
-class _Entry:
-    role: str
-    content: str
-    timestamp: datetime | None
-    tool_call_id: str = ""
-    tool_name: str = ""
-    tool_args: Any = None
-    tool_result: Any = None
-
-
-@dataclass(frozen=True)
-class SessionFile:
-    model: str
-    start: datetime | None
-    last_activity: datetime | None
-    title: str | None
-    context_size: int | None
-    system_prompt: str
-    entries: list[_Entry] = field(default_factory=list)
 
 
 def session_file_load(raw: bytes) -> Any:
@@ -76,114 +53,89 @@ def session_file_load(raw: bytes) -> Any:
         raise ValidationError(f"The file is not JSON: {exc}") from exc
 
 
-def _fail(where: str, problem: str) -> ValidationError:
-    return ValidationError(f"{where}: {problem}")
+def _where(loc: tuple[int | str, ...]) -> str:
+    """``("messages", 0, "role")`` as ``file.messages[0].role``."""
+    return "file" + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc)
 
 
-def _check_json(value: Any, where: str, depth: int = 0) -> None:
-    """Bounded nesting, and only strings the database can store (tool args and results are free JSON)."""
-    if depth > MAX_IMPORT_DEPTH:
-        raise _fail(where, f"nested more than {MAX_IMPORT_DEPTH} levels deep")
-    if isinstance(value, str):
-        if UNSTORABLE_CHARS.search(value):
-            raise _fail(where, "holds a NUL character or an unpaired surrogate")
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _check_json(key, f"{where} key", depth + 1)
-            _check_json(item, f"{where}.{key}"[:200], depth + 1)
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            _check_json(item, f"{where}[{index}]", depth + 1)
+def _problem(error: ErrorDetails) -> str:
+    """What is wrong, in the words of the file: the JSON types, not Python's."""
+    kind, ctx, value = error["type"], error.get("ctx", {}), error.get("input")
+    if kind == "missing":
+        return "is required"
+    if kind == "string_type":
+        return "must be a string"
+    if kind == "list_type":
+        return "must be a list"
+    if kind in ("dict_type", "model_type", "model_attributes_type"):
+        return "must be an object"
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        return "must be a whole number"
+    if kind == "literal_error":
+        expected = str(ctx.get("expected", "")).replace("'", '"')
+        return f"must be one of {expected}" if " or " in expected else f"must be {expected}"
+    if kind == "string_too_long" and isinstance(value, str):
+        return f"is {len(value):,} characters long; the limit is {ctx['max_length']:,}"
+    return error["msg"]
 
 
-def _string(data: dict[str, Any], key: str, where: str, *, limit: int, required: bool = True) -> str | None:
-    value = data.get(key)
-    if value is None and not required:
-        return None
-    if not isinstance(value, str):
-        raise _fail(f"{where}.{key}", "must be a string" if key in data else "is required")
-    if len(value) > limit:
-        raise _fail(f"{where}.{key}", f"is {len(value):,} characters long; the limit is {limit:,}")
-    return value
-
-
-def _timestamp(data: dict[str, Any], key: str, where: str) -> datetime | None:
-    text = _string(data, key, where, limit=MAX_TIMESTAMP_CHARS, required=False)
-    if text is None:
-        return None
+def session_file_parse(data: Any) -> SessionFile:
+    """The file checked completely; ValidationError names each problem's place (``file.messages[3].role``),
+    ImportTooLarge a file with too many entries."""
     try:
-        moment = datetime.fromisoformat(text)
-    except ValueError as exc:
-        raise _fail(f"{where}.{key}", f"{text!r} is not an ISO 8601 time") from exc
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+        return SessionFile.model_validate(data)
+    except pydantic.ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        too_many = next((e for e in errors if e["type"] == TOO_MANY_ENTRIES), None)
+        if too_many is not None:
+            raise ImportTooLarge(too_many["msg"]) from None
+        problems = [f"{_where(e['loc'])}: {_problem(e)}" for e in errors[:MAX_REPORTED_PROBLEMS]]
+        if len(errors) > MAX_REPORTED_PROBLEMS:
+            problems.append(f"and {len(errors) - MAX_REPORTED_PROBLEMS:,} more problems")
+        raise ValidationError("; ".join(problems)) from None
 
 
-def _object(value: Any, where: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise _fail(where, "must be an object")
-    return value
+@dataclass(frozen=True)
+class _Entry:
+    where: str
+    role: str
+    content: str
+    timestamp: datetime | None
+    tool_call_id: str = ""
+    tool_name: str = ""
+    tool_args: Any = None
+    tool_result: Any = None
 
 
-def _list(data: dict[str, Any], key: str, where: str, *, required: bool) -> list[Any]:
-    value = data.get(key)
-    if value is None and not required:
-        return []
-    if not isinstance(value, list):
-        raise _fail(f"{where}.{key}", "must be a list" if key in data else "is required")
-    return value
-
-
-def _message(item: Any, where: str) -> _Entry:
-    data = _object(item, where)
-    role = _string(data, "role", where, limit=16)
-    allowed = (Message.Role.USER, Message.Role.ASSISTANT, Message.Role.SYSTEM)
-    if role not in allowed:
-        raise _fail(f"{where}.role", f"must be one of {', '.join(allowed)} (tool results go in toolCalls)")
-    texts = []
-    for index, part in enumerate(_list(data, "parts", where, required=True)):
-        part_where = f"{where}.parts[{index}]"
-        part_data = _object(part, part_where)
-        if part_data.get("type") != "text":
-            raise _fail(f"{part_where}.type", 'must be "text"')
-        texts.append(_string(part_data, "text", part_where, limit=MAX_MESSAGE_CHARS))
-    content = "".join(t for t in texts if t)
-    if len(content) > MAX_MESSAGE_CHARS:
-        raise _fail(f"{where}.parts", f"hold {len(content):,} characters; the limit is {MAX_MESSAGE_CHARS:,}")
-    return _Entry(role=role, content=content, timestamp=_timestamp(data, "timestamp", where))
-
-
-def _tool_call(item: Any, where: str) -> _Entry:
-    data = _object(item, where)
-    call_id = _string(data, "id", where, limit=MAX_NAME_CHARS)
-    name = _string(data, "name", where, limit=MAX_NAME_CHARS)
-    args = _object(data.get("args", {}), f"{where}.args")
-    result = _object(data.get("result"), f"{where}.result")
-    if result.get("llmContent") is None:
-        raise _fail(f"{where}.result.llmContent", "is required")
-    content = result["llmContent"]
-    if isinstance(content, str):
-        if len(content) > MAX_MESSAGE_CHARS:
-            raise _fail(f"{where}.result.llmContent", f"is over the limit of {MAX_MESSAGE_CHARS:,} characters")
-        text, structured = content, result.get("data")
-    else:
-        # Another tool's file may put a structured result here: the model reads it as JSON text.
-        text, structured = json.dumps(content, ensure_ascii=False), content
-    return _Entry(
-        role=Message.Role.TOOL,
-        content=text,
-        timestamp=_timestamp(data, "timestamp", where),
-        tool_call_id=call_id or "",
-        tool_name=name or "",
-        tool_args=args,
-        tool_result=structured,
-    )
-
-
-def _merge_in_time_order(messages: list[_Entry], calls: list[_Entry]) -> list[_Entry]:
+def _history(file: SessionFile) -> list[_Entry]:
     """The file keeps messages and tool calls apart; their timestamps put them back in one history.
 
     Each list keeps its own order (a stable merge), so exporting again gives both lists as they were.
     """
+    messages = [
+        _Entry(where=f"file.messages[{i}]", role=m.role, content=m.text, timestamp=m.timestamp)
+        for i, m in enumerate(file.messages)
+    ]
+    calls = []
+    for i, call in enumerate(file.tool_calls):
+        content = call.result.llm_content
+        if isinstance(content, str):
+            text, structured = content, call.result.data
+        else:
+            # Another tool's file may put a structured result here: the model reads it as JSON text.
+            text, structured = json.dumps(content, ensure_ascii=False), content
+        calls.append(
+            _Entry(
+                where=f"file.toolCalls[{i}]",
+                role=Message.Role.TOOL,
+                content=text,
+                timestamp=call.timestamp,
+                tool_call_id=call.id,
+                tool_name=call.name,
+                tool_args=call.args,
+                tool_result=structured,
+            )
+        )
     merged: list[_Entry] = []
     i = j = 0
     while i < len(messages) and j < len(calls):
@@ -197,39 +149,6 @@ def _merge_in_time_order(messages: list[_Entry], calls: list[_Entry]) -> list[_E
     return merged + messages[i:] + calls[j:]
 
 
-def session_file_validate(data: Any) -> SessionFile:
-    """Check a parsed session file completely; raises ValidationError naming the first problem."""
-    root = _object(data, "file")
-    _check_json(root, "file")
-    metadata = _object(root.get("metadata", {}), "file.metadata")
-    context_size = metadata.get("contextSize")
-    if context_size is not None and (not isinstance(context_size, int) or isinstance(context_size, bool)):
-        raise _fail("file.metadata.contextSize", "must be a whole number")
-    messages = _list(root, "messages", "file", required=True)
-    calls = _list(root, "toolCalls", "file", required=False)
-    if len(messages) + len(calls) > MAX_IMPORT_ENTRIES:
-        raise ImportTooLarge(
-            f"The file holds {len(messages) + len(calls):,} messages and tool calls; "
-            f"the limit is {MAX_IMPORT_ENTRIES:,}."
-        )
-    model = _string(root, "model", "file", limit=MAX_MODEL_NAME_LENGTH)
-    _string(root, "provider", "file", limit=MAX_NAME_CHARS, required=False)
-    _string(root, "sessionId", "file", limit=MAX_NAME_CHARS, required=False)
-    return SessionFile(
-        model=model or "",
-        start=_timestamp(root, "startTime", "file"),
-        last_activity=_timestamp(root, "lastActivity", "file"),
-        title=_string(metadata, "title", "file.metadata", limit=MAX_TITLE_LENGTH, required=False),
-        context_size=context_size,
-        system_prompt=_string(metadata, "systemPrompt", "file.metadata", limit=MAX_SYSTEM_PROMPT_CHARS, required=False)
-        or "",
-        entries=_merge_in_time_order(
-            [_message(item, f"file.messages[{i}]") for i, item in enumerate(messages)],
-            [_tool_call(item, f"file.toolCalls[{i}]") for i, item in enumerate(calls)],
-        ),
-    )
-
-
 def session_import(
     *,
     owner: Any,
@@ -238,62 +157,69 @@ def session_import(
     title: str | None = None,
     gateway: Gateway | None = None,
 ) -> ChatSession:
-    """A new session holding the file's messages and tool calls, in order, with their timestamps.
+    """A new session holding the file's messages and tool calls, in order, with their timestamps;
+    all of it or, for a bad file, nothing (a ValidationError says what is wrong).
 
     ``context_size`` and ``title`` override the file's ``metadata.contextSize`` / ``metadata.title``.
     """
-    parsed = session_file_validate(data)
+    file = session_file_parse(data)
     gateway = gateway or get_gateway()
-    info = model_facts(model=parsed.model, gateway=gateway)
-    return _session_import(
+    # Asked before the transaction: on SQLite it holds the write lock from its start.
+    facts = model_facts(model=file.model, gateway=gateway)
+    session = _session_import(
         owner=owner,
-        parsed=parsed,
-        context_size=context_size or parsed.context_size or DEFAULT_IMPORT_CONTEXT_SIZE,
-        title=title or parsed.title or IMPORTED_TITLE,
-        info=info,
+        file=file,
+        context_size=context_size or file.metadata.context_size or DEFAULT_IMPORT_CONTEXT_SIZE,
+        title=title or file.metadata.title or IMPORTED_TITLE,
+        facts=facts,
         gateway=gateway,
     )
+    # A long file may arrive over its trigger: it is compressed as a conversation would be.
+    compression_maybe_schedule(session=session)
+    return session
 
 
 @transaction.atomic
 def _session_import(
     *,
     owner: Any,
-    parsed: SessionFile,
+    file: SessionFile,
     context_size: int,
     title: str,
-    info: ModelInfo | None,
+    facts: ModelFacts,
     gateway: Gateway,
 ) -> ChatSession:
-    session = session_create(
+    session = session_start(
         owner=owner,
-        model=parsed.model,
+        model=file.model,
         context_size=context_size,
         title=title,
-        system_prompt=parsed.system_prompt,
-        parameter_size_b=info.parameter_size_b if info else None,
-        context_limit=info.context_length if info else None,
+        system_prompt=file.metadata.system_prompt or "",
+        facts=facts,
     )
     counter = message_counter(gateway, session.model)
     stored = []
-    for entry in parsed.entries:
-        message = message_create(
-            session=session,
-            role=entry.role,
-            content=entry.content,
-            counter=counter,
-            tool_call_id=entry.tool_call_id,
-            tool_name=entry.tool_name,
-            tool_args=entry.tool_args,
-            tool_result=entry.tool_result,
-        )
+    for entry in _history(file):
+        try:
+            message = message_create(
+                session=session,
+                role=entry.role,
+                content=entry.content,
+                counter=counter,
+                tool_call_id=entry.tool_call_id,
+                tool_name=entry.tool_name,
+                tool_args=entry.tool_args,
+                tool_result=entry.tool_result,
+            )
+        except ValidationError as exc:
+            raise ValidationError(f"{entry.where}: {' '.join(exc.messages)}") from exc
         if entry.timestamp is not None:
             message.created_at = entry.timestamp
             stored.append(message)
     Message.objects.bulk_update(stored, ["created_at"], batch_size=500)
-    start = parsed.start or session.created_at
+    start = file.start_time or session.created_at
     ChatSession.objects.filter(pk=session.pk).update(
-        created_at=start, last_activity=parsed.last_activity or parsed.start or session.last_activity
+        created_at=start, last_activity=file.last_activity or file.start_time or session.last_activity
     )
     session.refresh_from_db()
     return session

@@ -12,7 +12,8 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
-from contextmgr.core.tiers import ContextProfile, context_profile, context_profiles
+from contextmgr.core.tiers import ContextProfile
+from contextmgr.resources import context_profile, context_profiles
 
 MAX_TITLE_LENGTH = 200
 MAX_MODEL_NAME_LENGTH = 200
@@ -63,17 +64,6 @@ class Session(models.Model):
 
     def __str__(self) -> str:
         return self.title
-
-    def context_inputs(self) -> tuple[object, ...]:
-        """The fields the context window and its report are made of besides the rows; a write
-        that changes any of them raises the context version."""
-        return (
-            self.system_prompt,
-            self.system_prompt_tokens,
-            self.max_tokens,
-            self.model_parameter_size_b,
-            self.compression_count,
-        )
 
     def next_context_version(self, **also: Any) -> int:
         """Raise the context version, writing the fields in ``also`` in the same update;

@@ -1,4 +1,4 @@
-"""The API's shapes for models, sessions, messages and the OLLM session file."""
+"""The API's shapes for models, sessions and messages (the session file's is ``chat.session_file``)."""
 
 from __future__ import annotations
 
@@ -96,45 +96,3 @@ class TurnOut(Schema):
     prompt_tokens: int
     prompt_exact: bool
     compression_running: bool = Field(description="A compression this turn triggered has not finished yet.")
-
-
-class FilePart(Schema):
-    type: str
-    text: str
-
-
-class FileMessage(Schema):
-    role: str
-    parts: list[FilePart]
-    timestamp: str
-
-
-class FileToolCall(Schema):
-    id: str
-    name: str
-    args: dict[str, Any]
-    result: dict[str, Any] = Field(
-        description='{"llmContent": <the text the model reads>, "data": <the structured result, if any>}'
-    )
-    timestamp: str
-
-
-class FileMetadata(Schema):
-    tokenCount: int
-    compressionCount: int
-    title: str
-    contextSize: int
-    systemPrompt: str
-
-
-class SessionFileOut(Schema):
-    """The OLLM session file: the full, uncompressed history."""
-
-    sessionId: str
-    startTime: str
-    lastActivity: str
-    model: str
-    provider: str
-    messages: list[FileMessage]
-    toolCalls: list[FileToolCall]
-    metadata: FileMetadata

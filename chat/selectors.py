@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 from asgiref.sync import async_to_sync
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
+from django.shortcuts import get_object_or_404
 
 from chat.models import Message, Session
-from contextmgr.llm import Gateway, LLMError, ModelInfo, ModelNotFound, get_gateway
+from contextmgr.llm import BackendStatus, Gateway, LLMError, ModelInfo, ModelNotFound, get_gateway
 
 # How many of the latest messages the chat page shows; "earlier" pages back by as many (a search hit
 # further back is shown in its own window). Rendering is what a page costs: 100 keep a long
@@ -23,15 +25,18 @@ def sessions_for_user(*, user: Any) -> QuerySet[Session]:
     return Session.objects.filter(owner=user).order_by("-last_activity")
 
 
-def session_for_viewer(*, user: Any, session_id: UUID) -> Session | None:
-    """A session the user may look at: their own, or any when they are staff (read-only)."""
-    sessions = Session.objects.all() if user.is_staff else Session.objects.filter(owner=user)
-    return sessions.filter(pk=session_id).first()
+def session_for_viewer(*, user: Any, session_id: UUID) -> Session:
+    """A session the user may look at: their own, or any when they are staff (read-only).
+
+    Raises Http404 for any other, as for one that does not exist: whether it exists is not told.
+    """
+    sessions = Session.objects.all() if user.is_staff else sessions_for_user(user=user)
+    return get_object_or_404(sessions, pk=session_id)
 
 
-def session_for_owner(*, user: Any, session_id: UUID) -> Session | None:
-    """A session the user may change: only their own."""
-    return Session.objects.filter(owner=user, pk=session_id).first()
+def session_for_owner(*, user: Any, session_id: UUID) -> Session:
+    """A session the user may change: only their own. Raises Http404 for any other."""
+    return get_object_or_404(sessions_for_user(user=user), pk=session_id)
 
 
 def session_history(*, session: Session) -> QuerySet[Message]:
@@ -39,18 +44,46 @@ def session_history(*, session: Session) -> QuerySet[Message]:
     return Message.objects.filter(session=session).select_related("compressed_into").order_by("position")
 
 
-def model_facts(*, model: str, gateway: Gateway | None = None) -> ModelInfo | None:
-    """What the backend knows of a model (size, native context length); None when it cannot be asked now.
+@dataclass(frozen=True)
+class ModelFacts:
+    """What the backend knows of a model: its parameter size (billions) and native context
+    length; None where it cannot say, or cannot be asked now."""
+
+    parameter_size_b: float | None = None
+    context_length: int | None = None
+
+
+def model_facts(*, model: str, gateway: Gateway | None = None) -> ModelFacts:
+    """Ask the backend about ``model``. Ollama down or slow: nothing is known, and the session
+    is still made (its first turn says what is wrong).
 
     Raises ValidationError for a model no enabled backend has.
     """
     model = model.strip()
     if not model:
-        return None  # session_create says what is wrong with it
+        return ModelFacts()  # session_create says what is wrong with it
     try:
-        return async_to_sync((gateway or get_gateway()).model_info)(model)
+        info = async_to_sync((gateway or get_gateway()).model_info)(model)
     except ModelNotFound as exc:
         raise ValidationError({"model": str(exc)}) from exc
     except LLMError:
-        # Ollama is down or slow: the session is still made, and its first turn says what is wrong.
-        return None
+        return ModelFacts()
+    return ModelFacts(parameter_size_b=info.parameter_size_b, context_length=info.context_length)
+
+
+def backend_status() -> BackendStatus:
+    """Which backend answers now, and its default model (for the pages' banner and the terminal)."""
+    return async_to_sync(get_gateway().status)()
+
+
+def models_available() -> list[ModelInfo]:
+    """Every model of every backend that answers now. Raises LLMError when none can be asked."""
+    return async_to_sync(get_gateway().list_models)()
+
+
+def model_names() -> list[str]:
+    """The names of ``models_available``; none when no backend can be asked now."""
+    try:
+        return [info.name for info in models_available()]
+    except LLMError:
+        return []

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from django.conf import settings as django_settings
@@ -19,23 +18,19 @@ from chat.models import (
     Message,
     Session,
 )
+from chat.selectors import ModelFacts, model_facts
 from contextmgr.core.config import ConfigError, context_config_from_mapping
 from contextmgr.core.reliability import parameter_size_from_tag
-from contextmgr.core.tiers import UnknownContextSize, ollama_context_size
-from contextmgr.core.tokens import TiktokenCounter, TokenCount, TokenCounter, count_text_tokens
+from contextmgr.core.text import storable_text
+from contextmgr.core.tiers import UnknownContextSize
+from contextmgr.core.tokens import TokenCount, TokenCounter
+from contextmgr.resources import TiktokenCounter, count_text_tokens, ollama_context_size
+from contextmgr.services.compression import compression_maybe_schedule
+from contextmgr.services.goals import goal_create, goals_carry_over
 from contextmgr.services.reliability import session_refresh_reliability
+from contextmgr.services.session_settings import context_carry_over, session_set_context_settings
 
 DEFAULT_TITLE = "New conversation"
-
-
-# PostgreSQL text cannot hold NUL bytes, and UTF-8 cannot encode an unpaired
-# surrogate (a JSON body can carry one as an escape).
-UNSTORABLE_CHARS = re.compile("[\x00\ud800-\udfff]")
-
-
-def storable_text(text: str) -> str:
-    """NUL bytes and unpaired surrogates become U+FFFD so the rest is stored as written."""
-    return UNSTORABLE_CHARS.sub("\ufffd", text)
 
 
 def _check_length(field: str, value: str, limit: int) -> None:
@@ -55,6 +50,7 @@ def session_create(
     context_size: int,
     title: str = "",
     system_prompt: str = "",
+    summary_model: str = "",
     parameter_size_b: float | None = None,
     context_limit: int | None = None,
     settings: dict[str, Any] | None = None,
@@ -64,10 +60,12 @@ def session_create(
     title = storable_text(title).strip() or DEFAULT_TITLE
     model = storable_text(model).strip()
     system_prompt = storable_text(system_prompt)
+    summary_model = storable_text(summary_model).strip()
     if not model:
         raise ValidationError({"model": "Choose a model."})
     _check_length("title", title, MAX_TITLE_LENGTH)
     _check_length("model", model, MAX_MODEL_NAME_LENGTH)
+    _check_length("summary_model", summary_model, MAX_MODEL_NAME_LENGTH)
     _check_length("system_prompt", system_prompt, MAX_SYSTEM_PROMPT_CHARS)
     max_tokens = _max_tokens(context_size, model, context_limit)
     try:
@@ -89,9 +87,49 @@ def session_create(
         max_tokens=max_tokens,
         system_prompt=system_prompt,
         system_prompt_tokens=system_tokens,
+        summary_model=summary_model,
         settings=settings or {},
     )
     session_refresh_reliability(session=session)
+    return session
+
+
+def session_start(
+    *,
+    owner: Any,
+    model: str,
+    context_size: int,
+    title: str = "",
+    system_prompt: str = "",
+    summary_model: str = "",
+    goal: str = "",
+    settings: dict[str, Any] | None = None,
+    facts: ModelFacts | None = None,
+) -> Session:
+    """Start a conversation the way every door does (page, API, terminal, import).
+
+    The backend is asked about the model first (``model_facts``: its parameter size and native
+    context length; a model no enabled backend has is refused with a ValidationError). Ask it
+    before any transaction, as it may wait on the network: ``facts`` are the answer when the
+    caller asked already (an import asks before the transaction that stores the file).
+    ``goal``: an active goal to start with.
+    """
+    if facts is None:
+        facts = model_facts(model=model)
+    with transaction.atomic():
+        session = session_create(
+            owner=owner,
+            model=model,
+            context_size=context_size,
+            title=title,
+            system_prompt=system_prompt,
+            summary_model=summary_model,
+            settings=settings,
+            parameter_size_b=facts.parameter_size_b,
+            context_limit=facts.context_length,
+        )
+        if goal.strip():
+            goal_create(session=session, description=goal)
     return session
 
 
@@ -105,7 +143,6 @@ def _max_tokens(context_size: int, model: str, context_limit: int | None) -> int
     return min(max_tokens, context_limit) if context_limit else max_tokens
 
 
-@transaction.atomic
 def session_update(
     *,
     session: Session,
@@ -114,17 +151,51 @@ def session_update(
     context_size: int | None = None,
     system_prompt: str | None = None,
     summary_model: str | None = None,
-    parameter_size_b: float | None = None,
-    context_limit: int | None = None,
+    settings: dict[str, Any] | None = None,
 ) -> Session:
     """Change what the user may change about a session; ``None`` leaves a field as it is.
 
-    A new model or context size re-evaluates the budget at once: the caller
-    schedules a compression (``compression_maybe_schedule``) after commit
-    when the session is now over its trigger.
+    A new model or size is looked up as ``session_start`` does, before the transaction.
+    ``settings``: the session's overrides of the context settings (``session_set_context_settings``).
+    When any of model, context size, system prompt or settings is given, the budget is checked
+    again in the same transaction (``compression_maybe_schedule``: the automatic snapshot, and a
+    compression sent after commit if the session is now over its trigger).
     """
+    # Asked before the transaction: it may wait on the network.
+    facts = None
+    if model is not None or context_size is not None:
+        facts = model_facts(model=model if model is not None else session.model)
+    with transaction.atomic():
+        session = _session_store(
+            session=session,
+            title=title,
+            model=model,
+            context_size=context_size,
+            system_prompt=system_prompt,
+            summary_model=summary_model,
+            facts=facts,
+        )
+        if settings is not None:
+            session = session_set_context_settings(session=session, settings=settings)
+        if any(value is not None for value in (model, context_size, system_prompt, settings)):
+            compression_maybe_schedule(session=session)
+    return session
+
+
+def _session_store(
+    *,
+    session: Session,
+    title: str | None,
+    model: str | None,
+    context_size: int | None,
+    system_prompt: str | None,
+    summary_model: str | None,
+    facts: ModelFacts | None,
+) -> Session:
+    """The fields of ``session_update``, validated and saved under the session's row lock;
+    ``facts``: what the backend said of the model, when the model or the size changed.
+    Precondition: called inside a transaction."""
     locked = Session.objects.select_for_update().get(pk=session.pk)
-    context_inputs = locked.context_inputs()
     if title is not None:
         locked.title = storable_text(title).strip() or DEFAULT_TITLE
         _check_length("title", locked.title, MAX_TITLE_LENGTH)
@@ -138,17 +209,16 @@ def session_update(
         _check_length("model", model, MAX_MODEL_NAME_LENGTH)
         if model != locked.model:
             locked.model = model
-            locked.model_parameter_size_b = (
-                parameter_size_b if parameter_size_b is not None else parameter_size_from_tag(model)
-            )
+            known = facts.parameter_size_b if facts else None
+            locked.model_parameter_size_b = known if known is not None else parameter_size_from_tag(model)
     if system_prompt is not None:
         locked.system_prompt = storable_text(system_prompt)
         _check_length("system_prompt", locked.system_prompt, MAX_SYSTEM_PROMPT_CHARS)
         locked.system_prompt_tokens = _system_prompt_tokens(locked.system_prompt)
     if context_size is not None:
         locked.context_size = context_size
-    if model is not None or context_size is not None or context_limit is not None:
-        locked.max_tokens = _max_tokens(locked.context_size, locked.model, context_limit)
+    if facts is not None:
+        locked.max_tokens = _max_tokens(locked.context_size, locked.model, facts.context_length)
     if locked.system_prompt_tokens >= locked.max_tokens:
         raise ValidationError(
             {
@@ -156,8 +226,6 @@ def session_update(
                 f"the context holds {locked.max_tokens:,}."
             }
         )
-    if locked.context_inputs() != context_inputs:
-        locked.next_context_version()  # a reading of the context taken before is not reused after
     locked.save()
     session_refresh_reliability(session=locked)
     return locked
@@ -233,3 +301,25 @@ def message_leave_context(*, message: Message) -> None:
     Message.objects.filter(pk=message.pk).update(excluded_from_context=True, context_version=version)
     message.excluded_from_context = True
     message.context_version = version
+
+
+@transaction.atomic
+def session_continue(*, session: Session) -> Session:
+    """A new session that carries what matters of ``session``: the system prompt and settings,
+    the active goal with its progress, the locked decisions, and one ultra checkpoint: an extract
+    of the compressed context and the recent messages, with every fact they held in its ledger
+    (no LLM call, so it works when the model is the problem)."""
+    successor = session_start(
+        owner=session.owner,
+        model=session.model,
+        context_size=session.context_size,
+        title=f"{session.title} (continued)"[:200],
+        system_prompt=session.system_prompt,
+        summary_model=session.summary_model,
+        settings=session.settings,
+        # The same model on the same context: no need to ask the backend, which may be the problem.
+        facts=ModelFacts(parameter_size_b=session.model_parameter_size_b, context_length=session.max_tokens),
+    )
+    goals_carry_over(source=session, target=successor)
+    context_carry_over(source=session, target=successor)
+    return successor

@@ -23,23 +23,19 @@ from django.db import connections
 
 from chat.models import Message, Session
 from chat.services import message_create, message_leave_context
+from contextmgr.core.budget import prompt_room
 from contextmgr.core.config import reply_max_tokens
-from contextmgr.core.tokens import TiktokenCounter, TokenCount, TokenCounter
+from contextmgr.core.tokens import TokenCount, TokenCounter
 from contextmgr.core.window import WindowBlock, chat_messages
 from contextmgr.llm import ChatMessage, ChatResult, ContextOverflow, Gateway, LLMError, LLMTimeout, get_gateway
-from contextmgr.selectors import (
-    ContextReading,
-    ContextReport,
-    session_context,
-    session_context_with,
-    session_reading,
-    session_window,
-)
+from contextmgr.resources import TiktokenCounter
+from contextmgr.selectors import ContextReport, session_context, session_window
 from contextmgr.services.compression import (
     REPLY_MIN_TOKENS,
     compression_maybe_schedule,
     compression_run,
     compression_running,
+    compression_wait,
     session_config,
 )
 from contextmgr.services.goals import goal_apply_markers
@@ -49,7 +45,6 @@ OnDelta = Callable[[str], Awaitable[None]]
 OnStored = Callable[[Message], Awaitable[None]]
 # Hears why the reply has not started yet, when it is not the model thinking.
 OnWait = Callable[[str], Awaitable[None]]
-POLL_SECONDS = 0.2
 WAITING_FOR_COMPRESSION = "waiting for the compression to finish…"
 COMPRESSING_FOR_ROOM = "compressing to make room for the reply…"
 
@@ -64,10 +59,9 @@ class TurnOutcome:
     # The context once the reply and its markers are stored: what the page and the API show after the turn.
     context: ContextReport
     markers_applied: int
-    # Nothing but the reply changed the context since the turn read it: no markers, no goal set
-    # in another tab, no compression or restore. Otherwise the goal block and the user's message
-    # may not be as the turn left them.
-    undisturbed: bool
+    # Something besides the reply changed the context during the turn (its goal markers, a goal
+    # set in another tab, a compression, a restore): what the goals panel shows may have changed.
+    context_changed_meanwhile: bool
 
     @property
     def cut_by_cap(self) -> bool:
@@ -124,7 +118,7 @@ async def _prompt_with_room(
     A user message that cannot fit however much is compressed leaves the context
     (it stays in the history) so the turns after it are not squeezed by it.
     """
-    room = session.max_tokens - REPLY_MIN_TOKENS
+    room = prompt_room(session.max_tokens)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + settings.OLLM_COMPRESSION_WAIT_SECONDS
     tried: set[str] = set()
@@ -153,9 +147,8 @@ async def _prompt_with_room(
             )
         if await sync_to_async(compression_running)(session_id=session.pk):
             await say(WAITING_FOR_COMPRESSION)
-            if loop.time() > deadline:
+            if not await compression_wait(session_id=session.pk, timeout=max(deadline - loop.time(), 0)):
                 raise LLMTimeout("a compression of this session is still running; your message is saved, retry soon")
-            await asyncio.sleep(POLL_SECONDS)
             continue
         if "compress" not in tried or "rollover" not in tried:
             mode = "compress" if "compress" not in tried else "rollover"
@@ -180,7 +173,7 @@ async def _refuse_if_it_can_never_fit(session: Session, user_message: Message) -
     """A message that alone (with the system prompt) leaves no room for a reply leaves the context
     at once, before any compression is scheduled: compressing the rest could never make room."""
     tokens = user_message.tokens + session.system_prompt_tokens
-    if tokens > session.max_tokens - REPLY_MIN_TOKENS:
+    if tokens > prompt_room(session.max_tokens):
         await sync_to_async(message_leave_context)(message=user_message)
         raise _does_not_fit(session, tokens)
 
@@ -240,8 +233,8 @@ async def _reply(
     session: Session, gateway: Gateway, user_message: Message, on_delta: OnDelta | None, on_wait: OnWait | None
 ) -> TurnOutcome:
     await _refuse_if_it_can_never_fit(session, user_message)
-    reading = await sync_to_async(_reading_before_reply)(session)
-    messages, prompt = await _prompt_with_room(session, gateway, user_message, reading.window, on_wait)
+    window = await sync_to_async(_window_before_reply)(session)
+    messages, prompt = await _prompt_with_room(session, gateway, user_message, window, on_wait)
     # The cap follows the context size: at most 15% of num_ctx (255 tokens on 2K), never past num_ctx.
     max_tokens = min(
         reply_max_tokens(session.max_tokens, settings.OLLM_REPLY_MAX_TOKENS), session.max_tokens - prompt.tokens
@@ -281,7 +274,7 @@ async def _reply(
     if result is None:
         raise LLMError("the reply ended without its final counts")
     count = await _count(counter, text)
-    after = await sync_to_async(_after_reply)(session, text, count, result.done_reason, reading)
+    after = await sync_to_async(_after_reply)(session, text, count, result.done_reason)
     return TurnOutcome(
         user_message,
         after.message,
@@ -290,16 +283,16 @@ async def _reply(
         prompt.exact,
         after.context,
         after.markers,
-        undisturbed=after.markers == 0 and after.context.context_version == reading.report.context_version + 1,
+        # Every write to the context raises the session's context version; the reply is one.
+        context_changed_meanwhile=after.context_version > session.context_version + 1,
     )
 
 
-def _reading_before_reply(session: Session) -> ContextReading:
-    """The window the reply is asked from, with its context report (one read serves both): its
-    budget says whether the user's message made a compression due."""
-    reading = session_reading(session=session)
-    compression_maybe_schedule(session=session, budget=reading.report.budget)
-    return reading
+def _window_before_reply(session: Session) -> tuple[WindowBlock, ...]:
+    """The window the reply is asked from, once the budget was checked: the user's message may
+    have made a compression due."""
+    compression_maybe_schedule(session=session)
+    return session_window(session=session)
 
 
 @dataclass(frozen=True)
@@ -307,19 +300,16 @@ class _AfterReply:
     message: Message
     context: ContextReport
     markers: int
+    context_version: int
 
 
-def _after_reply(
-    session: Session, text: str, count: TokenCount, done_reason: str, before: ContextReading
-) -> _AfterReply:
+def _after_reply(session: Session, text: str, count: TokenCount, done_reason: str) -> _AfterReply:
     """Store the reply (in its own transaction: it is kept whatever follows), apply its goal
-    markers, then take the context: the reading before the reply plus the reply when nothing
-    else changed it meanwhile, else read afresh. It says whether a compression is due and is
-    what the page's meter and the API show after the turn."""
+    markers, then read the context: it says whether a compression is due and is what the
+    page's meter and the API show after the turn."""
     message = message_create(
         session=session, role=Message.Role.ASSISTANT, content=text, token_count=count, done_reason=done_reason
     )
-    session = message.session  # the row as the reply's transaction read it
     try:
         markers = goal_apply_markers(session=session, text=text)
     except Exception:
@@ -327,10 +317,7 @@ def _after_reply(
         # turn the turn into an error whose Retry would find nothing left to answer.
         logger.exception("goal markers of a reply in session %s could not be applied", session.pk)
         markers = 0
-    if markers:
-        session = Session.objects.get(pk=session.pk)  # markers raised its context version
-        report = session_context(session=session)
-    else:
-        report = session_context_with(reading=before, message=message)
+    session = Session.objects.get(pk=session.pk)
+    report = session_context(session=session)
     compression_maybe_schedule(session=session, budget=report.budget)
-    return _AfterReply(message, report, markers)
+    return _AfterReply(message, report, markers, session.context_version)

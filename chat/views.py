@@ -3,89 +3,36 @@
 from __future__ import annotations
 
 import contextlib
-from itertools import groupby
-from typing import Any
 from uuid import UUID
 
-from asgiref.sync import async_to_sync
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.db import transaction
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
-from django.template.loader import render_to_string
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from chat.export import session_file, sessions_zip_response
 from chat.forms import RenameForm, SessionForm
-from chat.models import Session
+from chat.fragments import history_groups
 from chat.selectors import (
-    HISTORY_WINDOW,
+    backend_status,
+    model_names,
     session_for_owner,
     session_for_viewer,
     session_history,
     sessions_for_user,
 )
-from chat.services import session_create, session_delete, session_update
-from contextmgr.core.reliability import ReliabilityLevel, low_reliability_warning
-from contextmgr.llm import LLMError, get_gateway
-from contextmgr.llm.gateway import BackendStatus
-from contextmgr.selectors import ContextReport, context_meter, session_context, session_prompt
-from contextmgr.services.goals import goal_create
-
-
-def viewable(request: HttpRequest, session_id: UUID) -> Session:
-    session = session_for_viewer(user=request.user, session_id=session_id)
-    if session is None:
-        raise Http404("No such session.")
-    return session
-
-
-def owned(request: HttpRequest, session_id: UUID) -> Session:
-    session = session_for_owner(user=request.user, session_id=session_id)
-    if session is None:
-        raise Http404("No such session.")
-    return session
-
-
-def backend_status() -> BackendStatus:
-    return async_to_sync(get_gateway().status)()
-
-
-def _model_names() -> list[str]:
-    try:
-        return [info.name for info in async_to_sync(get_gateway().list_models)()]
-    except LLMError:
-        return []
-
-
-def context_panel(session: Session, reading: ContextReport | None = None) -> dict[str, Any]:
-    """What the meter, the reliability badge and the warning panel show: one reading of the
-    budget and the reliability serves them all (it is shown after every reply); ``reading``:
-    see ``session_context``."""
-    report = session_context(session=session, reading=reading)
-    reliability = report.reliability
-    warning = low_reliability_warning(
-        model=session.model,
-        parameter_size_b=session.model_parameter_size_b,
-        compression_count=report.compression_count,
-    )
-    return {
-        "meter": context_meter(session=session, budget=report.budget),
-        "context_line": report.display,
-        "exact": report.messages_exact,
-        "reliability": reliability,
-        "warning": warning,
-        # Before any compression nothing is compressed to distrust, whatever the model's size.
-        "reliability_low": report.compression_count > 0
-        and reliability.level in (ReliabilityLevel.LOW, ReliabilityLevel.CRITICAL),
-    }
+from chat.services import session_continue, session_delete, session_start, session_update
+from contextmgr.panels import context_panel, goals_context, settings_context, snapshots_context
+from contextmgr.selectors import session_prompt
 
 
 @login_required
 @require_GET
 def session_list(request: HttpRequest) -> HttpResponse:
-    form = SessionForm(models=_model_names())
+    form = SessionForm(models=model_names())
     return _list_page(request, form)
 
 
@@ -105,26 +52,20 @@ def _list_page(request: HttpRequest, form: SessionForm, status: int = 200) -> Ht
 @login_required
 @require_POST
 def session_new(request: HttpRequest) -> HttpResponse:
-    models = _model_names()
+    models = model_names()
     form = SessionForm(request.POST, models=models)
     if not form.is_valid():
         return _list_page(request, form, status=422)
     data = form.cleaned_data
-    context_limit = None
-    with contextlib.suppress(LLMError):  # unknown length: the tier table alone decides
-        context_limit = async_to_sync(get_gateway().model_info)(data["model"]).context_length
     try:
-        with transaction.atomic():
-            session = session_create(
-                owner=request.user,
-                model=data["model"],
-                context_size=data["context_size"],
-                title=data["title"],
-                system_prompt=data["system_prompt"],
-                context_limit=context_limit,
-            )
-            if data["goal"].strip():
-                goal_create(session=session, description=data["goal"])
+        session = session_start(
+            owner=request.user,
+            model=data["model"],
+            context_size=data["context_size"],
+            title=data["title"],
+            system_prompt=data["system_prompt"],
+            goal=data["goal"],
+        )
     except ValidationError as exc:
         for field, errors in exc.message_dict.items():
             form.add_error(field if field in form.fields else None, errors)
@@ -135,7 +76,7 @@ def session_new(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def session_rename(request: HttpRequest, session_id: UUID) -> HttpResponse:
-    session = owned(request, session_id)
+    session = session_for_owner(user=request.user, session_id=session_id)
     form = RenameForm(request.POST)
     if form.is_valid():
         try:
@@ -150,7 +91,7 @@ def session_rename(request: HttpRequest, session_id: UUID) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def session_remove(request: HttpRequest, session_id: UUID) -> HttpResponse:
-    session = owned(request, session_id)
+    session = session_for_owner(user=request.user, session_id=session_id)
     if request.method == "POST":
         session_delete(session=session)
         return redirect("chat:session_list")
@@ -160,7 +101,7 @@ def session_remove(request: HttpRequest, session_id: UUID) -> HttpResponse:
 @login_required
 @require_GET
 def session_export(request: HttpRequest, session_id: UUID) -> HttpResponse:
-    session = viewable(request, session_id)
+    session = session_for_viewer(user=request.user, session_id=session_id)
     response = JsonResponse(session_file(session=session), json_dumps_params={"indent": 2, "ensure_ascii": False})
     response["Content-Disposition"] = f'attachment; filename="ollm-session-{session.pk}.json"'
     return response
@@ -184,7 +125,7 @@ def sessions_export_selected(request: HttpRequest) -> HttpResponse:
 @require_GET
 def session_full_history(request: HttpRequest, session_id: UUID) -> HttpResponse:
     """Every message in order with its compression state and covering checkpoint; read-only, printable."""
-    session = viewable(request, session_id)
+    session = session_for_viewer(user=request.user, session_id=session_id)
     return render(
         request,
         "chat/full_history.html",
@@ -202,9 +143,7 @@ def _message_id(value: str) -> int | None:
 @login_required
 @require_GET
 def chat_page(request: HttpRequest, session_id: UUID) -> HttpResponse:
-    from contextmgr.views import goals_context, settings_context, snapshots_context
-
-    session = viewable(request, session_id)
+    session = session_for_viewer(user=request.user, session_id=session_id)
     return render(
         request,
         "chat/chat.html",
@@ -229,85 +168,75 @@ def chat_page(request: HttpRequest, session_id: UUID) -> HttpResponse:
 @login_required
 @require_GET
 def context_meter_partial(request: HttpRequest, session_id: UUID) -> HttpResponse:
-    session = viewable(request, session_id)
+    session = session_for_viewer(user=request.user, session_id=session_id)
     return render(request, "chat/_meter.html", {"session": session, **context_panel(session)})
 
 
 @login_required
 @require_GET
 def context_window(request: HttpRequest, session_id: UUID) -> HttpResponse:
-    session = viewable(request, session_id)
-    prompt = session_prompt(session=session, gateway=get_gateway())
+    session = session_for_viewer(user=request.user, session_id=session_id)
+    prompt = session_prompt(session=session)
     return render(request, "chat/context.html", {"session": session, "prompt": prompt, **context_panel(session)})
 
 
-CHECKPOINT_TEXTS = tuple(
-    f"compressed_into__{name}" for name in ("summary", "facts", "key_decisions", "files_modified", "next_steps")
-)
+def _number(request: HttpRequest, name: str) -> int | float | str:
+    """A number from the form; text that is not one goes through so validation can name it."""
+    raw = request.POST.get(name, "").strip()
+    for kind in (int, float):
+        try:
+            return kind(raw)
+        except ValueError:
+            continue
+    return raw
 
 
-def history_groups(session: Session, *, around: int | None = None, before: int | None = None) -> dict[str, Any]:
-    """The latest HISTORY_WINDOW messages; with ``before`` (a position) the window of messages just
-    before it; with ``around`` (a message id) the window centred on that message. Consecutive
-    messages compressed into the same checkpoint are grouped under its marker; the rest is a
-    link away ("earlier", "show the latest"), on the full history page and in the export."""
-    total = session.messages.count()
-    end = total
-    if before is not None and 1 < before <= total:
-        end = before - 1  # positions are 1-based and gapless: position p is row p - 1
-    start = max(end - HISTORY_WINDOW, 0)
-    if around is not None:
-        position = session.messages.filter(pk=around).values_list("position", flat=True).first()
-        if position is not None and position <= start:
-            start = max(position - HISTORY_WINDOW // 2, 0)
-            end = min(start + HISTORY_WINDOW, total)
-    # The group markers need only a checkpoint's number, level and merge; its texts and facts
-    # (JSON, large after many compressions) stay in the database.
-    messages = list(session_history(session=session).defer(*CHECKPOINT_TEXTS)[start:end])
-    groups = [
-        (checkpoint_id and rows[0].compressed_into, rows)
-        for checkpoint_id, rows in (
-            (key, list(group)) for key, group in groupby(messages, key=lambda m: m.compressed_into_id)
-        )
-    ]
-    return {
-        "groups": groups,
-        "hidden_count": start,
-        "first_position": start + 1,
-        "later_count": total - end,
+@login_required
+@require_POST
+def session_settings(request: HttpRequest, session_id: UUID) -> HttpResponse:
+    session = session_for_owner(user=request.user, session_id=session_id)
+    values = {
+        "compression": {
+            "enabled": request.POST.get("compression_enabled") == "1",
+            "strategy": request.POST.get("strategy", ""),
+            # Left empty, a token value follows the context size (not stored).
+            **{
+                name: _number(request, name)
+                for name in ("preserve_recent", "summary_max_tokens")
+                if request.POST.get(name, "").strip()
+            },
+        },
+        "snapshots": {
+            "enabled": request.POST.get("snapshots_enabled") == "1",
+            "auto_create": request.POST.get("auto_create") == "1",
+            "auto_threshold": _number(request, "auto_threshold"),
+        },
     }
-
-
-def chat_fragments(kind: str, session_id: UUID, *, session: Session | None = None, **extra: Any) -> str:
-    """HTML frames for the chat socket, swapped into the page out of band by id.
-
-    ``turn_start``: the stored user message and an empty reply; ``turn_done``: the stored
-    reply in place of the streamed one (the whole history instead with ``with_history``)
-    and the panels, from the turn's ``reading`` of the context while it holds, the goals panel
-    only when ``goals_changed``; ``turn_stopped`` and ``history``: the history and panels again;
-    ``event``: a context event's line, and the history unless a reply is streaming.
-    ``session``: the session as the caller has just read it (it is read here otherwise).
-    """
-    from contextmgr.presentation import describe_event
-    from contextmgr.views import goals_context, snapshots_context
-
-    if session is None:
-        session = Session.objects.get(pk=session_id)
-    context: dict[str, Any] = {"session": session, "kind": kind, "can_write": True, "oob": True, **extra}
-    with_history = kind in ("turn_stopped", "history") or (
-        kind in ("turn_done", "event") and bool(extra.get("with_history"))
+    error = ""
+    try:
+        session = session_update(session=session, settings=values, summary_model=request.POST.get("summary_model", ""))
+    except ValidationError as exc:
+        error = " ".join(exc.messages)
+        session.refresh_from_db()
+    return render(
+        request,
+        "chat/_settings_response.html",
+        {
+            "session": session,
+            "can_write": True,
+            "settings_error": error,
+            "settings_saved": not error,
+            **settings_context(session),
+            **context_panel(session),
+        },
+        status=422 if error else 200,
     )
-    if kind != "turn_start":
-        context.update(context_panel(session, extra.get("reading")))
-        # The goals panel changes in a turn through the reply's markers, or from elsewhere meanwhile.
-        context["with_goals"] = kind != "turn_done" or with_history or bool(extra.get("goals_changed"))
-        if context["with_goals"]:
-            context.update(goals_context(session))
-    if with_history:
-        context.update(history_groups(session))
-        context["with_history"] = True
-    if kind == "event":
-        event = extra["event"]
-        context["event_line"] = describe_event(event["type"], event["payload"])
-        context.update(snapshots_context(session))
-    return render_to_string("chat/ws/_fragments.html", context)
+
+
+@login_required
+@require_POST
+def session_continue_view(request: HttpRequest, session_id: UUID) -> HttpResponse:
+    successor = session_continue(session=session_for_owner(user=request.user, session_id=session_id))
+    if request.headers.get("HX-Request"):
+        return HttpResponseClientRedirect(reverse("chat:chat", args=[successor.pk]))
+    return redirect("chat:chat", session_id=successor.pk)

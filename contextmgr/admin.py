@@ -5,7 +5,6 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from chat.admin import ReadOnlyInline
 from contextmgr.models import (
     Artifact,
     Checkpoint,
@@ -16,6 +15,18 @@ from contextmgr.models import (
     GoalCheckpoint,
     Snapshot,
 )
+
+
+class ReadOnlyInline(admin.TabularInline):  # type: ignore[type-arg]
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
 
 class ReviewOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]

@@ -3,17 +3,16 @@
 # No `from __future__ import annotations` here: ninja reads the views' annotations
 # as real types to build their parameter models.
 
-from typing import Any, TypeVar
+from typing import Any
 from uuid import UUID
 
-from django.db.models import Model, QuerySet
+from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.shortcuts import get_object_or_404
 from ninja import Router, Status
 from ninja.pagination import paginate
 
-from chat.api import api_user, owned_session
-from contextmgr.llm import get_gateway
+from accounts.auth import api_user
+from chat.selectors import session_for_owner
 from contextmgr.models import Checkpoint, ContextEvent, Decision, Goal, GoalCheckpoint, Snapshot
 from contextmgr.schemas import (
     ArtifactIn,
@@ -40,6 +39,10 @@ from contextmgr.schemas import (
     SnapshotOut,
 )
 from contextmgr.selectors import (
+    owned_decision,
+    owned_goal,
+    owned_goal_checkpoint,
+    owned_snapshot,
     session_checkpoints,
     session_events,
     session_goals,
@@ -62,30 +65,24 @@ from contextmgr.services.snapshots import snapshot_create, snapshot_restore
 from ollm_site.pagination import Pages
 
 router = Router(tags=["context"])
-M = TypeVar("M", bound=Model)
-
-
-def _owned(request: HttpRequest, model: type[M], pk: int, owner_path: str = "session__owner") -> M:
-    """An object of one of the caller's sessions; anyone else's answers 404."""
-    return get_object_or_404(model._default_manager.filter(**{owner_path: api_user(request)}), pk=pk)
 
 
 @router.get("/sessions/{session_id}/context", response=ContextOut)
 def context_detail(request: HttpRequest, session_id: UUID) -> ContextOut:
     """The budget from stored counts, the reliability score and the context line."""
-    return ContextOut.of(owned_session(request, session_id))
+    return ContextOut.of(session_for_owner(user=api_user(request), session_id=session_id))
 
 
 @router.get("/sessions/{session_id}/prompt", response=PromptOut)
 def prompt_detail(request: HttpRequest, session_id: UUID) -> PromptOut:
     """The exact messages the next call sends (system, goal and checkpoint blocks travel as one system message)."""
-    return PromptOut.of(session_prompt(session=owned_session(request, session_id), gateway=get_gateway()))
+    return PromptOut.of(session_prompt(session=session_for_owner(user=api_user(request), session_id=session_id)))
 
 
 @router.post("/sessions/{session_id}/compress", response={200: CompressResult, 202: CompressScheduled})
 def compress(request: HttpRequest, session_id: UUID, wait: bool = False) -> Any:
     """Compress now, due or not: in the background (202), or with ``?wait=true`` answering with the outcome (200)."""
-    session = owned_session(request, session_id)
+    session = session_for_owner(user=api_user(request), session_id=session_id)
     if not wait:
         before = session_last_event_id(session=session)
         compression_schedule(session_id=session.pk, reason="requested", force=True)
@@ -106,20 +103,22 @@ def compress(request: HttpRequest, session_id: UUID, wait: bool = False) -> Any:
 @router.get("/sessions/{session_id}/checkpoints", response=list[CheckpointOut])
 @paginate(Pages)
 def checkpoints_list(request: HttpRequest, session_id: UUID) -> QuerySet[Checkpoint]:
-    return session_checkpoints(session=owned_session(request, session_id))
+    return session_checkpoints(session=session_for_owner(user=api_user(request), session_id=session_id))
 
 
 @router.get("/sessions/{session_id}/goals", response=list[GoalOut])
 @paginate(Pages)
 def goals_list(request: HttpRequest, session_id: UUID) -> QuerySet[Goal]:
-    return session_goals(session=owned_session(request, session_id))
+    return session_goals(session=session_for_owner(user=api_user(request), session_id=session_id))
 
 
 @router.post("/sessions/{session_id}/goals", response={201: GoalOut})
 def goal_create_view(request: HttpRequest, session_id: UUID, payload: GoalIn) -> Any:
     """A new active goal; the one active before is paused."""
     goal = goal_create(
-        session=owned_session(request, session_id), description=payload.description, priority=payload.priority
+        session=session_for_owner(user=api_user(request), session_id=session_id),
+        description=payload.description,
+        priority=payload.priority,
     )
     return Status(201, goal)
 
@@ -127,7 +126,7 @@ def goal_create_view(request: HttpRequest, session_id: UUID, payload: GoalIn) ->
 @router.patch("/goals/{goal_id}", response=GoalOut)
 def goal_patch(request: HttpRequest, goal_id: ObjectId, payload: GoalPatch) -> Goal:
     return goal_update(
-        goal=_owned(request, Goal, goal_id),
+        goal=owned_goal(user=api_user(request), goal_id=goal_id),
         description=payload.description,
         priority=payload.priority,
         status=payload.status,
@@ -137,14 +136,14 @@ def goal_patch(request: HttpRequest, goal_id: ObjectId, payload: GoalPatch) -> G
 @router.delete("/goals/{goal_id}", response={204: None})
 def goal_delete_view(request: HttpRequest, goal_id: ObjectId) -> Any:
     """Delete a goal and its checkpoints; its decisions and artifacts stay with the session."""
-    goal_delete(goal=_owned(request, Goal, goal_id))
+    goal_delete(goal=owned_goal(user=api_user(request), goal_id=goal_id))
     return Status(204, None)
 
 
 @router.post("/goals/{goal_id}/checkpoints", response={201: GoalCheckpointOut})
 def goal_checkpoint_create(request: HttpRequest, goal_id: ObjectId, payload: GoalCheckpointIn) -> Any:
     """Add a goal checkpoint, or set the status of the one with the same description."""
-    goal = _owned(request, Goal, goal_id)
+    goal = owned_goal(user=api_user(request), goal_id=goal_id)
     return Status(201, goal_checkpoint_set(goal=goal, description=payload.description, status=payload.status))
 
 
@@ -152,14 +151,14 @@ def goal_checkpoint_create(request: HttpRequest, goal_id: ObjectId, payload: Goa
 def goal_checkpoint_patch(
     request: HttpRequest, checkpoint_id: ObjectId, payload: GoalCheckpointPatch
 ) -> GoalCheckpoint:
-    checkpoint = _owned(request, GoalCheckpoint, checkpoint_id, "goal__session__owner")
+    checkpoint = owned_goal_checkpoint(user=api_user(request), checkpoint_id=checkpoint_id)
     return goal_checkpoint_update(checkpoint=checkpoint, description=payload.description, status=payload.status)
 
 
 @router.post("/goals/{goal_id}/decisions", response={201: DecisionOut})
 def decision_create(request: HttpRequest, goal_id: ObjectId, payload: DecisionIn) -> Any:
     """Record a decision, or set the lock of the one with the same description. Locked ones are never compressed."""
-    goal = _owned(request, Goal, goal_id)
+    goal = owned_goal(user=api_user(request), goal_id=goal_id)
     decision = decision_record(session=goal.session, goal=goal, description=payload.description, locked=payload.locked)
     return Status(201, decision)
 
@@ -167,33 +166,35 @@ def decision_create(request: HttpRequest, goal_id: ObjectId, payload: DecisionIn
 @router.patch("/decisions/{decision_id}", response=DecisionOut)
 def decision_patch(request: HttpRequest, decision_id: ObjectId, payload: DecisionPatch) -> Decision:
     return decision_update(
-        decision=_owned(request, Decision, decision_id), description=payload.description, locked=payload.locked
+        decision=owned_decision(user=api_user(request), decision_id=decision_id),
+        description=payload.description,
+        locked=payload.locked,
     )
 
 
 @router.post("/goals/{goal_id}/artifacts", response={201: ArtifactOut})
 def artifact_create(request: HttpRequest, goal_id: ObjectId, payload: ArtifactIn) -> Any:
-    goal = _owned(request, Goal, goal_id)
+    goal = owned_goal(user=api_user(request), goal_id=goal_id)
     return Status(201, artifact_record(session=goal.session, goal=goal, path=payload.path, action=payload.action))
 
 
 @router.get("/sessions/{session_id}/snapshots", response=list[SnapshotOut])
 @paginate(Pages)
 def snapshots_list(request: HttpRequest, session_id: UUID) -> QuerySet[Snapshot]:
-    return session_snapshots(session=owned_session(request, session_id))
+    return session_snapshots(session=session_for_owner(user=api_user(request), session_id=session_id))
 
 
 @router.post("/sessions/{session_id}/snapshots", response={201: SnapshotOut})
 def snapshot_create_view(request: HttpRequest, session_id: UUID, payload: SnapshotIn) -> Any:
     """An immutable snapshot of the session's whole state."""
-    session = owned_session(request, session_id)
+    session = session_for_owner(user=api_user(request), session_id=session_id)
     return Status(201, snapshot_create(session=session, kind=Snapshot.Kind.MANUAL, reason=payload.reason))
 
 
 @router.post("/snapshots/{snapshot_id}/restore", response=RestoreOut)
 def snapshot_restore_view(request: HttpRequest, snapshot_id: ObjectId) -> Any:
     """Return the active context to the snapshot's; a snapshot of the state before is taken first (the undo)."""
-    snapshot = _owned(request, Snapshot, snapshot_id)
+    snapshot = owned_snapshot(user=api_user(request), snapshot_id=snapshot_id)
     undo = snapshot_restore(snapshot=snapshot)
     session = snapshot.session
     session.refresh_from_db()
@@ -204,4 +205,4 @@ def snapshot_restore_view(request: HttpRequest, snapshot_id: ObjectId) -> Any:
 @paginate(Pages)
 def events_list(request: HttpRequest, session_id: UUID, after: EventCursor = 0) -> QuerySet[ContextEvent]:
     """The session's events in order, those after event ``after`` only when it is given."""
-    return session_events(session=owned_session(request, session_id), after=after)
+    return session_events(session=session_for_owner(user=api_user(request), session_id=session_id), after=after)

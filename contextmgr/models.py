@@ -7,6 +7,7 @@ from typing import Any
 from django.db import models
 
 from contextmgr.core.aging import Level
+from contextmgr.core.ranges import MessageRange
 
 MAX_GOAL_CHARS = 2000
 MAX_PATH_CHARS = 1000
@@ -36,7 +37,19 @@ class Checkpoint(models.Model):
     session = models.ForeignKey("chat.Session", on_delete=models.CASCADE, related_name="checkpoints")
     number = models.PositiveIntegerField(help_text="The compression that created it (1 = first).")
     level = models.PositiveSmallIntegerField(choices=LEVEL_CHOICES, default=Level.RECENT)
-    range_label = models.CharField(max_length=100, help_text='For example "Messages 1-50".')
+    first_position = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Position of the oldest message it stands for; empty when it holds none of its session's.",
+    )
+    last_position = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Position of the newest message it stands for; empty with the first."
+    )
+    origin = models.CharField(
+        max_length=250,
+        blank=True,
+        help_text='What it stands for besides its session\'s messages, for example "Carried over from “Plans”".',
+    )
     summary = models.TextField()
     strategy = models.CharField(max_length=16, choices=Strategy.choices, default=Strategy.SUMMARIZE)
     original_tokens = models.PositiveIntegerField()
@@ -86,6 +99,19 @@ class Checkpoint(models.Model):
     @property
     def level_label(self) -> str:
         return Level(self.level).label
+
+    @property
+    def message_range(self) -> MessageRange:
+        return MessageRange(self.first_position, self.last_position, self.origin)
+
+    @message_range.setter
+    def message_range(self, value: MessageRange) -> None:
+        self.first_position, self.last_position, self.origin = value.first, value.last, value.origin
+
+    @property
+    def range_label(self) -> str:
+        """The range as shown, for example "Messages 1-50" (``contextmgr.core.ranges``)."""
+        return self.message_range.label
 
     @property
     def is_active(self) -> bool:

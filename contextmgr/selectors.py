@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
 from django.db.models import Max, QuerySet, Sum
+from django.shortcuts import get_object_or_404
 
 from chat.models import Message, Session
 from contextmgr.core.aging import Level
@@ -24,7 +25,7 @@ from contextmgr.core.prompts import (
 )
 from contextmgr.core.reliability import CheckpointRetention, Reliability, compute_reliability, context_line
 from contextmgr.core.retention import facts_from_json
-from contextmgr.core.tokens import TokenCount, count_text_tokens
+from contextmgr.core.tokens import TokenCount
 from contextmgr.core.window import (
     ActiveMessage,
     CheckpointView,
@@ -33,9 +34,8 @@ from contextmgr.core.window import (
     chat_messages,
     render_checkpoint,
     render_system,
-    window_budget,
 )
-from contextmgr.llm import ChatMessage, Gateway, LLMError
+from contextmgr.llm import ChatMessage, Gateway, LLMError, get_gateway
 from contextmgr.models import (
     Artifact,
     Checkpoint,
@@ -46,6 +46,7 @@ from contextmgr.models import (
     GoalCheckpoint,
     Snapshot,
 )
+from contextmgr.resources import count_text_tokens
 
 
 def active_checkpoints(*, session: Session) -> QuerySet[Checkpoint]:
@@ -112,7 +113,15 @@ def checkpoint_view(checkpoint: Checkpoint) -> CheckpointView:
 
 def session_window(*, session: Session) -> tuple[WindowBlock, ...]:
     """The exact context the next call sends, block by block, with stored token counts."""
-    return session_reading(session=session).window
+    pinned = pinned_block(session=session)
+    checkpoints = active_checkpoints(session=session)
+    messages = active_messages(session=session).only("id", "role", "content", "tokens")
+    return assemble_window(
+        system=render_system(session.system_prompt, pinned),
+        system_tokens=session.system_prompt_tokens + (count_text_tokens(pinned) if pinned else 0),
+        checkpoints=[(cp.id, render_checkpoint(checkpoint_view(cp)), cp.current_tokens) for cp in checkpoints],
+        messages=[ActiveMessage(m.id, m.role, m.content, m.tokens) for m in messages],
+    )
 
 
 def session_budget(*, session: Session) -> Budget:
@@ -155,15 +164,10 @@ class ContextReport:
     reliability: Reliability
     display: str
     compression_count: int
-    # The session's context version when this was read: it holds while the version does.
-    context_version: int
 
 
-def session_context(*, session: Session, reading: ContextReport | None = None) -> ContextReport:
-    """The context as pages and the API show it. ``reading``: one taken earlier (at the end of a
-    turn), returned as it is while ``session`` is still at the context version it was taken at."""
-    if reading is not None and reading.context_version == session.context_version:
-        return reading
+def session_context(*, session: Session) -> ContextReport:
+    """The context as pages and the API show it."""
     return _context_report(
         session,
         budget=session_budget(session=session),
@@ -189,64 +193,11 @@ def _context_report(
             compression_count=session.compression_count,
         ),
         compression_count=session.compression_count,
-        context_version=session.context_version,
-    )
-
-
-@dataclass(frozen=True)
-class ContextReading:
-    """The window and its report, read together in one pass (as a turn does before the reply)."""
-
-    window: tuple[WindowBlock, ...]
-    report: ContextReport
-    session_inputs: tuple[object, ...]
-
-
-def session_reading(*, session: Session) -> ContextReading:
-    """The window the next call sends and the context report of the same rows: each table is read
-    once, where ``session_window`` and ``session_context`` apart read some twice."""
-    pinned = pinned_block(session=session)
-    checkpoints = list(active_checkpoints(session=session))
-    messages = list(active_messages(session=session).only("id", "role", "content", "tokens", "tokens_exact"))
-    window = assemble_window(
-        system=render_system(session.system_prompt, pinned),
-        system_tokens=session.system_prompt_tokens + (count_text_tokens(pinned) if pinned else 0),
-        checkpoints=[(cp.id, render_checkpoint(checkpoint_view(cp)), cp.current_tokens) for cp in checkpoints],
-        messages=[ActiveMessage(m.id, m.role, m.content, m.tokens) for m in messages],
-    )
-    report = _context_report(
-        session,
-        budget=window_budget(window, max_tokens=session.max_tokens),
-        reliability=_reliability(session, checkpoints),
-        messages_exact=all(m.tokens_exact for m in messages),
-    )
-    return ContextReading(window=window, report=report, session_inputs=session.context_inputs())
-
-
-def session_context_with(*, reading: ContextReading, message: Message) -> ContextReport:
-    """The context once ``message`` is stored after ``reading`` was taken.
-
-    ``message``: as ``message_create`` has just returned it, with ``message.session`` the session
-    row as the message's own transaction read it. When that message is the only change to the context
-    since the reading (it raised the context version by one, and the session's settings are as
-    they were), the report is the reading's plus the message, with no query; otherwise it is
-    read afresh.
-    """
-    session = message.session
-    report = reading.report
-    if session.context_version != report.context_version + 1 or session.context_inputs() != reading.session_inputs:
-        return session_context(session=session)
-    budget = replace(report.budget, active_tokens=report.budget.active_tokens + message.tokens)
-    return _context_report(
-        session,
-        budget=budget,
-        reliability=report.reliability,
-        messages_exact=report.messages_exact and message.tokens_exact,
     )
 
 
 def session_context_version(*, session_id: UUID) -> int:
-    """The session's context version as stored now: whether a reading taken at another still holds."""
+    """The session's context version as stored now."""
     return Session.objects.values_list("context_version", flat=True).get(pk=session_id)
 
 
@@ -271,7 +222,7 @@ class Prompt:
     exact: bool
 
 
-def session_prompt(*, session: Session, gateway: Gateway) -> Prompt:
+def session_prompt(*, session: Session, gateway: Gateway | None = None) -> Prompt:
     """What the next call sends, block by block, with the system prompt and the pinned goal block apart.
 
     The system, goal and checkpoint blocks travel joined as one system message;
@@ -299,7 +250,7 @@ def session_prompt(*, session: Session, gateway: Gateway) -> Prompt:
         *(PromptBlock(b.kind, b.role, b.content, b.tokens, title(b)) for b in window if b.kind != "system"),
     )
     try:
-        count = gateway.count_prompt(
+        count = (gateway or get_gateway()).count_prompt(
             [ChatMessage(role, content) for role, content in chat_messages(window)], session.model
         )
     except LLMError:
@@ -372,7 +323,9 @@ def session_state(*, session: Session) -> dict[str, Any]:
                 "id": cp.id,
                 "number": cp.number,
                 "level": cp.level,
-                "range_label": cp.range_label,
+                "first_position": cp.first_position,
+                "last_position": cp.last_position,
+                "origin": cp.origin,
                 "summary": cp.summary,
                 "strategy": cp.strategy,
                 "original_tokens": cp.original_tokens,
@@ -459,24 +412,26 @@ def reliability_history(*, session: Session) -> list[tuple[datetime, float]]:
     return points
 
 
-def owned_goal(*, user: Any, goal_id: int) -> Goal | None:
-    return Goal.objects.select_related("session").filter(pk=goal_id, session__owner=user).first()
+# Who owns what: every object below belongs to the owner of its session. Another user's
+# answers Http404, as one that does not exist.
 
 
-def owned_goal_checkpoint(*, user: Any, checkpoint_id: int) -> GoalCheckpoint | None:
-    return (
-        GoalCheckpoint.objects.select_related("goal__session")
-        .filter(pk=checkpoint_id, goal__session__owner=user)
-        .first()
+def owned_goal(*, user: Any, goal_id: int) -> Goal:
+    return get_object_or_404(Goal.objects.select_related("session"), pk=goal_id, session__owner=user)
+
+
+def owned_goal_checkpoint(*, user: Any, checkpoint_id: int) -> GoalCheckpoint:
+    return get_object_or_404(
+        GoalCheckpoint.objects.select_related("goal__session"), pk=checkpoint_id, goal__session__owner=user
     )
 
 
-def owned_decision(*, user: Any, decision_id: int) -> Decision | None:
-    return Decision.objects.select_related("session").filter(pk=decision_id, session__owner=user).first()
+def owned_decision(*, user: Any, decision_id: int) -> Decision:
+    return get_object_or_404(Decision.objects.select_related("session"), pk=decision_id, session__owner=user)
 
 
-def owned_snapshot(*, user: Any, snapshot_id: int) -> Snapshot | None:
-    return Snapshot.objects.select_related("session").filter(pk=snapshot_id, session__owner=user).first()
+def owned_snapshot(*, user: Any, snapshot_id: int) -> Snapshot:
+    return get_object_or_404(Snapshot.objects.select_related("session"), pk=snapshot_id, session__owner=user)
 
 
 def decisions_of_session(*, session: Session) -> QuerySet[Decision]:

@@ -7,11 +7,11 @@ from uuid import UUID
 
 from celery import shared_task
 
-from contextmgr.services.compression import compression_run
+from contextmgr.services.compression import COMPRESS_TASK, compression_run
 from contextmgr.services.lease import lease_expires_in
 
 
-@shared_task(bind=True, acks_late=True)  # type: ignore[untyped-decorator]
+@shared_task(name=COMPRESS_TASK, bind=True, acks_late=True)  # type: ignore[untyped-decorator]
 def compress_session(self: Any, session_id: str, reason: str, force: bool = False) -> str:
     if (self.request.delivery_info or {}).get("redelivered"):
         # Handed back because the worker running it died (acks_late, reject_on_worker_lost): the

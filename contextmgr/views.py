@@ -12,23 +12,18 @@ from django.core.exceptions import ValidationError
 from django.core.paginator import Page, Paginator
 from django.db import transaction
 from django.db.models import QuerySet
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from django_htmx.http import HttpResponseClientRedirect
 
 from chat.models import Message, Session
-from chat.services import session_update
-from chat.views import context_panel, owned, viewable
-from contextmgr.core.config import STRATEGIES
+from chat.selectors import session_for_owner, session_for_viewer
 from contextmgr.core.reliability import compute_reliability
-from contextmgr.models import Artifact, Goal, Snapshot
+from contextmgr.models import Goal, Snapshot
+from contextmgr.panels import context_panel, goals_context, snapshots_context
 from contextmgr.presentation import describe_event, reliability_chart
 from contextmgr.selectors import (
     active_goal,
-    artifacts_of_session,
-    decisions_of_session,
     owned_decision,
     owned_goal,
     owned_goal_checkpoint,
@@ -36,14 +31,10 @@ from contextmgr.selectors import (
     reliability_history,
     session_checkpoints,
     session_events,
-    session_goals,
-    session_snapshots,
 )
 from contextmgr.services.compression import (
     compression_running,
     compression_schedule,
-    session_config,
-    session_effective_limits,
 )
 from contextmgr.services.goals import (
     artifact_record,
@@ -55,24 +46,7 @@ from contextmgr.services.goals import (
     goal_delete,
     goal_update,
 )
-from contextmgr.services.session_settings import session_continue, session_set_context_settings
 from contextmgr.services.snapshots import SnapshotError, snapshot_create, snapshot_restore
-
-
-def goals_context(session: Session) -> dict[str, Any]:
-    return {
-        "goals": session_goals(session=session),
-        "decisions": decisions_of_session(session=session),
-        "artifacts": artifacts_of_session(session=session)[:20],
-        "priorities": Goal.Priority.values,
-        "statuses": Goal.Status.values,
-        "artifact_actions": Artifact.Action.values,
-    }
-
-
-def snapshots_context(session: Session) -> dict[str, Any]:
-    # The panel lists when, what kind and how big; each state (JSON) is read only by a restore.
-    return {"snapshots": session_snapshots(session=session).defer("state")[:20]}
 
 
 def _goals_panel(request: HttpRequest, session: Session, error: str = "") -> HttpResponse:
@@ -106,7 +80,7 @@ def _optional(request: HttpRequest, name: str) -> str | None:
 @login_required
 @require_POST
 def goal_new(request: HttpRequest, session_id: UUID) -> HttpResponse:
-    session = owned(request, session_id)
+    session = session_for_owner(user=request.user, session_id=session_id)
     return _apply(
         request,
         session,
@@ -121,7 +95,7 @@ def goal_new(request: HttpRequest, session_id: UUID) -> HttpResponse:
 @login_required
 @require_POST
 def goal_edit(request: HttpRequest, goal_id: int) -> HttpResponse:
-    goal = owned_goal(user=request.user, goal_id=goal_id) or _missing()
+    goal = owned_goal(user=request.user, goal_id=goal_id)
     return _apply(
         request,
         goal.session,
@@ -137,14 +111,14 @@ def goal_edit(request: HttpRequest, goal_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def goal_remove(request: HttpRequest, goal_id: int) -> HttpResponse:
-    goal = owned_goal(user=request.user, goal_id=goal_id) or _missing()
+    goal = owned_goal(user=request.user, goal_id=goal_id)
     return _apply(request, goal.session, lambda: goal_delete(goal=goal))
 
 
 @login_required
 @require_POST
 def goal_checkpoint_new(request: HttpRequest, goal_id: int) -> HttpResponse:
-    goal = owned_goal(user=request.user, goal_id=goal_id) or _missing()
+    goal = owned_goal(user=request.user, goal_id=goal_id)
     return _apply(
         request, goal.session, lambda: goal_checkpoint_set(goal=goal, description=request.POST.get("description", ""))
     )
@@ -153,7 +127,7 @@ def goal_checkpoint_new(request: HttpRequest, goal_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def goal_checkpoint_edit(request: HttpRequest, checkpoint_id: int) -> HttpResponse:
-    checkpoint = owned_goal_checkpoint(user=request.user, checkpoint_id=checkpoint_id) or _missing()
+    checkpoint = owned_goal_checkpoint(user=request.user, checkpoint_id=checkpoint_id)
     return _apply(
         request,
         checkpoint.goal.session,
@@ -166,7 +140,7 @@ def goal_checkpoint_edit(request: HttpRequest, checkpoint_id: int) -> HttpRespon
 @login_required
 @require_POST
 def decision_new(request: HttpRequest, session_id: UUID) -> HttpResponse:
-    session = owned(request, session_id)
+    session = session_for_owner(user=request.user, session_id=session_id)
     return _apply(
         request,
         session,
@@ -182,7 +156,7 @@ def decision_new(request: HttpRequest, session_id: UUID) -> HttpResponse:
 @login_required
 @require_POST
 def decision_edit(request: HttpRequest, decision_id: int) -> HttpResponse:
-    decision = owned_decision(user=request.user, decision_id=decision_id) or _missing()
+    decision = owned_decision(user=request.user, decision_id=decision_id)
     return _apply(
         request,
         decision.session,
@@ -195,7 +169,7 @@ def decision_edit(request: HttpRequest, decision_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def artifact_new(request: HttpRequest, session_id: UUID) -> HttpResponse:
-    session = owned(request, session_id)
+    session = session_for_owner(user=request.user, session_id=session_id)
     return _apply(
         request,
         session,
@@ -205,14 +179,10 @@ def artifact_new(request: HttpRequest, session_id: UUID) -> HttpResponse:
     )
 
 
-def _missing() -> Any:
-    raise Http404("Not found.")
-
-
 @login_required
 @require_POST
 def snapshot_new(request: HttpRequest, session_id: UUID) -> HttpResponse:
-    session = owned(request, session_id)
+    session = session_for_owner(user=request.user, session_id=session_id)
     snapshot_create(session=session, kind=Snapshot.Kind.MANUAL, reason="created from the dashboard")
     return render(
         request, "chat/_snapshots.html", {"session": session, "can_write": True, **snapshots_context(session)}
@@ -222,7 +192,7 @@ def snapshot_new(request: HttpRequest, session_id: UUID) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def snapshot_restore_page(request: HttpRequest, snapshot_id: int) -> HttpResponse:
-    snapshot = owned_snapshot(user=request.user, snapshot_id=snapshot_id) or _missing()
+    snapshot = owned_snapshot(user=request.user, snapshot_id=snapshot_id)
     session = snapshot.session
     error = ""
     if request.method == "POST":
@@ -250,7 +220,7 @@ def snapshot_restore_page(request: HttpRequest, snapshot_id: int) -> HttpRespons
 @login_required
 @require_POST
 def compress_now(request: HttpRequest, session_id: UUID) -> HttpResponse:
-    session = owned(request, session_id)
+    session = session_for_owner(user=request.user, session_id=session_id)
     if compression_running(session_id=session.pk):
         text = "A compression of this session is already running."
     else:
@@ -263,7 +233,7 @@ def compress_now(request: HttpRequest, session_id: UUID) -> HttpResponse:
 @login_required
 @require_GET
 def timeline(request: HttpRequest, session_id: UUID) -> HttpResponse:
-    session = viewable(request, session_id)
+    session = session_for_viewer(user=request.user, session_id=session_id)
     start = compute_reliability(
         parameter_size_b=session.model_parameter_size_b, compression_count=0, checkpoints=[]
     ).score
@@ -295,80 +265,3 @@ def _newest_page(rows: QuerySet[Any], number: str) -> Page[Any]:
     paginator = Paginator(rows, TIMELINE_PAGE)
     wanted = int(number) if number.isascii() and number.isdigit() and len(number) < 10 else paginator.num_pages
     return paginator.get_page(wanted)
-
-
-def settings_context(session: Session) -> dict[str, Any]:
-    """The settings panel: the session's settings, what they come to on its context (``limits``),
-    and the token values it set itself (``explicit``; the others follow the context size)."""
-    config = session_config(session)
-    explicit = session.settings.get("compression") if isinstance(session.settings, dict) else None
-    return {
-        "config": config,
-        "limits": session_effective_limits(session, config),
-        "explicit": explicit if isinstance(explicit, dict) else {},
-        "strategies": STRATEGIES,
-    }
-
-
-def _number(request: HttpRequest, name: str) -> int | float | str:
-    """A number from the form; text that is not one goes through so validation can name it."""
-    raw = request.POST.get(name, "").strip()
-    for kind in (int, float):
-        try:
-            return kind(raw)
-        except ValueError:
-            continue
-    return raw
-
-
-@login_required
-@require_POST
-def session_settings(request: HttpRequest, session_id: UUID) -> HttpResponse:
-    session = owned(request, session_id)
-    values = {
-        "compression": {
-            "enabled": request.POST.get("compression_enabled") == "1",
-            "strategy": request.POST.get("strategy", ""),
-            # Left empty, a token value follows the context size (not stored).
-            **{
-                name: _number(request, name)
-                for name in ("preserve_recent", "summary_max_tokens")
-                if request.POST.get(name, "").strip()
-            },
-        },
-        "snapshots": {
-            "enabled": request.POST.get("snapshots_enabled") == "1",
-            "auto_create": request.POST.get("auto_create") == "1",
-            "auto_threshold": _number(request, "auto_threshold"),
-        },
-    }
-    error = ""
-    try:
-        with transaction.atomic():
-            session = session_set_context_settings(session=session, settings=values)
-            session = session_update(session=session, summary_model=request.POST.get("summary_model", ""))
-    except ValidationError as exc:
-        error = " ".join(exc.messages)
-        session.refresh_from_db()
-    return render(
-        request,
-        "chat/_settings_response.html",
-        {
-            "session": session,
-            "can_write": True,
-            "settings_error": error,
-            "settings_saved": not error,
-            **settings_context(session),
-            **context_panel(session),
-        },
-        status=422 if error else 200,
-    )
-
-
-@login_required
-@require_POST
-def session_continue_view(request: HttpRequest, session_id: UUID) -> HttpResponse:
-    successor = session_continue(session=owned(request, session_id))
-    if request.headers.get("HX-Request"):
-        return HttpResponseClientRedirect(reverse("chat:chat", args=[successor.pk]))
-    return redirect("chat:chat", session_id=successor.pk)

@@ -19,7 +19,7 @@ from accounts.auth import CookieAuth, TokenAuth
 from chat.api import router as chat_router
 from chat.imports import ImportTooLarge
 from contextmgr.api import router as context_router
-from contextmgr.llm import BackendUnavailable, ContextOverflow, LLMError, LLMTimeout
+from contextmgr.llm.types import BackendUnavailable, ContextOverflow, LLMError, LLMTimeout
 from contextmgr.services.snapshots import SnapshotError
 from search.api import router as search_router
 

@@ -1,4 +1,4 @@
-"""Settings, all from environment variables (see README and .env.example).
+"""Settings, all from environment variables (see docs/configuration.md and .env.example).
 
 With nothing set the app runs on its embedded default: SQLite, the in-memory
 channel layer and Celery tasks executed in-process. ``DATABASE_URL``,

@@ -102,7 +102,7 @@ def main(argv: list[str]) -> int:
     status = pytest.main([str(SUITE), "-q", "-p", "no:logging", *argv], plugins=[report])
     seconds = time.monotonic() - started
     print()
-    print("Spec conformance (../shared/spec/ContextCompression.md)")
+    print("Spec conformance (docs/spec/ContextCompression.md)")
     print(render(report.rows()))
     print(f"{seconds:.1f} s")
     return int(status)

@@ -13,7 +13,7 @@ from django.http import HttpRequest
 from ninja import Query, Router, Schema
 from pydantic import Field
 
-from chat.api import api_user
+from accounts.auth import api_user
 from search.selectors import DEFAULT_PAGE_SIZE, MATCH_CAP, MAX_PAGE, MAX_PAGE_SIZE, SearchFilters, search_history
 
 # Authentication is the API's own (a token, or the session cookie with CSRF).

@@ -14,6 +14,47 @@ def model_server(tmp_path_factory):
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def app_model_server(model_server):
+    """The app's own gateway (``get_gateway``) reaches the tests' model server: the in-process
+    suites (tests/integration, tests/spec) use it for every test."""
+    from django.conf import settings
+
+    from contextmgr.llm import get_gateway
+
+    previous = settings.OLLM_MODEL_SERVER_URL
+    settings.OLLM_MODEL_SERVER_URL = model_server.url
+    get_gateway.cache_clear()
+    yield model_server
+    settings.OLLM_MODEL_SERVER_URL = previous
+    get_gateway.cache_clear()
+
+
+@pytest.fixture(scope="session")
+def embedded_backend(model_server):
+    """The embedded backend, as the app makes it: a client of the bundled model server."""
+    from contextmgr.llm.embedded import EmbeddedBackend
+
+    return EmbeddedBackend(host=model_server.url, timeout=120)
+
+
+@pytest.fixture
+def fake_ollama(model_server):
+    """The same server as Ollama's stand-in (model ``SERVED_MODEL``), behaving normally at the start."""
+    model_server.reset()
+    yield model_server
+    model_server.reset()
+
+
+@pytest.fixture
+def gateway(fake_ollama):
+    """A gateway to Ollama's stand-in, passed to what a test calls (no app code is patched)."""
+    from contextmgr.llm.gateway import Gateway
+    from contextmgr.llm.ollama_backend import OllamaBackend
+
+    return Gateway(mode="ollama", embedded=None, ollama=OllamaBackend(host=fake_ollama.url, timeout=180))
+
+
 @pytest.fixture
 def user(django_user_model):
     return django_user_model.objects.create_user(username="alice", password="pw-alice-123")

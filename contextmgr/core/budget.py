@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 COMPRESSION_TRIGGER_RATIO = Fraction(4, 5)
+# The reply reserve: the fewest tokens a reply must have room for. A prompt that leaves less
+# waits for (or runs) a compression, and a compression that leaves less rolls over.
+REPLY_MIN_TOKENS = 32
 
 
 @dataclass(frozen=True)
@@ -68,3 +71,9 @@ def compute_budget(
         checkpoint_tokens=sum(checkpoint_tokens),
         active_tokens=active_tokens,
     )
+
+
+def prompt_room(num_ctx: int, *, reply_tokens: int = 0, reply_min: int = REPLY_MIN_TOKENS) -> int:
+    """The most tokens a prompt may take in a context of ``num_ctx``: what is left once the reply
+    reserve is held back, that is ``reply_tokens`` asked for and the ``reply_min`` any reply needs."""
+    return num_ctx - reply_tokens - reply_min

@@ -7,7 +7,7 @@ entry point gives the same clear error for the same mistake.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -111,6 +111,20 @@ def context_config_from_mapping(
             auto_threshold=float(threshold),
         ),
     )
+
+
+def auto_snapshot_due(
+    config: SnapshotConfig, *, taken_this_round: Callable[[], bool], usage: float | None = None
+) -> bool:
+    """The spec's automatic snapshot: one per compression round, taken when ``usage`` (of the
+    available budget) first reaches ``auto_threshold``, or just before the compression
+    (``usage`` None) if none was. ``taken_this_round`` says whether one was already taken since
+    the last compression; it is asked only when the rest of the policy calls for a snapshot."""
+    if not (config.enabled and config.auto_create):
+        return False
+    if usage is not None and usage < config.auto_threshold:
+        return False
+    return not taken_this_round()
 
 
 def effective_preserve_recent(config: CompressionConfig, available_tokens: int) -> int:

@@ -7,14 +7,18 @@ and system messages are never selected. A tool call and its results share a
 
 A rollover (``plan_rollover``) takes assistant and tool output first as well;
 user messages leave the active context only when the never-compressed part
-alone is at or over the trigger.
+alone is at or over the trigger. ``rollover_due`` says when a session that
+compressed (or had nothing to compress) must roll over, ``select_for_rollover``
+what a rollover takes, ``rollover_skip_reason`` why it has nothing to do.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
+
+from contextmgr.core.budget import REPLY_MIN_TOKENS, Budget, prompt_room
 
 Role = Literal["user", "assistant", "system", "tool"]
 COMPRESSIBLE_ROLES: frozenset[str] = frozenset({"assistant", "tool"})
@@ -79,7 +83,8 @@ class RolloverPlan:
 
     ``protected_tokens``: the part of the conversation no compression may take
     (user and system messages, the newest message and the tool groups tied to
-    them); ``user_messages``: how many user messages leave the active context.
+    them); ``user_messages``: how many user messages leave the active context;
+    ``goal_tokens`` and ``trigger_at``: what it was planned against.
     """
 
     message_ids: tuple[int, ...]
@@ -87,6 +92,8 @@ class RolloverPlan:
     user_messages: int
     kept_tokens: int
     protected_tokens: int
+    goal_tokens: int
+    trigger_at: int
 
     def __bool__(self) -> bool:
         return bool(self.message_ids)
@@ -143,4 +150,36 @@ def plan_rollover(messages: Sequence[ContextMessage], *, goal_tokens: int, trigg
         user_messages=sum(1 for m in chosen if m.role == "user"),
         kept_tokens=total,
         protected_tokens=protected,
+        goal_tokens=goal_tokens,
+        trigger_at=trigger_at,
     )
+
+
+def rollover_due(budget: Budget, *, reply_min: int = REPLY_MIN_TOKENS) -> bool:
+    """Whether a session that has just compressed, or has nothing left to compress, must roll over
+    now: its prompt leaves the reply less than its reserve, or it is still at its trigger."""
+    return budget.used > prompt_room(budget.max_tokens, reply_min=reply_min) or budget.compression_due
+
+
+def select_for_rollover(messages: Sequence[ContextMessage], budget: Budget, *, ultra_tokens: int) -> RolloverPlan:
+    """What a rollover of the active ``messages`` takes (``plan_rollover``), planned against the
+    trigger the session will have once its ultra checkpoint (``ultra_tokens``: its summary at its
+    target and its ledger) stands in for the checkpoints, so that the rollover does not leave the
+    conversation over its next trigger; the goal is half that trigger."""
+    trigger_at = replace(budget, checkpoint_tokens=max(budget.checkpoint_tokens, ultra_tokens)).trigger_at
+    return plan_rollover(messages, goal_tokens=trigger_at // 2, trigger_at=trigger_at)
+
+
+def rollover_skip_reason(plan: RolloverPlan, *, checkpoints: int) -> str | None:
+    """Why a rollover that would take ``plan`` and merge ``checkpoints`` checkpoints has nothing to
+    do, or None when it has something."""
+    if plan or checkpoints:
+        return None
+    if plan.kept_tokens <= plan.goal_tokens:
+        return "nothing to roll over: the conversation already fits in half the trigger"
+    if plan.protected_tokens < plan.trigger_at:
+        return (
+            f"nothing to roll over: no assistant output to take, and the user messages "
+            f"({plan.protected_tokens:,} tokens) are under the trigger ({plan.trigger_at:,})"
+        )
+    return "nothing to roll over: the newest message alone fills the context"

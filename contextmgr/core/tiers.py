@@ -1,20 +1,20 @@
 """Context profiles: the selectable sizes, their Ollama sizes and tiers.
 
-The table is data (``profiles.json``), not code branches, so a new size or a
-changed tier is an edit to one file. A per-model override replaces the Ollama
-size of a selection for one model (for example a model whose native context is
-smaller than the selection).
+The table is data (``profiles.json`` next to this module), not code branches, so
+a new size or a changed tier is an edit to one file. The adapter
+(``contextmgr.resources``) reads it once and hands it to ``profiles_from_data``.
+A per-model override replaces the Ollama size of a selection for one model (for
+example a model whose native context is smaller than the selection).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
+from typing import Any
 
-PROFILES_FILE = Path(__file__).with_name("profiles.json")
+# The table's file name, next to this module; only the adapter opens it.
+PROFILES_FILE_NAME = "profiles.json"
 
 
 class UnknownContextSize(ValueError):
@@ -46,10 +46,8 @@ class ContextProfile:
     tier: Tier
 
 
-@cache
-def context_profiles() -> tuple[ContextProfile, ...]:
-    """Every selectable size, smallest first, read once from ``profiles.json``."""
-    data = json.loads(PROFILES_FILE.read_text(encoding="utf-8"))
+def profiles_from_data(data: Mapping[str, Any]) -> tuple[ContextProfile, ...]:
+    """Every selectable size of the table ``data`` (``profiles.json``, parsed), smallest first."""
     tiers = {
         row["tier"]: Tier(
             number=row["tier"],
@@ -70,17 +68,17 @@ def context_profiles() -> tuple[ContextProfile, ...]:
     )
 
 
-def context_profile(size: int) -> ContextProfile:
-    """The profile of a selectable size; raises UnknownContextSize otherwise."""
-    for profile in context_profiles():
+def find_profile(profiles: Sequence[ContextProfile], size: int) -> ContextProfile:
+    """The profile of a selectable size among ``profiles``; raises UnknownContextSize otherwise."""
+    for profile in profiles:
         if profile.size == size:
             return profile
-    choices = ", ".join(f"{p.size} ({p.label})" for p in context_profiles())
+    choices = ", ".join(f"{p.size} ({p.label})" for p in profiles)
     raise UnknownContextSize(f"context size {size} is not offered; choose one of {choices}")
 
 
-def ollama_context_size(
-    size: int,
+def profile_num_ctx(
+    profile: ContextProfile,
     *,
     model: str | None = None,
     overrides: Mapping[str, Mapping[int, int]] | None = None,
@@ -89,9 +87,8 @@ def ollama_context_size(
 
     This, never the user's selection, is a session's ``max_tokens``.
     """
-    profile = context_profile(size)
     if model is not None and overrides:
         per_model = overrides.get(model, {})
-        if size in per_model:
-            return per_model[size]
+        if profile.size in per_model:
+            return per_model[profile.size]
     return profile.ollama_context_size

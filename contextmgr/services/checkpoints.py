@@ -18,10 +18,12 @@ from chat.models import Message, Session
 from contextmgr.core.aging import Level
 from contextmgr.core.budget import Budget
 from contextmgr.core.ledger import Ledger, build_ledger, ledger_budget
+from contextmgr.core.ranges import MessageRange, join_ranges
 from contextmgr.core.retention import Fact, extract_facts, facts_from_json, facts_to_json, measure_retention
-from contextmgr.core.tokens import TiktokenCounter, TokenCounter, count_text_tokens
+from contextmgr.core.tokens import TokenCounter
 from contextmgr.core.window import chat_messages, render_checkpoint
 from contextmgr.models import Checkpoint, CheckpointRevision, EventType
+from contextmgr.resources import TiktokenCounter, count_text_tokens
 from contextmgr.selectors import (
     active_checkpoints,
     checkpoint_view,
@@ -110,28 +112,42 @@ def _revise_all(session: Session, revised: Sequence[_Revised]) -> None:
             event_record(session=session, type=item.event, payload={**item.payload, "retention": retention.score})
 
 
-def facts_carried(checkpoints: Iterable[Checkpoint], messages: Iterable[Message] = ()) -> tuple[Fact, ...]:
-    """What a checkpoint that takes over ``checkpoints`` (and ``messages``) must keep: their
-    facts, each once, oldest first, then those found in the messages."""
-    stored = [fact for cp in checkpoints for fact in facts_from_json(cp.facts)]
-    return tuple(dict.fromkeys(stored + list(extract_facts(m.content for m in messages))))
+@dataclass(frozen=True)
+class CarriedFacts:
+    """What a checkpoint that takes over others (and messages) keeps: ``facts``, every fact of
+    what it stands for (its retention is measured on them), and ``ledger``, what its ledger holds
+    before it is fitted to its share."""
+
+    facts: tuple[Fact, ...]
+    ledger: tuple[Fact, ...]
 
 
-def ledger_carried(checkpoints: Iterable[Checkpoint], messages: Iterable[Message] = ()) -> tuple[Fact, ...]:
-    """What the ledger of a checkpoint that takes over ``checkpoints`` (and ``messages``) holds
-    before it is fitted to its share: their ledgers, oldest first, then the messages' facts."""
-    stored = [fact for cp in checkpoints for fact in facts_from_json(cp.ledger)]
-    return tuple(dict.fromkeys(stored + list(extract_facts(m.content for m in messages))))
+def carried_facts(checkpoints: Sequence[Checkpoint], messages: Iterable[Message] = ()) -> CarriedFacts:
+    """The facts and the ledgers of ``checkpoints``, each fact once, oldest first, then the facts
+    found in ``messages`` (extracted once for both)."""
+    found = list(extract_facts(m.content for m in messages))
+
+    def joined(stored: Iterable[Fact]) -> tuple[Fact, ...]:
+        return tuple(dict.fromkeys([*stored, *found]))
+
+    return CarriedFacts(
+        facts=joined(fact for cp in checkpoints for fact in facts_from_json(cp.facts)),
+        ledger=joined(fact for cp in checkpoints for fact in facts_from_json(cp.ledger)),
+    )
 
 
-def ledger_fit(*, session: Session, facts: Sequence[Fact], structured: str) -> Ledger:
-    """``facts`` fitted to one checkpoint's share of the session's context (contextmgr/core/ledger.py)."""
+def ledger_fit(
+    *, session: Session, facts: Sequence[Fact], key_decisions: Sequence[str], files_modified: Sequence[str]
+) -> Ledger:
+    """``facts`` fitted to one checkpoint's share of the session's context (contextmgr/core/ledger.py);
+    a fact the checkpoint already shows in its ``key_decisions`` or ``files_modified`` is not
+    written twice."""
     return build_ledger(
         facts,
         budget_tokens=ledger_budget(max_tokens=session.max_tokens, tier=session.profile.tier),
         cost=count_text_tokens,
         locked_decisions=locked_decisions(session=session),
-        already_shown=structured,
+        already_shown="\n".join([*key_decisions, *files_modified]),
     )
 
 
@@ -177,19 +193,23 @@ def _merge(
     carrier, others = checkpoints[0], checkpoints[1:]
     tokens_before = sum(cp.current_tokens for cp in checkpoints)
     from_level = carrier.level
-    first = carrier.range_label.split("-")[0]
-    last = checkpoints[-1].range_label.rsplit("-", 1)[-1]
-    carrier.range_label = f"{first}-{last}" if others else carrier.range_label
+    carrier.message_range = join_ranges(cp.message_range for cp in checkpoints)
     carrier.level = Level.ULTRA
     carrier.summary = summary
     carrier.original_tokens = sum(cp.original_tokens for cp in checkpoints)
     carrier.compression_count += 1
     carrier.compressed_at = timezone.now()
-    carrier.facts = facts_to_json(facts_carried(checkpoints))
+    carried = carried_facts(checkpoints)
+    carrier.facts = facts_to_json(carried.facts)
     carrier.key_decisions = list(dict.fromkeys(d for cp in checkpoints for d in cp.key_decisions))
     carrier.files_modified = list(dict.fromkeys(f for cp in checkpoints for f in cp.files_modified))
     carrier.next_steps = checkpoints[-1].next_steps
-    ledger = ledger_fit(session=session, facts=ledger_carried(checkpoints), structured=_structured(carrier))
+    ledger = ledger_fit(
+        session=session,
+        facts=carried.ledger,
+        key_decisions=carrier.key_decisions,
+        files_modified=carrier.files_modified,
+    )
     carrier.ledger = facts_to_json(ledger.entries)
     carrier.current_tokens = tokens = _count(carrier, counter)
     carrier.save()
@@ -211,11 +231,6 @@ def _merge(
             "how": how,
         },
     )
-
-
-def _structured(checkpoint: Checkpoint) -> str:
-    """The decisions and files a checkpoint shows besides its summary and ledger."""
-    return "\n".join(list(checkpoint.key_decisions) + list(checkpoint.files_modified))
 
 
 @transaction.atomic
@@ -303,7 +318,8 @@ def compression_commit(
         session=locked,
         number=locked.compression_count,
         level=Level.RECENT,
-        range_label=f"Messages {messages[0].position}-{messages[-1].position}",
+        first_position=messages[0].position,
+        last_position=messages[-1].position,
         summary=draft.summary,
         strategy=draft.strategy,
         original_tokens=sum(m.tokens for m in messages),
@@ -391,11 +407,10 @@ def rollover_commit(
     locked.compression_count += 1
     before_level = checkpoints[0].level if checkpoints else None
     tokens_before = sum(cp.current_tokens for cp in checkpoints) + sum(m.tokens for m in messages)
-    first = checkpoints[0].range_label.split("-")[0] if checkpoints else f"Messages {messages[0].position}"
-    last = str(messages[-1].position) if messages else checkpoints[-1].range_label.rsplit("-", 1)[-1]
+    moved = [MessageRange(messages[0].position, messages[-1].position)] if messages else []
     carrier = checkpoints[0] if checkpoints else Checkpoint(session=locked, number=locked.compression_count)
     carrier.level = Level.ULTRA
-    carrier.range_label = f"{first}-{last}"
+    carrier.message_range = join_ranges([*(cp.message_range for cp in checkpoints), *moved])
     carrier.summary = draft.summary
     carrier.strategy = draft.strategy
     carrier.original_tokens = sum(cp.original_tokens for cp in checkpoints) + sum(m.tokens for m in messages)

@@ -8,6 +8,7 @@ compression per session at a time, on SQLite and PostgreSQL alike.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -16,14 +17,23 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 from uuid import UUID
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
+from celery import current_app
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
 from chat.models import Message, Session
 from contextmgr.core.aging import CheckpointInfo, Level, plan_aging
-from contextmgr.core.budget import Budget
-from contextmgr.core.config import ContextConfig, SessionLimits, context_config_from_mapping, session_limits
+from contextmgr.core.budget import REPLY_MIN_TOKENS as REPLY_MIN_TOKENS  # the reserve held back for a reply
+from contextmgr.core.budget import Budget, prompt_room
+from contextmgr.core.config import (
+    ContextConfig,
+    SessionLimits,
+    Strategy,
+    auto_snapshot_due,
+    context_config_from_mapping,
+    session_limits,
+)
 from contextmgr.core.ledger import Ledger, ledger_budget, render_ledger
 from contextmgr.core.markers import marker_facts
 from contextmgr.core.prompts import (
@@ -35,12 +45,19 @@ from contextmgr.core.prompts import (
 )
 from contextmgr.core.repetition import repetition
 from contextmgr.core.retention import Fact, extract_facts, measure_retention
-from contextmgr.core.selection import ContextMessage, plan_rollover, select_for_compression
-from contextmgr.core.tokens import TokenCounter, count_text_tokens
+from contextmgr.core.selection import (
+    ContextMessage,
+    rollover_due,
+    rollover_skip_reason,
+    select_for_compression,
+    select_for_rollover,
+)
+from contextmgr.core.tokens import TokenCounter
 from contextmgr.core.truncate import shorten_extractive
 from contextmgr.core.window import CheckpointView, render_checkpoint
 from contextmgr.llm import ChatMessage, Gateway, get_gateway
-from contextmgr.models import Checkpoint, ContextEvent, EventType, Snapshot
+from contextmgr.models import ContextEvent, EventType, Snapshot
+from contextmgr.resources import count_text_tokens
 from contextmgr.selectors import (
     active_checkpoints,
     active_goal,
@@ -52,9 +69,8 @@ from contextmgr.services.checkpoints import (
     AgedSummary,
     CheckpointDraft,
     MergedSummary,
+    carried_facts,
     compression_commit,
-    facts_carried,
-    ledger_carried,
     ledger_fit,
     rollover_commit,
 )
@@ -64,8 +80,6 @@ from contextmgr.services.snapshots import snapshot_create
 
 logger = logging.getLogger(__name__)
 
-# The fewest tokens a reply must have room for before the turn waits for (or runs) a compression.
-REPLY_MIN_TOKENS = 32
 # Summaries are asked for at their target; output above this share of it is shortened.
 TARGET_SLACK = 1.25
 
@@ -188,6 +202,17 @@ def _no_new_messages(session: Session) -> bool:
     return not Message.objects.filter(session=session, position__gt=session.compressed_through).exists()
 
 
+@dataclass(frozen=True)
+class Shrunk:
+    """A text made smaller: by the model (``summarize``) or by the deterministic extract
+    (``truncate``), whatever the session asked for, and ``how`` it went (why the extract, if it
+    stood in for a summary)."""
+
+    text: str
+    strategy: Strategy
+    how: str
+
+
 class _Summarizer:
     """The LLM calls of one compression, each capped to its target and to what the context leaves."""
 
@@ -203,7 +228,7 @@ class _Summarizer:
 
     def fit(self, prompt: str, target: int) -> tuple[str, int]:
         """``prompt``, shortened if it leaves no room for ``target`` tokens of reply, and its token count."""
-        room = self.num_ctx - target - REPLY_MIN_TOKENS
+        room = prompt_room(self.num_ctx, reply_tokens=target, reply_min=REPLY_MIN_TOKENS)
         tokens = self.gateway.count_prompt([ChatMessage("user", prompt)], self.model).tokens
         if tokens <= room:
             return prompt, tokens
@@ -244,8 +269,8 @@ class _Summarizer:
             return None
         return f"{summary_tokens} tokens for {source_tokens} (target {target})"
 
-    def shrink(self, text: str, prompt: str, target: int, *, strategy: str) -> tuple[str, str]:
-        """A summary of ``text`` within ``target`` tokens, and how it was made.
+    def shrink(self, text: str, prompt: str, target: int, *, strategy: Strategy) -> Shrunk:
+        """A summary of ``text`` within ``target`` tokens, what made it, and how.
 
         The inflation guard: a summary that is empty, not smaller than its
         source, or well over its target is replaced by the deterministic extract.
@@ -254,38 +279,41 @@ class _Summarizer:
         either, the extract replaces it. ``how`` says which, and why.
         """
         source_tokens = self.tokens(text)
-        if strategy == Checkpoint.Strategy.SUMMARIZE:
+        if strategy == "summarize":
             summary = self.ask(prompt, target)
             why = self.flaw(summary, source_tokens, target)
             if why is None:
-                return summary, "summarize"
+                return Shrunk(summary, "summarize", "summarize")
             if why.startswith("repetitive"):
                 logger.info("session %s: %s; asking again with a repeat penalty", self.session.pk, why)
                 penalty = f"repeat penalty {self.REPEAT_PENALTY}"
                 retried = self.ask(prompt, target, repeat_penalty=self.REPEAT_PENALTY)
                 again = self.flaw(retried, source_tokens, target)
                 if again is None:
-                    return retried, f"summarize: retried with {penalty} after a {why}"
+                    return Shrunk(retried, "summarize", f"summarize: retried with {penalty} after a {why}")
                 why = f"{why}; with {penalty}: {again}"
-            return shorten_extractive(text, min(target, max(source_tokens - 1, 1)), self.tokens), f"truncate: {why}"
-        return shorten_extractive(text, target, self.tokens), "truncate"
+            extract = shorten_extractive(text, min(target, max(source_tokens - 1, 1)), self.tokens)
+            return Shrunk(extract, "truncate", f"truncate: {why}")
+        return Shrunk(shorten_extractive(text, target, self.tokens), "truncate", "truncate")
 
 
 @dataclass(frozen=True)
 class KeptFacts:
     view: CheckpointView
-    how: str
+    shrunk: Shrunk
     facts: tuple[Fact, ...]
     ledger: Ledger
     payload: dict[str, Any]
+
+    @property
+    def how(self) -> str:
+        return self.shrunk.how
 
     def draft(self, *, trigger: str, started: float) -> CheckpointDraft:
         """The checkpoint to commit, with what its event reports (how, trigger, duration, ledger)."""
         return CheckpointDraft(
             summary=self.view.summary,
-            strategy=(
-                Checkpoint.Strategy.SUMMARIZE if self.how.startswith("summarize") else Checkpoint.Strategy.TRUNCATE
-            ),
+            strategy=self.shrunk.strategy,
             key_decisions=self.view.key_decisions,
             files_modified=self.view.files_modified,
             next_steps=self.view.next_steps,
@@ -301,17 +329,18 @@ class KeptFacts:
 
 
 def _keep_facts(
-    session: Session, view: CheckpointView, facts: tuple[Fact, ...], *, ledger_facts: Sequence[Fact], how: str
+    session: Session, view: CheckpointView, facts: tuple[Fact, ...], *, ledger_facts: Sequence[Fact], shrunk: Shrunk
 ) -> KeptFacts:
     """The checkpoint's ledger: ``ledger_facts`` (oldest first) within the tier's share, whatever
-    the summary kept. ``facts``: every fact of the messages the checkpoint stands for."""
+    the summary (``shrunk``, the view's) kept. ``facts``: every fact of the messages the checkpoint
+    stands for."""
     ledger = ledger_fit(
-        session=session, facts=ledger_facts, structured="\n".join(view.key_decisions + view.files_modified)
+        session=session, facts=ledger_facts, key_decisions=view.key_decisions, files_modified=view.files_modified
     )
     summary_alone = measure_retention(facts, render_checkpoint(replace(view, key_decisions=(), files_modified=())))
     return KeptFacts(
         view=view,
-        how=how,
+        shrunk=shrunk,
         facts=facts,
         ledger=ledger,
         payload={
@@ -328,6 +357,11 @@ def _transcript(messages: Sequence[Message]) -> list[PromptMessage]:
     return [PromptMessage(m.role, m.content) for m in messages]
 
 
+def _context_messages(messages: Sequence[Message]) -> list[ContextMessage]:
+    """The active messages as the core's selections see them; a tool call and its results share a group."""
+    return [ContextMessage(id=m.id, role=m.role, tokens=m.tokens, group=m.tool_call_id or None) for m in messages]  # type: ignore[arg-type]
+
+
 def _compress(
     session: Session, config: ContextConfig, gateway: Gateway, *, reason: str, started: float
 ) -> CompressionOutcome:
@@ -338,12 +372,10 @@ def _compress(
         return _rollover(session, config, summarizer, reason=reason, started=started)
 
     active = list(active_messages(session=session))
-    selection = select_for_compression(
-        [ContextMessage(id=m.id, role=m.role, tokens=m.tokens, group=m.tool_call_id or None) for m in active],  # type: ignore[arg-type]
-        preserve_recent=session_effective_limits(session, config, budget).preserve_recent,
-    )
+    limits = session_effective_limits(session, config, budget)
+    selection = select_for_compression(_context_messages(active), preserve_recent=limits.preserve_recent)
     if not selection:
-        if budget.free < REPLY_MIN_TOKENS or budget.compression_due:
+        if rollover_due(budget, reply_min=REPLY_MIN_TOKENS):
             return _rollover(session, config, summarizer, reason=reason, started=started)
         return _record_skip(session, "nothing to compress: no assistant output outside the preserved recent tokens")
 
@@ -354,9 +386,9 @@ def _compress(
     text = "\n".join(f"{m.role}: {m.content}" for m in chosen)
     goal = active_goal(session=session)
     prompt = build_goal_summary_prompt(goal_view(goal=goal), transcript) if goal else build_summary_prompt(transcript)
-    target = session_effective_limits(session, config, budget).summary_max_tokens
+    target = limits.summary_max_tokens
     progress_publish(session_id=session.pk, text=f"Compressing {len(chosen)} messages ({selection.tokens:,} tokens)…")
-    summary, how = summarizer.shrink(text, prompt, target, strategy=config.compression.strategy)
+    shrunk = summarizer.shrink(text, prompt, target, strategy=config.compression.strategy)
     markers = marker_facts(m.content for m in chosen)
     facts = extract_facts(m.content for m in chosen)
     kept = _keep_facts(
@@ -365,14 +397,14 @@ def _compress(
             number=session.compression_count + 1,
             level=Level.RECENT,
             range_label="",
-            summary=summary,
+            summary=shrunk.text,
             key_decisions=markers.key_decisions,
             files_modified=markers.files_modified,
             next_steps=markers.next_steps,
         ),
         facts,
         ledger_facts=facts,
-        how=how,
+        shrunk=shrunk,
     )
 
     checkpoints = list(active_checkpoints(session=session))
@@ -386,24 +418,24 @@ def _compress(
     for number, step in enumerate(plan.steps, start=1):
         progress_publish(session_id=session.pk, text=f"Aging checkpoint {number} of {len(plan.steps)}…")
         source = by_id[step.checkpoint_id].summary
-        shorter, aged_how = summarizer.shrink(
+        shorter = summarizer.shrink(
             source,
             build_aging_prompt(source, to_level=step.to_level, target_tokens=step.target_tokens),
             step.target_tokens,
             strategy=config.compression.strategy,
         )
-        aged.append(AgedSummary(step.checkpoint_id, step.to_level, shorter, aged_how))
+        aged.append(AgedSummary(step.checkpoint_id, step.to_level, shorter.text, shorter.how))
     merged = None
     if plan.merge is not None:
         parts = [by_id[i].summary for i in plan.merge.checkpoint_ids]
         progress_publish(session_id=session.pk, text=f"Merging {len(parts)} checkpoints into the ultra checkpoint…")
-        joined, merged_how = summarizer.shrink(
+        joined = summarizer.shrink(
             "\n".join(parts),
             build_merge_prompt(parts, target_tokens=plan.merge.target_tokens),
             plan.merge.target_tokens,
             strategy=config.compression.strategy,
         )
-        merged = MergedSummary(plan.merge.checkpoint_ids, joined, merged_how)
+        merged = MergedSummary(plan.merge.checkpoint_ids, joined.text, joined.how)
 
     checkpoint = compression_commit(
         session=session,
@@ -413,8 +445,7 @@ def _compress(
         merged=merged,
         counter=counter,
     )
-    after = session_budget(session=session)
-    if after.free < REPLY_MIN_TOKENS or after.compression_due:
+    if rollover_due(session_budget(session=session), reply_min=REPLY_MIN_TOKENS):
         # Even compressed, the uncompressible part leaves no room: roll over.
         try:
             return _rollover(session, config, summarizer, reason="no room after compression", started=started)
@@ -438,7 +469,7 @@ def _rollover(
 ) -> CompressionOutcome:
     """Merge every checkpoint and older messages into one ultra checkpoint.
 
-    ``plan_rollover`` chooses the messages: assistant and tool output first,
+    ``select_for_rollover`` chooses the messages: assistant and tool output first,
     oldest first, until the active conversation is back under half the trigger;
     user messages only when the never-compressed part alone is at or over the
     trigger (the oldest, as many as needed). The newest message always stays.
@@ -448,28 +479,13 @@ def _rollover(
     checkpoints = list(active_checkpoints(session=session))
     active = list(active_messages(session=session))
     target = session_effective_limits(session, config, budget).rollover_target
-    # Planned against the trigger once the ultra checkpoint (its summary at its target, and its
-    # ledger) stands in for the checkpoints, so that the rollover does not leave the conversation
-    # over its next trigger.
     ultra_tokens = target + ledger_budget(max_tokens=session.max_tokens, tier=session.profile.tier)
-    trigger_at = replace(budget, checkpoint_tokens=max(budget.checkpoint_tokens, ultra_tokens)).trigger_at
-    plan = plan_rollover(
-        [ContextMessage(id=m.id, role=m.role, tokens=m.tokens, group=m.tool_call_id or None) for m in active],  # type: ignore[arg-type]
-        goal_tokens=trigger_at // 2,
-        trigger_at=trigger_at,
-    )
+    plan = select_for_rollover(_context_messages(active), budget, ultra_tokens=ultra_tokens)
+    skip = rollover_skip_reason(plan, checkpoints=len(checkpoints))
+    if skip is not None:
+        return _record_skip(session, skip)
     taken = set(plan.message_ids)
     moved = [m for m in active if m.id in taken]
-    if not moved and not checkpoints:
-        if plan.kept_tokens <= trigger_at // 2:
-            return _record_skip(session, "nothing to roll over: the conversation already fits in half the trigger")
-        if plan.protected_tokens < trigger_at:
-            return _record_skip(
-                session,
-                f"nothing to roll over: no assistant output to take, and the user messages "
-                f"({plan.protected_tokens:,} tokens) are under the trigger ({trigger_at:,})",
-            )
-        return _record_skip(session, "nothing to roll over: the newest message alone fills the context")
     _auto_snapshot(session, config, "Before rollover")
     parts = [cp.summary for cp in checkpoints] + ["\n".join(f"{m.role}: {m.content}" for m in moved)]
     parts = [part for part in parts if part]
@@ -480,15 +496,16 @@ def _rollover(
     )
     source = "\n".join(parts)
     prompt = build_merge_prompt(parts, target_tokens=target)
-    summary, how = summarizer.shrink(source, prompt, target, strategy=config.compression.strategy)
+    shrunk = summarizer.shrink(source, prompt, target, strategy=config.compression.strategy)
     markers = marker_facts(m.content for m in moved)
+    carried = carried_facts(checkpoints, moved)
     kept = _keep_facts(
         session,
         CheckpointView(
             number=session.compression_count + 1,
             level=Level.ULTRA,
             range_label="",
-            summary=summary,
+            summary=shrunk.text,
             key_decisions=tuple(
                 dict.fromkeys([d for cp in checkpoints for d in cp.key_decisions] + list(markers.key_decisions))
             ),
@@ -497,9 +514,9 @@ def _rollover(
             ),
             next_steps=markers.next_steps or tuple(checkpoints[-1].next_steps if checkpoints else ()),
         ),
-        facts_carried(checkpoints, moved),
-        ledger_facts=ledger_carried(checkpoints, moved),
-        how=how,
+        carried.facts,
+        ledger_facts=carried.ledger,
+        shrunk=shrunk,
     )
     checkpoint = rollover_commit(
         session=session,
@@ -511,18 +528,22 @@ def _rollover(
     return CompressionOutcome("rolled-over", kept.how, checkpoint.id)
 
 
+# The Celery task (``contextmgr.tasks``) is an entry point above this module: it is sent by name.
+COMPRESS_TASK = "contextmgr.tasks.compress_session"
+
+
 def compression_schedule(*, session_id: UUID, reason: str, force: bool = False) -> None:
     """Run a compression in the background once the current transaction commits
     (``force``: even when the budget does not call for one, as "Compress now" asks).
 
-    With a broker, a Celery worker runs it; without one (the embedded default)
-    the same task runs in a thread of this process, so the turn does not wait.
+    With a broker, a Celery worker runs the task ``COMPRESS_TASK``; without one (the
+    embedded default) ``compression_run`` runs in a thread of this process, so the turn
+    does not wait.
     """
-    from contextmgr.tasks import compress_session
 
     def run_here() -> None:
         try:
-            compress_session.apply(args=[str(session_id), reason, force])
+            compression_run(session_id=session_id, reason=reason, force=force)
         finally:
             # This thread's database connection would otherwise stay open for good.
             connections.close_all()
@@ -531,20 +552,18 @@ def compression_schedule(*, session_id: UUID, reason: str, force: bool = False) 
         if settings.CELERY_TASK_ALWAYS_EAGER:
             threading.Thread(target=run_here, daemon=True, name=f"compress-{session_id}").start()
         else:
-            compress_session.delay(str(session_id), reason, force)
+            current_app.send_task(COMPRESS_TASK, args=[str(session_id), reason, force])
 
     transaction.on_commit(enqueue)
 
 
-def _auto_snapshot(session: Session, config: ContextConfig, reason: str) -> None:
-    """The spec's automatic snapshot: one per compression round, taken when usage first reaches
-    ``auto_threshold`` of the available budget, or just before the compression if none was."""
-    if not (config.snapshots.enabled and config.snapshots.auto_create):
-        return
+def _auto_snapshot(session: Session, config: ContextConfig, reason: str, *, usage: float | None = None) -> None:
+    """The spec's automatic snapshot, when ``contextmgr.core.config.auto_snapshot_due`` says so
+    (``usage``: of the available budget, after a message; None just before a compression)."""
     taken = Snapshot.objects.filter(
         session=session, kind=Snapshot.Kind.AUTO, message_count__gt=session.compressed_through
-    ).exists()
-    if not taken:
+    ).exists
+    if auto_snapshot_due(config.snapshots, taken_this_round=taken, usage=usage):
         snapshot_create(session=session, kind=Snapshot.Kind.AUTO, reason=reason)
 
 
@@ -558,8 +577,8 @@ def compression_maybe_schedule(*, session: Session, budget: Budget | None = None
     config = session_config(session)
     if budget is None:
         budget = session_budget(session=session)
-    if budget.usage_of_available >= config.snapshots.auto_threshold:
-        _auto_snapshot(session, config, f"At {round(budget.usage_of_available * 100)}% of the available budget")
+    usage = budget.usage_of_available
+    _auto_snapshot(session, config, f"At {round(usage * 100)}% of the available budget", usage=usage)
     if not config.compression.enabled:
         return False
     if not budget.compression_due:
@@ -581,24 +600,32 @@ COMPRESSION_OUTCOMES = (
 WAIT_POLL_SECONDS = 0.2
 
 
-def compression_wait(*, session_id: UUID, after_event_id: int, timeout: float, budget: Budget | None = None) -> bool:
-    """Wait until no compression of the session is running or due to start; False if ``timeout`` passed first.
+async def compression_wait(
+    *, session_id: UUID, timeout: float, after_event_id: int | None = None, budget: Budget | None = None
+) -> bool:
+    """Wait until no compression of the session is running; False if ``timeout`` passed first.
+    The one wait for a compression: the turn awaits it (Stop cancels it at once, and it holds no
+    thread meanwhile), the API and the terminal chat run it with ``async_to_sync``.
 
-    A compression scheduled after event ``after_event_id`` may not have taken
-    its lease yet: while the budget says one is due and none of its outcome
-    events has been recorded since, it is still to come. ``budget``: the
-    session's budget as the caller has just read it, for the first look.
+    With ``after_event_id``, also wait for one that is due but may not have taken its lease
+    yet: while the budget says one is due and none of its outcome events has been recorded
+    since that event, it is still to come. ``budget``: the session's budget as the caller has
+    just read it, for the first look.
     """
     deadline = time.monotonic() + timeout
     while True:
-        if not compression_running(session_id=session_id) and not _compression_to_come(
-            session_id, after_event_id, budget
-        ):
+        if not await sync_to_async(_compression_pending)(session_id, after_event_id, budget):
             return True
         if time.monotonic() >= deadline:
             return False
         budget = None  # later looks read it again
-        time.sleep(WAIT_POLL_SECONDS)
+        await asyncio.sleep(WAIT_POLL_SECONDS)
+
+
+def _compression_pending(session_id: UUID, after_event_id: int | None, budget: Budget | None) -> bool:
+    return compression_running(session_id=session_id) or (
+        after_event_id is not None and _compression_to_come(session_id, after_event_id, budget)
+    )
 
 
 def _compression_to_come(session_id: UUID, after_event_id: int, budget: Budget | None) -> bool:

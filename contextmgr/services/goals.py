@@ -10,8 +10,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from chat.models import Session
-from chat.services import storable_text
 from contextmgr.core.markers import ArtifactRecord, CheckpointUpdate, DecisionUpdate, GoalSet, NextStep, parse_markers
+from contextmgr.core.text import storable_text
 from contextmgr.models import MAX_GOAL_CHARS, MAX_PATH_CHARS, Artifact, Decision, Goal, GoalCheckpoint
 from contextmgr.selectors import active_goal
 
@@ -20,7 +20,8 @@ Source = Literal["user", "marker"]
 
 def _pinned_block_changes(session_id: UUID) -> None:
     """The goal block and the locked decisions are part of the context: raise the session's
-    context version, so a reading of the context taken before this write is not reused after it.
+    context version, as every write to the context does (a turn tells by it that the goals
+    changed while the reply streamed).
 
     Precondition: inside the caller's transaction, which keeps the session row locked to its end.
     Called first, before any goal row is read or written: every writer of a session's context
@@ -180,3 +181,21 @@ def goal_apply_markers(*, session: Session, text: str) -> int:
             goal.save(update_fields=["next_step", "updated_at"])
         applied += 1
     return applied
+
+
+@transaction.atomic
+def goals_carry_over(*, source: Session, target: Session) -> None:
+    """Copy into ``target`` what a continued session keeps of ``source``: the active goal with
+    its progress, and the locked decisions."""
+    goal = active_goal(session=source)
+    if goal is not None:
+        carried = Goal.objects.create(
+            session=target, description=goal.description, priority=goal.priority, next_step=goal.next_step
+        )
+        GoalCheckpoint.objects.bulk_create(
+            GoalCheckpoint(goal=carried, description=cp.description, status=cp.status) for cp in goal.checkpoints.all()
+        )
+    Decision.objects.bulk_create(
+        Decision(session=target, description=d.description, locked=True)
+        for d in Decision.objects.filter(session=source, locked=True)
+    )

@@ -1,5 +1,5 @@
-"""A session's context settings (the spec's compression and snapshot config), and starting
-over from a session whose compressed context can no longer be trusted."""
+"""A session's context settings (the spec's compression and snapshot config), and the context a
+continued session starts from."""
 
 from __future__ import annotations
 
@@ -10,17 +10,16 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from chat.models import Session
-from chat.services import session_create
 from contextmgr.core.aging import Level
 from contextmgr.core.config import ConfigError, context_config_from_mapping
+from contextmgr.core.ranges import carried_over
 from contextmgr.core.retention import facts_to_json
 from contextmgr.core.truncate import shorten_extractive
 from contextmgr.llm import get_gateway
-from contextmgr.models import Checkpoint, Decision, Goal, GoalCheckpoint
-from contextmgr.selectors import active_checkpoints, active_goal, active_messages, session_budget
-from contextmgr.services.checkpoints import checkpoint_carry_over, facts_carried, ledger_carried, ledger_fit
+from contextmgr.models import Checkpoint
+from contextmgr.selectors import active_checkpoints, active_messages, session_budget
+from contextmgr.services.checkpoints import carried_facts, checkpoint_carry_over, ledger_fit
 from contextmgr.services.compression import (
-    compression_maybe_schedule,
     default_config,
     session_effective_limits,
 )
@@ -33,9 +32,8 @@ def session_set_context_settings(*, session: Session, settings: Mapping[str, Any
     A ``preserve_recent`` or ``summary_max_tokens`` set larger than this
     session's budget can hold (a third and a sixth of the context after the
     system prompt, ``contextmgr.core.config.session_limits``) is refused with the
-    largest value it accepts; a value left out follows the context size. Turning
-    compression on when the conversation is already over its trigger schedules
-    one after commit.
+    largest value it accepts; a value left out follows the context size. The
+    caller (``chat.services.session_update``) checks the budget again afterwards.
     """
     try:
         config = context_config_from_mapping(settings, base=default_config())
@@ -59,63 +57,37 @@ def session_set_context_settings(*, session: Session, settings: Mapping[str, Any
             )
     Session.objects.filter(pk=session.pk).update(settings=dict(settings))
     session.settings = dict(settings)
-    compression_maybe_schedule(session=session)
     return session
 
 
 @transaction.atomic
-def session_continue(*, session: Session) -> Session:
-    """A new session that carries what matters of ``session``: the system prompt and settings,
-    the active goal with its progress, the locked decisions, and one ultra checkpoint: an extract
-    of the compressed context and the recent messages, with every fact they held in its ledger
-    (no LLM call, so it works when the model is the problem)."""
-    successor = session_create(
-        owner=session.owner,
-        model=session.model,
-        context_size=session.context_size,
-        title=f"{session.title} (continued)"[:200],
-        system_prompt=session.system_prompt,
-        parameter_size_b=session.model_parameter_size_b,
-        settings=session.settings,
-    )
-    successor.summary_model = session.summary_model
-    successor.save(update_fields=["summary_model"])
-    goal = active_goal(session=session)
-    if goal is not None:
-        carried = Goal.objects.create(
-            session=successor, description=goal.description, priority=goal.priority, next_step=goal.next_step
-        )
-        GoalCheckpoint.objects.bulk_create(
-            GoalCheckpoint(goal=carried, description=cp.description, status=cp.status) for cp in goal.checkpoints.all()
-        )
-    Decision.objects.bulk_create(
-        Decision(session=successor, description=d.description, locked=True)
-        for d in Decision.objects.filter(session=session, locked=True)
-    )
-    checkpoints = list(active_checkpoints(session=session))
-    messages = list(active_messages(session=session))
+def context_carry_over(*, source: Session, target: Session) -> None:
+    """Start ``target``'s context with one ultra checkpoint of ``source``'s (as a rollover makes):
+    an extract of the summaries and the recent messages within the ultra target, with every
+    fact they held in its ledger. No LLM call, so it works when the model is the problem."""
+    checkpoints = list(active_checkpoints(session=source))
+    messages = list(active_messages(session=source))
     if checkpoints or messages:
-        counter = get_gateway().token_counter(successor.model)
-        # One ultra checkpoint, as a rollover makes: an extract of the summaries and recent
-        # messages within the ultra target, and every carried fact in its ledger.
-        target = session_effective_limits(successor).rollover_target
-        source = "\n".join([cp.summary for cp in checkpoints] + [f"{m.role}: {m.content}" for m in messages])
+        counter = get_gateway().token_counter(target.model)
+        ultra_target = session_effective_limits(target).rollover_target
+        text = "\n".join([cp.summary for cp in checkpoints] + [f"{m.role}: {m.content}" for m in messages])
+        carried = carried_facts(checkpoints, messages)
         final = Checkpoint(
-            session=successor,
+            session=target,
             number=0,
             level=Level.ULTRA,
-            range_label=f"Carried over from “{session.title}”"[:100],
-            summary=shorten_extractive(source, target, lambda text: counter.count(text).tokens),
+            origin=carried_over(source.title).origin,
+            summary=shorten_extractive(text, ultra_target, lambda part: counter.count(part).tokens),
             original_tokens=sum(cp.original_tokens for cp in checkpoints) + sum(m.tokens for m in messages),
             key_decisions=list(dict.fromkeys(d for cp in checkpoints for d in cp.key_decisions)),
             files_modified=list(dict.fromkeys(f for cp in checkpoints for f in cp.files_modified)),
-            facts=facts_to_json(facts_carried(checkpoints, messages)),
+            facts=facts_to_json(carried.facts),
             current_tokens=0,
         )
         ledger = ledger_fit(
-            session=successor,
-            facts=ledger_carried(checkpoints, messages),
-            structured="\n".join(final.key_decisions + final.files_modified),
+            session=target,
+            facts=carried.ledger,
+            key_decisions=final.key_decisions,
+            files_modified=final.files_modified,
         )
         checkpoint_carry_over(checkpoint=final, ledger=ledger, counter=counter)
-    return successor

@@ -5,6 +5,7 @@ from typing import Any
 from django.db import transaction
 
 from chat.models import Message, Session
+from contextmgr.core.ranges import MessageRange, range_from_label
 from contextmgr.models import (
     Artifact,
     Checkpoint,
@@ -131,6 +132,10 @@ def _restore(snapshot: Snapshot) -> Snapshot:
             continue
         # Snapshots taken before the fact ledger existed hold no facts or ledger: those stay as they are.
         saved = {"facts": checkpoint.facts, "ledger": checkpoint.ledger, **saved}
+        if "range_label" in saved:  # taken before ranges were integers: the label is all it holds
+            checkpoint.message_range = range_from_label(saved["range_label"])
+        else:
+            checkpoint.message_range = MessageRange(saved["first_position"], saved["last_position"], saved["origin"])
         changed = (
             checkpoint.summary != saved["summary"]
             or checkpoint.level != saved["level"]
@@ -139,7 +144,6 @@ def _restore(snapshot: Snapshot) -> Snapshot:
         for name in (
             "number",
             "level",
-            "range_label",
             "summary",
             "strategy",
             "original_tokens",

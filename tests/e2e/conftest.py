@@ -10,11 +10,11 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.support.model_server import ModelServerProcess
+from tests.factories import E2E_PASSWORD, E2E_USERNAME
+from tests.support.model_server import ModelServerProcess, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("OLLM_CHROMIUM", "/usr/bin/chromium")
@@ -28,13 +28,6 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-USERNAME, PASSWORD = "e2e-user", "e2e-pass-9472"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture(scope="session")
@@ -58,10 +51,10 @@ def live_url(tmp_path_factory: pytest.TempPathFactory, model_server: ModelServer
     subprocess.run([*manage, "collectstatic", "--noinput", "--verbosity", "0"], env=env, check=True)
     create = (
         "from django.contrib.auth import get_user_model; "
-        f"get_user_model().objects.create_user('{USERNAME}', password='{PASSWORD}')"
+        f"get_user_model().objects.create_user('{E2E_USERNAME}', password='{E2E_PASSWORD}')"
     )
     subprocess.run([*manage, "shell", "-c", create], env=env, check=True)
-    port = _free_port()
+    port = free_port()
     log = (work / "daphne.log").open("w")
     server = subprocess.Popen(
         [str(Path(python).with_name("daphne")), "-b", "127.0.0.1", "-p", str(port), "ollm_site.asgi:application"],
@@ -100,12 +93,3 @@ def browser() -> Iterator[object]:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield chromium
         chromium.close()
-
-
-def log_in(page: Any, live_url: str) -> None:
-    """Open the app, which asks for a login first, and log in as the test user."""
-    page.goto(live_url + "/")
-    assert "/accounts/login/" in page.url
-    page.fill("input[name=username]", USERNAME)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")

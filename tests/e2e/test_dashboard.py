@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.e2e.conftest import log_in
+from tests.factories import log_in
 from tests.support.timing import scaled
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from tests.e2e.conftest import log_in
+from tests.factories import log_in
 from tests.support.timing import scaled
 
 REPLY_TIMEOUT_MS = scaled(300_000)  # a turn may wait for a rollover on a busy machine

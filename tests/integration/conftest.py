@@ -1,48 +1,28 @@
-from __future__ import annotations
+"""Fixtures of the integration suite; those it shares with tests/spec are in tests/conftest.py,
+its plain helpers in tests/factories.py."""
 
-import socket
+from __future__ import annotations
 
 import pytest
 
-from contextmgr.llm import get_gateway
-from contextmgr.llm.embedded import EmbeddedBackend
+from contextmgr.llm.embedded import MODEL_NAME
+from contextmgr.llm.gateway import Gateway
 from contextmgr.llm.ollama_backend import OllamaBackend
+from contextmgr.selectors import session_budget
+from tests.factories import LOGIN_ANSWER, LOGIN_QUESTION, TIER2, converse, small_session
+from tests.support.model_server import free_port
 
 
 @pytest.fixture(scope="session", autouse=True)
-def app_model_server(model_server):
-    """The app's own gateway (``get_gateway``) reaches the tests' model server."""
-    from django.conf import settings
-
-    previous = settings.OLLM_MODEL_SERVER_URL
-    settings.OLLM_MODEL_SERVER_URL = model_server.url
-    get_gateway.cache_clear()
-    yield model_server
-    settings.OLLM_MODEL_SERVER_URL = previous
-    get_gateway.cache_clear()
-
-
-@pytest.fixture(scope="session")
-def embedded_backend(model_server):
-    """The embedded backend, as the app makes it: a client of the bundled model server."""
-    return EmbeddedBackend(host=model_server.url, timeout=120)
-
-
-@pytest.fixture
-def fake_ollama(model_server):
-    """The same server as Ollama's stand-in (model ``SERVED_MODEL``), behaving normally at the start."""
-    model_server.reset()
-    yield model_server
-    model_server.reset()
+def _app_model_server(app_model_server):
+    """Every test here: the app's own gateway reaches the tests' model server."""
+    return app_model_server
 
 
 @pytest.fixture
 def closed_port_url():
     """An address where nothing listens."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
+    return f"http://127.0.0.1:{free_port()}"
 
 
 @pytest.fixture
@@ -53,12 +33,10 @@ def ollama_backend(fake_ollama):
 # The gateway of the REST API, the pages and the socket in their tests.
 
 API_GATEWAY_USERS = (
-    "chat.api.get_gateway",
     "chat.selectors.get_gateway",
     "chat.imports.get_gateway",
     "chat.turn.get_gateway",
-    "chat.views.get_gateway",
-    "contextmgr.api.get_gateway",
+    "contextmgr.selectors.get_gateway",
     "contextmgr.services.compression.get_gateway",
 )
 
@@ -78,8 +56,6 @@ def use_gateway(monkeypatch):
 @pytest.fixture
 def api_gateway(use_gateway, embedded_backend, closed_port_url):
     """The embedded model, and an Ollama that does not answer."""
-    from contextmgr.llm.gateway import Gateway
-
     return use_gateway(
         Gateway(mode="auto", embedded=embedded_backend, ollama=OllamaBackend(host=closed_port_url, timeout=5))
     )
@@ -120,8 +96,41 @@ def bob_api(other_user, api_gateway):
 
 
 @pytest.fixture
-def app_gateway(use_gateway, embedded_backend):
-    """The gateway the pages, the socket and the compressions use: the real embedded model."""
-    from contextmgr.llm.gateway import Gateway
+def embedded_gateway(embedded_backend):
+    """A gateway to the real embedded model, passed to what a test calls (no app code is patched)."""
+    return Gateway(mode="embedded", embedded=embedded_backend, ollama=None)
 
-    return use_gateway(Gateway(mode="embedded", embedded=embedded_backend, ollama=None))
+
+@pytest.fixture
+def app_gateway(use_gateway, embedded_gateway):
+    """The gateway the pages, the socket and the compressions use: the real embedded model."""
+    return use_gateway(embedded_gateway)
+
+
+@pytest.fixture
+def small_session_settings():
+    """The settings of ``small_session``: the defaults (a module overrides this fixture for others)."""
+    return {}
+
+
+@pytest.fixture(name="small_session")
+def embedded_small_session(user, small_session_settings):
+    """A 2K session of the embedded model (1,700 tokens) that answers in one sentence."""
+    return small_session(
+        user,
+        model=MODEL_NAME,
+        context_size=2048,
+        system_prompt="Answer in one sentence.",
+        contexts=None,
+        settings=small_session_settings,
+    )
+
+
+@pytest.fixture
+def due_session(user):
+    """An 8K session of the served model squeezed to 1,200 tokens, whose active conversation has
+    reached the trigger; its second answer marks a locked decision and a file."""
+    session = small_session(user, context_size=TIER2, compression={"summary_max_tokens": 48})
+    converse(session, 18, question=LOGIN_QUESTION, answer=LOGIN_ANSWER, markers_at=1)
+    assert session_budget(session=session).compression_due
+    return session

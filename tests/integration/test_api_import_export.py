@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import json
+import re
+from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
+from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import SimpleUploadedFile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chat.imports import MAX_IMPORT_BYTES, MAX_IMPORT_DEPTH, MAX_IMPORT_ENTRIES, session_import
+from chat.imports import MAX_IMPORT_BYTES, session_import
 from chat.models import Message, Session
 from chat.services import message_create, session_create
+from chat.session_file import MAX_IMPORT_DEPTH, MAX_IMPORT_ENTRIES, SessionFile
 from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
 
 pytestmark = pytest.mark.django_db
 JSON = "application/json"
+CLI_FILE = Path(__file__).parent.parent / "data" / "ollm_cli_session.json"
 
 
 def _history(session):
@@ -58,6 +64,8 @@ def test_export_import_export_is_identical_apart_from_the_id(api, user):
         {"llmContent": "contents"},
         {"llmContent": '{"rows": 2}', "data": {"rows": 2}},
     ]
+    # The export is the schema's own output: read back and written again, nothing changes.
+    assert SessionFile.model_validate(exported).to_json() == exported
     imported = api.post("/api/sessions/import", exported, content_type=JSON)
     assert imported.status_code == 201
     new = Session.objects.get(pk=imported.json()["id"])
@@ -66,9 +74,13 @@ def test_export_import_export_is_identical_apart_from_the_id(api, user):
     again = api.get(f"/api/sessions/{new.id}/export").json()
     assert again["sessionId"] == str(new.id) != exported["sessionId"]
     assert _without_id(again) == _without_id(exported)
-    # The tool results sit between the messages again, as they were.
+    # The tool results sit between the messages again, as they were, with their times.
+    fields = ("role", "content", "created_at", "tool_call_id", "tool_name", "tool_args", "tool_result")
+    assert list(new.messages.values_list(*fields)) == list(session.messages.values_list(*fields))
     assert list(new.messages.values_list("role", flat=True)) == ["user", "assistant", "tool", "tool", "assistant"]
     assert new.messages.get(tool_call_id="call_2").tool_result == {"rows": 2}
+    assert new.model == session.model
+    assert (new.created_at, new.last_activity) == (session.created_at, session.last_activity)
 
 
 def test_import_as_a_multipart_file_with_overrides(api, user):
@@ -181,19 +193,43 @@ def _deep(levels):
         (_valid_file(model=7), "file.model: must be a string"),
         (_valid_file(messages="all of them"), "file.messages: must be a list"),
         (_valid_file(messages=[{"role": "robot", "parts": []}]), "file.messages[0].role: must be one of"),
-        (_valid_file(messages=[{"role": "tool", "parts": []}]), "tool results go in toolCalls"),
         (_valid_file(messages=[{"role": "user", "parts": [{"type": "image"}]}]), 'parts[0].type: must be "text"'),
+        (
+            _valid_file(messages=[{"role": "user", "parts": [{"type": "text"}]}]),
+            "file.messages[0].parts[0].text: is req",
+        ),
         (_valid_file(messages=[{"role": "user", "parts": [{"type": "text", "text": 5}]}]), "text: must be a string"),
-        (_valid_file(messages=[{"role": "user", "parts": [{"type": "text", "text": " "}]}]), "The message is empty"),
+        (
+            _valid_file(messages=[{"role": "user", "parts": [{"type": "text", "text": " "}]}]),
+            "[0]: The message is empty",
+        ),
+        (
+            _valid_file(messages=[{"role": "user", "parts": [{"type": "text", "text": "x"}], "timestamp": 5}]),
+            "must be a",
+        ),
         (_valid_file(startTime="yesterday"), "file.startTime: 'yesterday' is not an ISO 8601 time"),
+        (
+            _valid_file(lastActivity="0001-01-01T00:00:00+01:00"),
+            "file.lastActivity: '0001-01-01T00:00:00+01:00' is out",
+        ),
         (_valid_file(toolCalls=[{"id": "c", "name": "n", "args": [], "result": {"llmContent": "x"}}]), "args: must"),
         (_valid_file(toolCalls=[{"id": "c", "name": "n", "args": {}, "result": {}}]), "llmContent: is required"),
+        (_valid_file(toolCalls=[{"id": "c", "name": "n", "result": {"llmContent": None}}]), "llmContent: is required"),
+        (_valid_file(toolCalls=[{"id": "c", "name": "n", "result": "done"}]), "[0].result: must be an object"),
         (_valid_file(toolCalls=[{"id": 1, "name": "n", "result": {"llmContent": "x"}}]), "[0].id: must be a string"),
         (_valid_file(metadata={"contextSize": "16K"}), "contextSize: must be a whole number"),
+        (_valid_file(metadata={"contextSize": "16384"}), "contextSize: must be a whole number"),
+        (_valid_file(metadata={"contextSize": True}), "contextSize: must be a whole number"),
+        (_valid_file(metadata=[]), "file.metadata: must be an object"),
         (_valid_file(metadata={"contextSize": 1000}), "context size 1000 is not offered"),
         (_valid_file(metadata={"title": "t" * 201}), "file.metadata.title: is 201 characters long"),
         (_valid_file(toolCalls=[{"id": "c", "name": "n", "result": {"llmContent": _deep(30)}}]), "nested more than"),
         (_valid_file(toolCalls=[{"id": "c", "name": "n", "result": {"llmContent": "a\x00b"}}]), "NUL character"),
+        (
+            _valid_file(toolCalls=[{"id": "c", "name": "n", "args": {"p": ["\ud800"]}, "result": {"llmContent": ""}}]),
+            "(at .p[0])",
+        ),
+        (_valid_file(metadata={"systemPrompt": "a\x00b"}), "file.metadata.systemPrompt: holds a NUL character"),
     ],
 )
 def test_malformed_files_are_refused_with_422_and_create_nothing(api, data, detail):
@@ -210,7 +246,7 @@ def test_a_file_that_fails_late_creates_nothing(api, user):
         messages=[{"role": "user", "parts": [{"type": "text", "text": f"m{n}"}]} for n in range(50)]
         + [{"role": "user", "parts": [{"type": "text", "text": "   "}]}]
     )
-    with pytest.raises(Exception, match="The message is empty"):
+    with pytest.raises(ValidationError, match=re.escape("file.messages[50]: The message is empty")):
         session_import(owner=user, data=data)
     assert not Session.objects.exists()
     assert not Message.objects.exists()
@@ -257,6 +293,128 @@ def test_nesting_up_to_the_limit_is_accepted(api):
     depth_left = MAX_IMPORT_DEPTH - 4  # file > toolCalls > [0] > result > llmContent
     data = _valid_file(toolCalls=[{"id": "c", "name": "n", "result": {"llmContent": _deep(depth_left)}}])
     assert api.post("/api/sessions/import", data, content_type=JSON).status_code == 201
+    deeper = _valid_file(toolCalls=[{"id": "c", "name": "n", "result": {"llmContent": _deep(depth_left + 1)}}])
+    refused = api.post("/api/sessions/import", deeper, content_type=JSON)
+    assert refused.status_code == 422
+    assert refused.json()["detail"].startswith("file.toolCalls[0].result.llmContent: nested more than 20 levels deep")
+
+
+def _time(text):
+    return datetime.fromisoformat(text).astimezone(UTC)
+
+
+def test_a_file_the_ollm_cli_recorded_is_imported_as_written(api):
+    """The CLI's ChatRecordingService file: no ollm-site metadata, a provider of its own, an assistant message in
+    two parts, a tool call with returnDisplay and metadata.modeHistory (neither is kept)."""
+    recorded = json.loads(CLI_FILE.read_text(encoding="utf-8"))
+    upload = SimpleUploadedFile("5b0c7d2e.json", CLI_FILE.read_bytes(), content_type=JSON)
+    response = api.post("/api/sessions/import", {"file": upload})
+    assert response.status_code == 201, response.content
+    session = Session.objects.get(pk=response.json()["id"])
+    assert (session.model, session.title, session.context_size, session.system_prompt) == (
+        "llama3.2:3b",
+        "Imported conversation",
+        16384,
+        "",
+    )
+    assert (session.created_at, session.last_activity) == (
+        _time(recorded["startTime"]),
+        _time(recorded["lastActivity"]),
+    )
+    history = list(session.messages.order_by("position"))
+    # The tool call sits where its timestamp puts it: after the question, before the answer.
+    assert [(m.role, m.content) for m in history] == [
+        ("user", "What does packages/core/src/index.ts export?"),
+        ("tool", recorded["toolCalls"][0]["result"]["llmContent"]),
+        ("assistant", "Let me read the file. It exports the services, the tools and the context manager."),
+        ("user", "Does it export ChatRecordingService?"),
+        ("assistant", "Yes, through ./services/index.js."),
+    ]
+    stamps = [m["timestamp"] for m in recorded["messages"]]
+    assert [m.created_at for m in history] == [
+        _time(t) for t in [stamps[0], recorded["toolCalls"][0]["timestamp"], *stamps[1:]]
+    ]
+    tool = history[1]
+    assert (tool.tool_call_id, tool.tool_name, tool.tool_args, tool.tool_result) == (
+        "call_8f2a41c0",
+        "read_file",
+        {"path": "packages/core/src/index.ts"},
+        None,
+    )
+    # Exported again, it is the same conversation in the same shape.
+    again = api.get(f"/api/sessions/{session.id}/export").json()
+    assert [(m["role"], _time(m["timestamp"])) for m in again["messages"]] == [
+        (m["role"], _time(m["timestamp"])) for m in recorded["messages"]
+    ]
+    assert [call["result"] for call in again["toolCalls"]] == [{"llmContent": tool.content}]
+    assert (again["model"], again["metadata"]["compressionCount"]) == ("llama3.2:3b", 0)
+
+
+def test_a_tool_result_the_cli_kept_among_the_messages_is_a_tool_result(api):
+    """The CLI's SessionMessage role may be "tool": such a result has no call id; an export lists it in toolCalls."""
+    data = _valid_file(
+        messages=[
+            {"role": "user", "parts": [{"type": "text", "text": "count them"}], "timestamp": "2026-01-26T10:00:00Z"},
+            {"role": "tool", "parts": [{"type": "text", "text": "42 rows"}], "timestamp": "2026-01-26T10:00:01Z"},
+        ]
+    )
+    body = api.post("/api/sessions/import", data, content_type=JSON).json()
+    tool = Message.objects.get(session_id=body["id"], role="tool")
+    assert (tool.content, tool.tool_call_id, tool.tool_name, tool.position) == ("42 rows", "", "", 2)
+    again = api.get(f"/api/sessions/{body['id']}/export").json()
+    assert [m["role"] for m in again["messages"]] == ["user"]
+    assert again["toolCalls"] == [
+        {"id": "", "name": "", "args": {}, "result": {"llmContent": "42 rows"}, "timestamp": "2026-01-26T10:00:01Z"}
+    ]
+
+
+def test_a_file_with_many_problems_names_the_first_ones(api):
+    data = {"model": 7, "messages": [{"role": "robot", "parts": "all"}] * 5}
+    response = api.post("/api/sessions/import", data, content_type=JSON)
+    assert response.status_code == 422
+    assert response.json()["detail"] == (
+        "file.model: must be a string; "
+        'file.messages[0].role: must be one of "user", "assistant", "system" or "tool"; '
+        "file.messages[0].parts: must be a list; and 8 more problems"
+    )
+    assert not Session.objects.exists()
+
+
+def test_the_openapi_document_names_the_session_file_schema(client, user):
+    """Import and export share one schema in the document: the file's camelCase names, only model and messages
+    required (what an import needs), the old duplicate gone."""
+    client.force_login(user)
+    document = client.get("/api/openapi.json").json()
+    ref = {"$ref": "#/components/schemas/SessionFile"}
+    export = document["paths"]["/api/sessions/{session_id}/export"]["get"]
+    assert export["responses"]["200"]["content"]["application/json"]["schema"] == ref
+    imports = document["paths"]["/api/sessions/import"]["post"]
+    assert imports["requestBody"]["content"]["application/json"]["schema"] == ref
+    schemas = document["components"]["schemas"]
+    assert "SessionFileOut" not in schemas
+    assert set(schemas["SessionFile"]["properties"]) == {
+        "sessionId",
+        "startTime",
+        "lastActivity",
+        "model",
+        "provider",
+        "messages",
+        "toolCalls",
+        "metadata",
+    }
+    assert schemas["SessionFile"]["required"] == ["model", "messages"]
+    assert set(schemas["SessionFileMessage"]["properties"]) == {"role", "parts", "timestamp"}
+    assert schemas["SessionFileMessage"]["properties"]["role"]["enum"] == ["user", "assistant", "system", "tool"]
+    assert set(schemas["SessionFileToolCall"]["properties"]) == {"id", "name", "args", "result", "timestamp"}
+    assert set(schemas["SessionFileToolResult"]["properties"]) == {"llmContent", "returnDisplay", "data"}
+    assert set(schemas["SessionFileMetadata"]["properties"]) == {
+        "tokenCount",
+        "compressionCount",
+        "title",
+        "contextSize",
+        "systemPrompt",
+    }
+    assert "OLLM CLI" in schemas["SessionFile"]["description"]
 
 
 texts = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=40)

@@ -19,10 +19,9 @@ QUIET = {"compression": {"summary_max_tokens": 48}, "snapshots": {"auto_create":
 
 
 @pytest.fixture
-def small_session(user):
-    return session_create(
-        owner=user, model=MODEL_NAME, context_size=2048, system_prompt="Answer in one sentence.", settings=QUIET
-    )
+def small_session_settings():
+    """``small_session`` (tests/integration/conftest.py) without auto-snapshots, with short summaries."""
+    return QUIET
 
 
 @override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=16)

@@ -7,10 +7,11 @@ from django.test import Client
 
 from chat.models import Session
 from chat.services import message_create, session_create
-from contextmgr.core.tiers import context_profiles
 from contextmgr.llm.embedded import MODEL_NAME
 from contextmgr.llm.gateway import Gateway
 from contextmgr.llm.ollama_backend import OllamaBackend
+from contextmgr.resources import context_profiles
+from tests.support.model_server import UNTAGGED_MODEL
 
 pytestmark = pytest.mark.django_db
 JSON = "application/json"
@@ -174,3 +175,30 @@ def test_patch_sets_the_spec_configuration_and_refuses_bad_values(api, chat_sess
     chat_session.refresh_from_db()
     assert chat_session.settings == settings
     assert chat_session.title == "New conversation"
+
+
+def test_every_door_starts_a_session_the_same_way(user, owner_client, api, use_gateway, fake_ollama, monkeypatch):
+    """Page, API, terminal and import all ask Ollama about the model (``session_start``): a model
+    whose tag says nothing of its size gets the size /api/show reports, and the same score."""
+    import io
+    import json
+
+    from django.core.management import call_command
+
+    use_gateway(Gateway(mode="ollama", embedded=None, ollama=OllamaBackend(host=fake_ollama.url, timeout=60)))
+    form = {"model": UNTAGGED_MODEL, "context_size": 4096, "title": "page", "system_prompt": "", "goal": ""}
+    assert owner_client.post("/sessions/new/", form).status_code == 302
+    payload = {"model": UNTAGGED_MODEL, "context_size": 4096, "title": "api"}
+    assert api.post("/api/sessions", payload, content_type="application/json").status_code == 201
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    call_command("chat", user="alice", model=UNTAGGED_MODEL, context_size=4096, stdout=io.StringIO())
+    file = {"model": UNTAGGED_MODEL, "messages": [{"role": "user", "parts": [{"type": "text", "text": "Hi"}]}]}
+    imported = api.post("/api/sessions/import?context_size=4096", json.dumps(file), content_type="application/json")
+    assert imported.status_code == 201
+
+    sessions = Session.objects.filter(owner=user)
+    assert sessions.count() == 4
+    # The served model's size (135M) and its own context length, whichever door.
+    assert set(sessions.values_list("model_parameter_size_b", "reliability_score", "max_tokens")) == {
+        (0.135, sessions[0].reliability_score, sessions[0].max_tokens)
+    }

@@ -16,15 +16,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def embedded_gateway(monkeypatch, embedded_backend, closed_port_url):
-    gateway = Gateway(mode="auto", embedded=embedded_backend, ollama=OllamaBackend(host=closed_port_url))
-    monkeypatch.setattr("chat.management.commands.chat.get_gateway", lambda: gateway)
-    monkeypatch.setattr("chat.turn.get_gateway", lambda: gateway)
-    return gateway
+def terminal_gateway(use_gateway, embedded_backend, closed_port_url):
+    return use_gateway(Gateway(mode="auto", embedded=embedded_backend, ollama=OllamaBackend(host=closed_port_url)))
 
 
 @override_settings(OLLM_REPLY_MAX_TOKENS=12, OLLM_CHAT_TEMPERATURE=0.0)
-def test_chatting_in_a_terminal(user, embedded_gateway, monkeypatch):
+def test_chatting_in_a_terminal(user, terminal_gateway, monkeypatch):
     monkeypatch.setattr("sys.stdin", io.StringIO("What is a token?\n\nAnd a context window?\n"))
     out = io.StringIO()
     call_command("chat", user="alice", context_size=16384, system="Be brief.", stdout=out)
@@ -43,7 +40,7 @@ def test_chatting_in_a_terminal(user, embedded_gateway, monkeypatch):
     ]
 
 
-def test_chat_refuses_unknown_users_and_sessions(user, embedded_gateway):
+def test_chat_refuses_unknown_users_and_sessions(user, terminal_gateway):
     with pytest.raises(CommandError, match="There is no user 'nobody'"):
         call_command("chat", user="nobody")
     with pytest.raises(CommandError, match="alice has no session"):

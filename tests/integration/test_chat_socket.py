@@ -12,46 +12,16 @@ import uuid
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
-from django.test import Client, override_settings
+from django.test import override_settings
 from django.utils import timezone
 
 from chat.models import Message, Session
 from chat.services import message_create, session_create
 from contextmgr.llm.embedded import MODEL_NAME
-from ollm_site.asgi import application
-from tests.support.timing import scaled, wait_until
+from tests.factories import SOCKET_TIMEOUT, frames_until, socket
+from tests.support.timing import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-TIMEOUT = scaled(120)
-
-
-@pytest.fixture
-def small_session(user):
-    return session_create(owner=user, model=MODEL_NAME, context_size=2048, system_prompt="Answer in one sentence.")
-
-
-def _cookie(user) -> bytes:
-    client = Client()
-    client.force_login(user)
-    return f"sessionid={client.cookies['sessionid'].value}".encode()
-
-
-async def socket(session_id, user=None, origin: bytes = b"http://localhost") -> WebsocketCommunicator:
-    headers = [(b"origin", origin)]
-    if user is not None:
-        headers.append((b"cookie", await sync_to_async(_cookie)(user)))
-    return WebsocketCommunicator(application, f"/ws/sessions/{session_id}/", headers=headers)
-
-
-async def frames_until(communicator: WebsocketCommunicator, marker: str) -> list[str]:
-    """Every frame up to and including the first that contains ``marker``."""
-    frames = []
-    while True:
-        frame = await communicator.receive_from(timeout=TIMEOUT)
-        frames.append(frame)
-        if marker in frame:
-            return frames
 
 
 def streamed_text(frames: list[str], reply_id: str) -> str:
@@ -121,7 +91,8 @@ async def fake_ollama_chat(user, use_gateway, fake_ollama) -> tuple[Session, Web
 
 
 async def test_the_goals_panel_comes_with_the_turn_only_when_the_reply_changed_it(user, use_gateway, fake_ollama):
-    """The panel is re-rendered at the end of a turn only when the reply's markers changed it."""
+    """The panel is re-rendered at the end of a turn only when the reply's markers changed it (it holds
+    forms the user may be typing in)."""
     _, communicator = await fake_ollama_chat(user, use_gateway, fake_ollama)
     fake_ollama.behaviour.canned_reply = "Sure, let us start with the login form."
     await communicator.send_to(text_data=json.dumps({"message": "Where do we start?"}))
@@ -216,7 +187,7 @@ async def test_malformed_frames_get_an_error_and_the_socket_stays_usable(small_s
     communicator = await socket(small_session.pk, user)
     assert (await communicator.connect())[0]
     await communicator.send_to(text_data=frame)
-    reply = await communicator.receive_from(timeout=TIMEOUT)
+    reply = await communicator.receive_from(timeout=SOCKET_TIMEOUT)
     assert 'id="chat-status"' in reply
     assert html.escape(error, quote=False) in reply
     assert await Message.objects.filter(session=small_session).acount() == 0
@@ -224,7 +195,7 @@ async def test_malformed_frames_get_an_error_and_the_socket_stays_usable(small_s
     # and the next bad frame gets its own error.
     await communicator.send_to(text_data=json.dumps({"action": "stop"}))
     await communicator.send_to(text_data="{")
-    assert "Frames must be JSON objects." in await communicator.receive_from(timeout=TIMEOUT)
+    assert "Frames must be JSON objects." in await communicator.receive_from(timeout=SOCKET_TIMEOUT)
     await communicator.disconnect()
 
 
@@ -273,7 +244,7 @@ async def test_retry_without_an_unanswered_message_says_so(small_session, user):
     communicator = await socket(small_session.pk, user)
     assert (await communicator.connect())[0]
     await communicator.send_to(text_data=json.dumps({"action": "retry"}))
-    assert "There is no unanswered message to retry." in await communicator.receive_from(timeout=TIMEOUT)
+    assert "There is no unanswered message to retry." in await communicator.receive_from(timeout=SOCKET_TIMEOUT)
     await communicator.disconnect()
 
 
@@ -309,7 +280,7 @@ async def _until_idle(session) -> None:
     its events): its last writes must land before the test's database is emptied."""
     from contextmgr.services.compression import compression_running
 
-    for _ in range(int(TIMEOUT / 0.1)):
+    for _ in range(int(SOCKET_TIMEOUT / 0.1)):
         if not await sync_to_async(compression_running)(session_id=session.pk):
             return
         await asyncio.sleep(0.1)

@@ -9,6 +9,7 @@ import time
 from datetime import timedelta
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.db import connections
 from django.test import override_settings
 from django.utils import timezone
@@ -16,66 +17,17 @@ from django.utils import timezone
 from chat.models import Message, Session
 from chat.services import message_create, session_create, session_delete
 from contextmgr.core.aging import Level
-from contextmgr.core.window import chat_messages, window_budget
+from contextmgr.core.window import chat_messages
 from contextmgr.llm.gateway import Gateway
 from contextmgr.llm.ollama_backend import OllamaBackend
 from contextmgr.models import Checkpoint, ContextEvent, Snapshot
-from contextmgr.selectors import session_budget, session_state, session_window
+from contextmgr.selectors import session_budget, session_window
 from contextmgr.services.compression import compression_maybe_schedule, compression_run, compression_wait
 from contextmgr.services.events import event_record
 from contextmgr.services.goals import decision_record, goal_create
 from contextmgr.tasks import compress_session
+from tests.factories import LOGIN_ANSWER, event_types, frozen, summary_requests
 from tests.support.model_server import SERVED_MODEL
-
-SMALL = {SERVED_MODEL: {8192: 1200}}  # an 8K (Tier 2) selection squeezed to 1,200 tokens
-ANSWER = (
-    "The handler validates the form, hashes the password with argon2 and compares it in constant time. "
-    "It then issues a short-lived token and records the login in the audit log for later review. "
-)
-
-
-@pytest.fixture
-def gateway(fake_ollama):
-    return Gateway(mode="ollama", embedded=None, ollama=OllamaBackend(host=fake_ollama.url, timeout=180))
-
-
-@pytest.fixture
-def due_session(user):
-    """A session whose active conversation has reached the trigger."""
-    with override_settings(OLLM_MODEL_CONTEXT_OVERRIDES=SMALL):
-        session = session_create(
-            owner=user,
-            model=SERVED_MODEL,
-            context_size=8192,
-            system_prompt="Be brief.",
-            settings={"compression": {"summary_max_tokens": 48}},
-        )
-    for index in range(18):
-        message_create(session=session, role="user", content=f"Question {index} about logins?")
-        markers = "[DECISION] Use argon2 for passwords - LOCKED\n[ARTIFACT] Created src/auth/hash.ts\n"
-        extra = markers if index == 1 else ""
-        message_create(session=session, role="assistant", content=extra + ANSWER)
-    budget = session_budget(session=session)
-    assert budget.compression_due
-    return session
-
-
-def frozen(session: Session):
-    """Everything a failed compression must leave as it was: the full history, the
-    checkpoints, the goal state and the prompt the next call would send."""
-    session.refresh_from_db()
-    state = session_state(session=session)
-    del state["messages"]  # a delta on the latest snapshot, which a compression may add
-    history = list(
-        Message.objects.filter(session=session)
-        .order_by("position")
-        .values_list("id", "role", "content", "tokens", "compressed_into_id", "excluded_from_context")
-    )
-    return state, history, chat_messages(session_window(session=session)), session.compression_count
-
-
-def events(session: Session) -> list[str]:
-    return list(ContextEvent.objects.filter(session=session).order_by("id").values_list("type", flat=True))
 
 
 @pytest.mark.django_db
@@ -95,7 +47,7 @@ def test_a_due_session_is_compressed_with_a_real_summary(due_session, gateway):
     after = session_budget(session=due_session)
     assert after.active_tokens < before.active_tokens
     assert not after.compression_due
-    assert events(due_session) == ["auto-snapshot-created", "checkpoint-created", "compressed"]
+    assert event_types(due_session) == ["auto-snapshot-created", "checkpoint-created", "compressed"]
     payload = ContextEvent.objects.get(session=due_session, type="compressed").payload
     assert payload["tokens_before"] == before.used
     assert payload["tokens_after"] == after.used
@@ -107,24 +59,33 @@ def test_a_due_session_is_compressed_with_a_real_summary(due_session, gateway):
 
 @pytest.mark.django_db
 def test_the_window_sent_and_the_stored_budget_agree(due_session, gateway):
-    """A turn reads its budget off the window it sends; pages and the API sum the stored counts."""
+    """The window a turn sends holds exactly what the budget (pages, the API, the trigger) counts."""
     goal_create(session=due_session, description="Ship the login form")
     assert compression_run(session_id=due_session.pk, gateway=gateway).status == "compressed"
     due_session.refresh_from_db()
-    from_window = window_budget(session_window(session=due_session), max_tokens=due_session.max_tokens)
-    assert from_window == session_budget(session=due_session)
-    assert from_window.checkpoint_tokens > 0
-    assert from_window.system_prompt_tokens > due_session.system_prompt_tokens, "the goal block is counted"
+    window = session_window(session=due_session)
+    budget = session_budget(session=due_session)
+
+    def tokens(kind: str) -> int:
+        return sum(block.tokens for block in window if block.kind == kind)
+
+    assert (tokens("system"), tokens("checkpoint"), tokens("message")) == (
+        budget.system_prompt_tokens,
+        budget.checkpoint_tokens,
+        budget.active_tokens,
+    )
+    assert budget.checkpoint_tokens > 0
+    assert budget.system_prompt_tokens > due_session.system_prompt_tokens, "the goal block is counted"
 
 
 @pytest.mark.django_db
 def test_waiting_for_a_compression_starts_from_the_callers_budget(due_session):
     """With no compression running, one is still to come while the budget says it is due."""
     due = session_budget(session=due_session)
-    assert not compression_wait(session_id=due_session.pk, after_event_id=0, timeout=0)
-    assert not compression_wait(session_id=due_session.pk, after_event_id=0, timeout=0, budget=due)
+    assert not async_to_sync(compression_wait)(session_id=due_session.pk, after_event_id=0, timeout=0)
+    assert not async_to_sync(compression_wait)(session_id=due_session.pk, after_event_id=0, timeout=0, budget=due)
     settled = dataclasses.replace(due, active_tokens=0)
-    assert compression_wait(session_id=due_session.pk, after_event_id=0, timeout=0, budget=settled)
+    assert async_to_sync(compression_wait)(session_id=due_session.pk, after_event_id=0, timeout=0, budget=settled)
 
 
 @pytest.mark.django_db
@@ -134,7 +95,7 @@ def test_not_due_is_recorded_as_skipped(user, gateway):
     outcome = compression_run(session_id=session.pk, gateway=gateway)
     assert outcome.status == "skipped"
     assert "not needed" in outcome.reason
-    assert events(session) == ["compression-skipped"]
+    assert event_types(session) == ["compression-skipped"]
 
 
 @pytest.mark.django_db
@@ -182,10 +143,6 @@ def test_an_empty_or_inflated_summary_falls_back_to_truncation(due_session, gate
 # What SmolLM2-135M writes when it loops (issue 23): one clause over and over, within its target.
 LOOP = "The handler checks the token and logs the login. " * 4
 CLEAN = "Logins are validated, hashed with argon2 and audited."
-
-
-def summary_requests(fake_ollama):
-    return [r for r in fake_ollama.behaviour.requests if r["path"] == "/api/chat"]
 
 
 @pytest.mark.django_db
@@ -408,7 +365,7 @@ def test_a_2k_rollover_with_assistant_output_to_take_keeps_every_user_message(us
     index = 0
     while not session_budget(session=session).compression_due:
         message_create(session=session, role="user", content=f"Question {index} about logins?")
-        message_create(session=session, role="assistant", content=ANSWER * 2)
+        message_create(session=session, role="assistant", content=LOGIN_ANSWER * 2)
         index += 1
     message_create(session=session, role="user", content="And the audit log?")
     outcome = compression_run(session_id=session.pk, gateway=gateway)

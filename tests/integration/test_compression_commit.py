@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 
 from chat.models import Message
@@ -16,20 +18,17 @@ from contextmgr.services.checkpoints import (
     compression_commit,
 )
 from contextmgr.services.events import event_record
+from tests.factories import converse
 
 pytestmark = pytest.mark.django_db
 
 
-def converse(session, turns):
-    replies = []
-    for index in range(turns):
-        message_create(session=session, role="user", content=f"Question {index}")
-        replies.append(message_create(session=session, role="assistant", content=f"A long answer {index}. " * 20))
-    return replies
+# Short questions, long numbered answers: the answers.
+long_answers = partial(converse, question="Question {index}", answer=lambda index: f"A long answer {index}. " * 20)
 
 
 def test_a_compression_replaces_messages_with_a_checkpoint(chat_session):
-    replies = converse(chat_session, 3)
+    replies = long_answers(chat_session, 3)
     before = session_budget(session=chat_session)
     checkpoint = compression_commit(
         session=chat_session,
@@ -70,7 +69,7 @@ def test_a_compression_replaces_messages_with_a_checkpoint(chat_session):
 
 
 def test_aging_and_merging_write_revisions_and_events(chat_session):
-    replies = converse(chat_session, 4)
+    replies = long_answers(chat_session, 4)
     first = compression_commit(session=chat_session, message_ids=[replies[0].id], draft=CheckpointDraft(summary="one"))
     second = compression_commit(
         session=chat_session,
@@ -100,7 +99,7 @@ def test_aging_and_merging_write_revisions_and_events(chat_session):
 
 
 def test_merging_several_checkpoints_keeps_one_in_the_context(chat_session):
-    replies = converse(chat_session, 3)
+    replies = long_answers(chat_session, 3)
     a = compression_commit(session=chat_session, message_ids=[replies[0].id], draft=CheckpointDraft(summary="a"))
     b = compression_commit(session=chat_session, message_ids=[replies[1].id], draft=CheckpointDraft(summary="b"))
     compression_commit(
@@ -125,7 +124,7 @@ def state_of(session):
 def test_conflicts_change_nothing(chat_session, user, case):
     from chat.services import session_create
 
-    replies = converse(chat_session, 2)
+    replies = long_answers(chat_session, 2)
     done = compression_commit(session=chat_session, message_ids=[replies[0].id], draft=CheckpointDraft(summary="x"))
     before = state_of(chat_session)
     other = session_create(owner=user, model="m", context_size=8192)
@@ -142,7 +141,7 @@ def test_conflicts_change_nothing(chat_session, user, case):
 
 
 def test_a_failure_inside_the_transaction_leaves_everything_as_it_was(chat_session, monkeypatch):
-    replies = converse(chat_session, 3)
+    replies = long_answers(chat_session, 3)
     first = compression_commit(session=chat_session, message_ids=[replies[0].id], draft=CheckpointDraft(summary="a"))
     before = state_of(chat_session)
     revisions = CheckpointRevision.objects.count()

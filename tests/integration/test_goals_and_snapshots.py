@@ -7,8 +7,8 @@ from django.core.exceptions import ValidationError
 
 from chat.models import Session
 from chat.services import message_create
-from contextmgr.core.tokens import count_text_tokens
 from contextmgr.models import Artifact, ContextEvent, Decision, Goal, GoalCheckpoint, ImmutableError, Snapshot
+from contextmgr.resources import count_text_tokens
 from contextmgr.selectors import active_goal, pinned_block, session_budget
 from contextmgr.services.goals import (
     artifact_record,
@@ -178,7 +178,7 @@ def test_user_edits_of_goals_checkpoints_and_decisions(chat_session):
 
 
 def test_every_write_to_the_goal_block_raises_the_context_version(chat_session):
-    """The goal block is part of the context: a reading taken before a write must not be reused after it."""
+    """The goal block is part of the context: a turn tells by the version that its goals panel must be re-sent."""
 
     def version() -> int:
         return Session.objects.values_list("context_version", flat=True).get(pk=chat_session.pk)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from contextmgr.core.tokens import count_text_tokens
 from contextmgr.llm.embedded import MODEL_NAME as EMBEDDED_MODEL
 from contextmgr.llm.embedded import EmbeddedBackend
 from contextmgr.llm.gateway import Gateway
@@ -17,6 +16,7 @@ from contextmgr.llm.types import (
     LLMTimeout,
     ModelNotFound,
 )
+from contextmgr.resources import count_text_tokens
 from tests.support.model_server import SERVED_MODEL
 
 HELLO = [ChatMessage("user", "Say hello.")]

@@ -35,7 +35,7 @@ async def test_streams_deltas_then_a_final_result(backend_and_model):
     assert result.prompt_tokens > 10
     assert 0 < result.completion_tokens <= 32
     assert result.done_reason in {"stop", "length"}
-    assert result.generation_seconds >= 0
+    assert result.generation_seconds > 0  # measured over the two or more deltas above
 
 
 async def test_the_cap_ends_a_reply_with_length(backend_and_model):

@@ -44,7 +44,8 @@ class RecordingGateway(Gateway):
 
 
 @pytest.fixture
-def gateway(embedded_backend, monkeypatch):
+def recording_gateway(embedded_backend, monkeypatch):
+    """A ``RecordingGateway`` to the embedded model, also for the turns' compressions."""
     gateway = RecordingGateway(embedded_backend)
     monkeypatch.setattr("contextmgr.services.compression.get_gateway", lambda: gateway)
     monkeypatch.setattr("chat.turn.get_gateway", lambda: gateway)
@@ -75,7 +76,7 @@ def assert_history_intact(session: Session, sent: list[str]) -> None:
     assert not ContextEvent.objects.filter(session=session, type="compression-error").exists()
 
 
-def converse(session: Session, gateway: RecordingGateway, turns: int) -> list[str]:
+def chat_turns(session: Session, gateway: RecordingGateway, turns: int) -> list[str]:
     sent = []
     for index in range(turns):
         text = f"{index}: explain {TOPICS[index % len(TOPICS)]} in detail."
@@ -121,13 +122,13 @@ def chat_calls(gateway: RecordingGateway) -> list[tuple[list[ChatMessage], int, 
     OLLM_CHAT_TEMPERATURE=0.0,
     OLLM_MODEL_CONTEXT_OVERRIDES={MODEL_NAME: {16384: 2000}},
 )
-def test_sixty_turns_in_a_tier_three_window_age_checkpoints(user, gateway):
+def test_sixty_turns_in_a_tier_three_window_age_checkpoints(user, recording_gateway):
     # A 16K selection (Tier 3: three checkpoints) squeezed to 2,000 tokens for the embedded model.
     session = pinned_session(user, context_size=16384)
     assert (session.max_tokens, session.tier) == (2000, 3)
-    sent = converse(session, gateway, 60)
+    sent = chat_turns(session, recording_gateway, 60)
 
-    assert_every_prompt_kept_what_matters(session, gateway, sent, num_ctx=2000)
+    assert_every_prompt_kept_what_matters(session, recording_gateway, sent, num_ctx=2000)
     session.refresh_from_db()
     assert session.compression_count >= 3
     levels_seen = set(CheckpointRevision.objects.filter(checkpoint__session=session).values_list("level", flat=True))
@@ -139,12 +140,12 @@ def test_sixty_turns_in_a_tier_three_window_age_checkpoints(user, gateway):
 
 
 @override_settings(OLLM_REPLY_MAX_TOKENS=60, OLLM_CHAT_TEMPERATURE=0.0)
-def test_sixty_turns_at_2k_roll_over(user, gateway):
+def test_sixty_turns_at_2k_roll_over(user, recording_gateway):
     session = pinned_session(user, context_size=2048)
     assert (session.max_tokens, session.tier) == (1700, 1)
-    sent = converse(session, gateway, 60)
+    sent = chat_turns(session, recording_gateway, 60)
 
-    assert_every_prompt_kept_what_matters(session, gateway, sent, num_ctx=1700)
+    assert_every_prompt_kept_what_matters(session, recording_gateway, sent, num_ctx=1700)
     assert ContextEvent.objects.filter(session=session, type="rollover-complete").count() >= 2
     # Tier 1 keeps no level-3/2/1 checkpoints: everything lives in one ultra checkpoint.
     active = Checkpoint.objects.filter(session=session, merged_into__isnull=True, retired=False)

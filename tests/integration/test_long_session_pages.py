@@ -64,7 +64,8 @@ def _compressions(session, count: int) -> None:
         session=session,
         number=count + 1,
         level=0,
-        range_label="all",
+        first_position=1,
+        last_position=9,
         summary="ultra",
         original_tokens=9,
         current_tokens=3,
@@ -74,7 +75,8 @@ def _compressions(session, count: int) -> None:
             session=session,
             number=n,
             level=0,
-            range_label=f"block {n}",
+            first_position=n * 10 + 1,
+            last_position=n * 10 + 10,
             summary=f"summary {n}",
             original_tokens=9,
             current_tokens=3,
@@ -121,7 +123,14 @@ def test_a_timeline_page_that_does_not_exist_shows_a_page_that_does(owner_client
 def test_the_chat_page_reads_no_snapshot_state_and_no_checkpoint_texts(owner_client, long_session):
     snapshot_create(session=long_session, kind=Snapshot.Kind.MANUAL, reason="before")
     checkpoint = Checkpoint.objects.create(
-        session=long_session, number=1, level=3, range_label="1-10", summary="s", original_tokens=9, current_tokens=3
+        session=long_session,
+        number=1,
+        level=3,
+        first_position=1,
+        last_position=10,
+        summary="s",
+        original_tokens=9,
+        current_tokens=3,
     )
     Message.objects.filter(session=long_session).update(compressed_into=checkpoint)
     with CaptureQueriesContext(connection) as queries:

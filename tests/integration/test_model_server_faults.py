@@ -20,8 +20,7 @@ from chat.services import message_create, session_create
 from contextmgr.llm.embedded import MODEL_NAME
 from contextmgr.models import Checkpoint, ContextEvent
 from contextmgr.services.compression import CompressionOutcome, compression_run
-from tests.integration.test_chat_socket import frames_until, socket
-from tests.integration.test_compression import ANSWER, frozen
+from tests.factories import LOGIN_ANSWER, frames_until, frozen, socket
 from tests.support.timing import scaled, wait_until
 
 
@@ -67,7 +66,7 @@ def test_a_model_server_killed_mid_compression_changes_nothing_and_the_next_one_
         )
     for index in range(18):
         message_create(session=session, role="user", content=f"Question {index} about logins?")
-        message_create(session=session, role="assistant", content=ANSWER)
+        message_create(session=session, role="assistant", content=LOGIN_ANSWER)
     gateway = app_gateway
     before = frozen(session)
     fake_ollama.hold()

@@ -24,6 +24,8 @@ import yaml
 from django.db import OperationalError
 from django.test import Client, override_settings
 
+from tests.support.model_server import free_port
+
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,7 +75,7 @@ def service_environment(service: str, variables: dict[str, str]) -> dict[str, st
     return {name: interpolate(str(value), variables) for name, value in environment.items()}
 
 
-# What the operator sets before `docker compose up` (README, "Production").
+# What the operator sets before `docker compose up` (docs/production.md).
 OPERATOR = {
     "SECRET_KEY": secrets.token_urlsafe(50),
     "ALLOWED_HOSTS": "ollm.example.org",
@@ -329,13 +331,6 @@ def test_the_compose_file_wires_every_service():
     assert database.username == postgres["POSTGRES_USER"]
     assert database.password == postgres["POSTGRES_PASSWORD"] == OPERATOR["POSTGRES_PASSWORD"]
     assert database.path == f"/{postgres['POSTGRES_DB']}"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def fetch(url: str) -> tuple[int, bytes]:

@@ -10,11 +10,10 @@ from django.test import override_settings
 from chat.models import Message, Session
 from chat.services import message_create, session_create
 from contextmgr.core.aging import Level
-from contextmgr.llm.gateway import Gateway
 from contextmgr.models import Checkpoint, ContextEvent
 from contextmgr.selectors import session_reliability, session_window
 from contextmgr.services.compression import compression_run
-from tests.integration.test_compression import SMALL
+from tests.factories import LOGIN_QUESTION, SMALL_CONTEXTS, TIER2, converse, small_session
 from tests.support.model_server import SERVED_MODEL
 
 pytestmark = pytest.mark.django_db
@@ -25,25 +24,12 @@ PLANTED = (
 )
 
 
-def converse(session: Session, turns: int, start: int = 0) -> None:
-    for index in range(start, start + turns):
-        message_create(session=session, role="user", content=f"Question {index} about logins?")
-        markers = "[DECISION] Use argon2 for passwords - LOCKED\n[ARTIFACT] Created src/auth/hash.ts\n"
-        message_create(session=session, role="assistant", content=(markers if index == 1 else "") + PLANTED * 3)
-
-
 @pytest.fixture
-def gateway(ollama_backend):
-    return Gateway(mode="ollama", embedded=None, ollama=ollama_backend)
-
-
-@pytest.fixture
-def due_session(user):
-    with override_settings(OLLM_MODEL_CONTEXT_OVERRIDES=SMALL):
-        session = session_create(
-            owner=user, model=SERVED_MODEL, context_size=8192, settings={"compression": {"summary_max_tokens": 48}}
-        )
-    converse(session, 12)
+def planted_session(user):
+    """An 8K session squeezed to 1,200 tokens: twelve answers that plant the same facts, the
+    second also a locked decision and a file."""
+    session = small_session(user, context_size=TIER2, system_prompt="", compression={"summary_max_tokens": 48})
+    converse(session, 12, question=LOGIN_QUESTION, answer=PLANTED * 3, markers_at=1)
     return session
 
 
@@ -51,25 +37,25 @@ def _payload(session: Session, event_type: str) -> Any:
     return ContextEvent.objects.filter(session=session, type=event_type).latest("id").payload
 
 
-def test_a_summary_that_loses_facts_leaves_them_in_the_ledger_of_the_prompt(due_session, gateway, fake_ollama):
+def test_a_summary_that_loses_facts_leaves_them_in_the_ledger_of_the_prompt(planted_session, gateway, fake_ollama):
     fake_ollama.behaviour.canned_reply = "Logins were discussed."
-    with override_settings(OLLM_MODEL_CONTEXT_OVERRIDES=SMALL):
-        outcome = compression_run(session_id=due_session.pk, reason="test", gateway=gateway)
+    with override_settings(OLLM_MODEL_CONTEXT_OVERRIDES=SMALL_CONTEXTS):
+        outcome = compression_run(session_id=planted_session.pk, reason="test", gateway=gateway)
     assert outcome.status == "compressed"
     assert len(fake_ollama.behaviour.requests) == 1, "the ledger needs no second summary"
 
-    checkpoint = Checkpoint.objects.get(session=due_session)
+    checkpoint = Checkpoint.objects.get(session=planted_session)
     ledger = {text for _, text in checkpoint.ledger}
     assert {"src/auth/login.ts", "verify_password", "30 s", "invalid credentials"} <= ledger
     # The marker's decision and file are in the structured fields already: not written twice.
     assert "src/auth/hash.ts" not in ledger
     assert checkpoint.files_modified == ["src/auth/hash.ts"]
-    prompt = "\n".join(block.content for block in session_window(session=due_session))
+    prompt = "\n".join(block.content for block in session_window(session=planted_session))
     assert "Facts: " in prompt
     for text in ("src/auth/login.ts", "verify_password", "30 s", "invalid credentials", "Use argon2 for passwords"):
         assert text in prompt
 
-    payload = _payload(due_session, "compressed")
+    payload = _payload(planted_session, "compressed")
     assert payload["retention_summary"] < 0.5  # the summary alone kept almost nothing
     assert payload["ledger_entries"] == len(checkpoint.ledger)
     assert payload["ledger_dropped"] == 0
@@ -81,7 +67,7 @@ def test_a_summary_that_loses_facts_leaves_them_in_the_ledger_of_the_prompt(due_
 
 
 def test_facts_over_the_ledger_share_are_dropped_oldest_first_and_recorded(user, gateway, fake_ollama):
-    with override_settings(OLLM_MODEL_CONTEXT_OVERRIDES=SMALL):
+    with override_settings(OLLM_MODEL_CONTEXT_OVERRIDES=SMALL_CONTEXTS):
         session = session_create(
             owner=user, model=SERVED_MODEL, context_size=8192, settings={"compression": {"summary_max_tokens": 48}}
         )
@@ -115,17 +101,17 @@ def test_facts_over_the_ledger_share_are_dropped_oldest_first_and_recorded(user,
     assert Message.objects.filter(session=session, content__contains="100 kg").exists()
 
 
-def test_aging_remeasures_against_the_original_facts_and_drives_reliability(due_session, gateway, fake_ollama):
+def test_aging_remeasures_against_the_original_facts_and_drives_reliability(planted_session, gateway, fake_ollama):
     fake_ollama.behaviour.canned_reply = (
         'Login: src/auth/login.ts retries `verify_password` 3 times, timeout 30 s, error "invalid credentials".'
     )
-    with override_settings(OLLM_MODEL_CONTEXT_OVERRIDES=SMALL):
-        compression_run(session_id=due_session.pk, reason="first", gateway=gateway)
-        checkpoint = Checkpoint.objects.get(session=due_session)
+    with override_settings(OLLM_MODEL_CONTEXT_OVERRIDES=SMALL_CONTEXTS):
+        compression_run(session_id=planted_session.pk, reason="first", gateway=gateway)
+        checkpoint = Checkpoint.objects.get(session=planted_session)
         created = checkpoint.retention
         fake_ollama.behaviour.canned_reply = "Passwords."
-        converse(due_session, 12, start=12)
-        compression_run(session_id=due_session.pk, reason="second", gateway=gateway, force=True)
+        converse(planted_session, 12, start=12, question=LOGIN_QUESTION, answer=PLANTED * 3)
+        compression_run(session_id=planted_session.pk, reason="second", gateway=gateway, force=True)
     checkpoint.refresh_from_db()
     revisions = list(checkpoint.revisions.order_by("id"))
     first, aged = (r.retention or 0.0 for r in revisions)
@@ -135,9 +121,9 @@ def test_aging_remeasures_against_the_original_facts_and_drives_reliability(due_
     assert aged == first == created == 1.0
     assert revisions[1].ledger_dropped == []
     assert revisions[1].facts_total == revisions[0].facts_total
-    assert _payload(due_session, "checkpoint-aged")["retention"] == revisions[1].retention
-    due_session.refresh_from_db()
-    reliability = session_reliability(session=due_session)
-    active = list(Checkpoint.objects.filter(session=due_session, merged_into__isnull=True, retired=False))
+    assert _payload(planted_session, "checkpoint-aged")["retention"] == revisions[1].retention
+    planted_session.refresh_from_db()
+    reliability = session_reliability(session=planted_session)
+    active = list(Checkpoint.objects.filter(session=planted_session, merged_into__isnull=True, retired=False))
     weighted = sum(cp.current_tokens * (cp.retention or 0.0) for cp in active) / sum(cp.current_tokens for cp in active)
     assert reliability.context_confidence == pytest.approx(weighted)

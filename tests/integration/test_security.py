@@ -33,11 +33,11 @@ from ninja.operation import PathView
 
 from accounts.models import ApiToken
 from accounts.services import api_token_create
+from chat.fragments import chat_fragments
+from chat.management.commands.seed_demo import seed_demo_session
 from chat.models import Message, Session
 from chat.services import message_create, session_create, session_update
-from chat.views import chat_fragments
 from contextmgr.core.retention import Fact
-from contextmgr.management.commands.seed_demo import seed_demo_session
 from contextmgr.models import (
     Artifact,
     Checkpoint,
@@ -59,6 +59,7 @@ from contextmgr.services.goals import (
 )
 from contextmgr.services.snapshots import snapshot_create
 from ollm_site.api import api as ninja_api
+from tests.factories import socket
 
 pytestmark = pytest.mark.django_db
 
@@ -576,28 +577,13 @@ def test_admin_pages_escape_too(django_user_model, xss_session):
 # The chat socket: anonymous, another user's session and a foreign origin are in test_chat_socket.py.
 
 
-async def _socket(session_id: Any, user: Any, headers: list[tuple[bytes, bytes]]) -> Any:
-    from asgiref.sync import sync_to_async
-    from channels.testing import WebsocketCommunicator
-
-    from ollm_site.asgi import application
-
-    def cookie() -> bytes:
-        client = Client()
-        client.force_login(user)
-        return f"sessionid={client.cookies['sessionid'].value}".encode()
-
-    headers = [*headers, (b"cookie", await sync_to_async(cookie)())]
-    return WebsocketCommunicator(application, f"/ws/sessions/{session_id}/", headers=headers)
-
-
 @pytest.mark.django_db(transaction=True)
 async def test_a_socket_without_an_origin_is_refused(chat_session, user):
-    communicator = await _socket(chat_session.pk, user, [])
+    communicator = await socket(chat_session.pk, user, origin=None)
     connected, _ = await communicator.connect()
     assert not connected
     await communicator.disconnect()  # the refused consumer still listens on the channel layer
-    same_site = await _socket(chat_session.pk, user, [(b"origin", b"http://localhost")])
+    same_site = await socket(chat_session.pk, user)
     connected, _ = await same_site.connect()
     assert connected  # the same request with the site's origin gets in
     await same_site.disconnect()
@@ -610,7 +596,7 @@ async def test_staff_cannot_open_a_socket_on_someone_elses_session(chat_session,
     staff = await sync_to_async(django_user_model.objects.create_superuser)(
         username="root", password="pw-root-123", email="r@example.com"
     )
-    communicator = await _socket(chat_session.pk, staff, [(b"origin", b"http://localhost")])
+    communicator = await socket(chat_session.pk, staff)
     connected, code = await communicator.connect()
     assert (connected, code) == (False, 4404)  # staff read sessions on the page; the socket writes
     await communicator.disconnect()

@@ -7,14 +7,9 @@ from django.test.utils import override_settings
 
 from chat.models import MAX_MESSAGE_CHARS, Message
 from chat.services import message_create, session_create, session_update
-from contextmgr.core.tokens import PER_MESSAGE_OVERHEAD, TokenCount, count_text_tokens
-from contextmgr.selectors import (
-    session_budget,
-    session_context,
-    session_context_line,
-    session_context_with,
-    session_reading,
-)
+from contextmgr.core.tokens import PER_MESSAGE_OVERHEAD, TokenCount
+from contextmgr.resources import count_text_tokens
+from contextmgr.selectors import session_budget, session_context_line
 
 pytestmark = pytest.mark.django_db
 
@@ -69,19 +64,6 @@ def test_messages_are_stored_in_order_and_counted_once(chat_session):
     assert budget.system_prompt_tokens == chat_session.system_prompt_tokens
 
 
-def test_a_reading_of_the_context_holds_only_while_the_context_version_does(chat_session):
-    message_create(session=chat_session, role="user", content="Hello there")
-    chat_session.refresh_from_db()
-    reading = session_context(session=chat_session)
-    assert session_context(session=chat_session, reading=reading) is reading
-    message_create(session=chat_session, role="assistant", content="Hi! How can I help?")
-    chat_session.refresh_from_db()
-    fresh = session_context(session=chat_session, reading=reading)
-    assert fresh is not reading
-    assert fresh.budget.active_tokens > reading.budget.active_tokens
-    assert fresh.context_version == chat_session.context_version
-
-
 def test_budget_sums_stored_counts_without_recounting(chat_session):
     message = message_create(session=chat_session, role="assistant", content="short")
     # Change the text behind the service's back: a recount would notice.
@@ -132,7 +114,6 @@ def test_context_line_of_a_fresh_session(chat_session):
 
 
 def test_session_update_changes_size_model_and_prompt_and_recounts(user):
-    from chat.services import session_update
 
     session = session_create(owner=user, model="llama3.2:3b", context_size=16384)
     updated = session_update(
@@ -157,7 +138,6 @@ def test_session_update_changes_size_model_and_prompt_and_recounts(user):
 
 
 def test_session_update_refuses_bad_values_and_changes_nothing(user):
-    from chat.services import session_update
 
     session = session_create(owner=user, model="llama3.2:3b", context_size=16384)
     with pytest.raises(ValidationError, match="context_size"):
@@ -175,34 +155,3 @@ def test_session_delete_removes_its_history(user):
     message_create(session=session, role="user", content="hello")
     session_delete(session=session)
     assert not Message.objects.filter(session_id=session.pk).exists()
-
-
-def test_a_reading_plus_the_next_message_is_the_context_without_a_query(chat_session, django_assert_num_queries):
-    message_create(session=chat_session, role="user", content="Hello there")
-    chat_session.refresh_from_db()
-    reading = session_reading(session=chat_session)
-    assert reading.report == session_context(session=chat_session)
-    reply = message_create(
-        session=chat_session, role="assistant", content="Hi!", token_count=TokenCount(tokens=3, exact=False)
-    )
-    with django_assert_num_queries(0):
-        after = session_context_with(reading=reading, message=reply)
-    chat_session.refresh_from_db()
-    assert after == session_context(session=chat_session)
-    assert not after.messages_exact
-    # A second message after the same reading is not the only change since it: read afresh.
-    another = message_create(session=chat_session, role="user", content="And another thing")
-    again = session_context_with(reading=reading, message=another)
-    chat_session.refresh_from_db()
-    assert again == session_context(session=chat_session)
-    assert again.budget.active_tokens == after.budget.active_tokens + another.tokens
-
-
-def test_a_settings_change_the_context_is_made_of_raises_the_context_version(chat_session):
-    start = chat_session.context_version
-    session_update(session=chat_session, title="Renamed")
-    chat_session.refresh_from_db()
-    assert chat_session.context_version == start  # the title is not in the context
-    session_update(session=chat_session, system_prompt="Answer in French.")
-    chat_session.refresh_from_db()
-    assert chat_session.context_version == start + 1

@@ -8,13 +8,13 @@ from django.test import Client
 from django.urls import reverse
 
 from chat.models import Session
-from chat.services import message_create, session_create
+from chat.services import message_create, session_continue, session_create
 from contextmgr.models import Checkpoint, ContextEvent, Decision, Goal
 from contextmgr.selectors import session_budget, session_prompt
 from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
 from contextmgr.services.compression import compression_run, session_config, session_effective_limits
 from contextmgr.services.goals import decision_record, goal_checkpoint_set, goal_create
-from contextmgr.services.session_settings import session_continue, session_set_context_settings
+from contextmgr.services.session_settings import session_set_context_settings
 from tests.support.model_server import SERVED_MODEL
 
 pytestmark = pytest.mark.django_db
@@ -36,7 +36,7 @@ def form(**changes):
 
 
 def test_settings_are_saved_from_the_form_and_used(chat_session, owner_client):
-    url = reverse("contextmgr:session_settings", args=[chat_session.pk])
+    url = reverse("chat:session_settings", args=[chat_session.pk])
     response = owner_client.post(
         url,
         form(strategy="truncate", preserve_recent="512", summary_model="qwen2.5:0.5b", auto_create=None),
@@ -69,7 +69,7 @@ def test_settings_are_saved_from_the_form_and_used(chat_session, owner_client):
     ],
 )
 def test_bad_settings_are_refused_clearly_and_nothing_changes(chat_session, owner_client, changes, message):
-    response = owner_client.post(reverse("contextmgr:session_settings", args=[chat_session.pk]), form(**changes))
+    response = owner_client.post(reverse("chat:session_settings", args=[chat_session.pk]), form(**changes))
     assert response.status_code == 422
     assert message.encode() in response.content
     chat_session.refresh_from_db()
@@ -77,7 +77,7 @@ def test_bad_settings_are_refused_clearly_and_nothing_changes(chat_session, owne
 
 
 def test_turning_compression_off_says_what_will_happen(chat_session, owner_client):
-    owner_client.post(reverse("contextmgr:session_settings", args=[chat_session.pk]), form(compression_enabled=None))
+    owner_client.post(reverse("chat:session_settings", args=[chat_session.pk]), form(compression_enabled=None))
     page = owner_client.get(reverse("chat:chat", args=[chat_session.pk])).content.decode()
     assert "Compression is off: when the context fills up, a message that does not fit is refused" in page
     assert compression_run(session_id=chat_session.pk, reason="test", force=True).status == "skipped"
@@ -86,9 +86,9 @@ def test_turning_compression_off_says_what_will_happen(chat_session, owner_clien
 def test_other_users_cannot_change_settings(chat_session, other_user):
     client = Client()
     client.force_login(other_user)
-    url = reverse("contextmgr:session_settings", args=[chat_session.pk])
+    url = reverse("chat:session_settings", args=[chat_session.pk])
     assert client.post(url, form(compression_enabled=None)).status_code == 404
-    assert client.post(reverse("contextmgr:session_continue", args=[chat_session.pk])).status_code == 404
+    assert client.post(reverse("chat:session_continue", args=[chat_session.pk])).status_code == 404
 
 
 def test_a_compression_never_runs_again_without_new_messages(chat_session):
@@ -190,7 +190,7 @@ def test_the_continue_button_shows_below_40_percent_and_redirects(user, owner_cl
     assert "Start a new conversation from here" in page
     # The button posts with htmx (the CSRF header of the page), also when the panel came over the socket.
     assert f'hx-post="/sessions/{session.pk}/continue/"' in page
-    response = owner_client.post(reverse("contextmgr:session_continue", args=[session.pk]), HTTP_HX_REQUEST="true")
+    response = owner_client.post(reverse("chat:session_continue", args=[session.pk]), HTTP_HX_REQUEST="true")
     successor = Session.objects.exclude(pk=session.pk).get()
     assert response.status_code == 200
     assert response["HX-Redirect"] == f"/sessions/{successor.pk}/"
@@ -224,7 +224,7 @@ def test_the_panel_of_a_2k_session_offers_only_what_its_budget_holds(user, owner
     )
 
     # Empty token fields follow the context size: nothing is stored for them.
-    url = reverse("contextmgr:session_settings", args=[session.pk])
+    url = reverse("chat:session_settings", args=[session.pk])
     response = owner_client.post(url, form(preserve_recent="", summary_max_tokens="", strategy="truncate"))
     assert response.status_code == 200
     session.refresh_from_db()

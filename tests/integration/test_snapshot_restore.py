@@ -4,22 +4,17 @@ import pytest
 
 from chat.models import Message
 from chat.services import message_create
-from contextmgr.core.window import chat_messages
 from contextmgr.models import Checkpoint, ContextEvent, Decision, Snapshot
-from contextmgr.selectors import session_budget, session_window
+from contextmgr.selectors import session_budget
 from contextmgr.services.compression import compression_run
 from contextmgr.services.goals import artifact_record, decision_record, decision_update, goal_create
 from contextmgr.services.snapshots import SnapshotError, snapshot_create, snapshot_restore
-from tests.integration.test_compression import due_session, gateway  # noqa: F401  (fixtures)
+from tests.factories import prompt
 
 pytestmark = pytest.mark.django_db
 
 
-def prompt(session):
-    return chat_messages(session_window(session=session))
-
-
-def test_snapshot_then_changes_then_restore_gives_the_same_prompt(due_session, gateway, fake_ollama):  # noqa: F811
+def test_snapshot_then_changes_then_restore_gives_the_same_prompt(due_session, gateway, fake_ollama):
     goal = goal_create(session=due_session, description="Ship secure logins", priority="high")
     decision = decision_record(session=due_session, description="Argon2 only", locked=True, goal=goal)
     fake_ollama.behaviour.canned_reply = "First summary."
@@ -68,7 +63,7 @@ def test_snapshot_then_changes_then_restore_gives_the_same_prompt(due_session, g
     assert not Message.objects.filter(session=due_session, excluded_from_context=True).exists()
 
 
-def test_restoring_twice_is_stable(due_session, gateway, fake_ollama):  # noqa: F811
+def test_restoring_twice_is_stable(due_session, gateway, fake_ollama):
     fake_ollama.behaviour.canned_reply = "A summary."
     snapshot = snapshot_create(session=due_session, kind=Snapshot.Kind.MANUAL)
     before = prompt(due_session)
@@ -78,7 +73,7 @@ def test_restoring_twice_is_stable(due_session, gateway, fake_ollama):  # noqa: 
     assert prompt(due_session) == before
 
 
-def test_a_broken_snapshot_changes_nothing_and_says_why(due_session):  # noqa: F811
+def test_a_broken_snapshot_changes_nothing_and_says_why(due_session):
     broken = Snapshot.objects.create(
         session=due_session,
         kind=Snapshot.Kind.MANUAL,
@@ -98,7 +93,7 @@ def test_a_broken_snapshot_changes_nothing_and_says_why(due_session):  # noqa: F
     assert Snapshot.objects.filter(session=due_session).count() == 1
 
 
-def test_a_restore_waits_for_no_compression(due_session):  # noqa: F811
+def test_a_restore_waits_for_no_compression(due_session):
     from django.utils import timezone
 
     from chat.models import Session

@@ -7,11 +7,11 @@ import pytest
 from chat.models import Message
 from contextmgr.core.aging import CheckpointInfo, Level, level_target, plan_aging
 from contextmgr.core.prompts import build_aging_prompt, build_merge_prompt
-from contextmgr.core.tokens import count_text_tokens
 from contextmgr.models import Checkpoint, ContextEvent
+from contextmgr.resources import count_text_tokens
 from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
 from contextmgr.services.compression import compression_run
-from tests.spec.conftest import created, event_types, until_due
+from tests.factories import created, event_types, until_due
 
 # Long, and not repetitive (a looping summary is asked for again: tests/integration/test_compression.py).
 LONG_SUMMARY = "A recap of the earlier answers: " + " ".join(
@@ -62,7 +62,7 @@ def test_checkpoint_structure(chat_session):
 def test_new_checkpoint_target_and_aging_halves():
     """Spec: "Target: ~1200 tokens", "Compress to 60%" ~600, "Compress to 50%" ~300, "Compress to 40%" ~150.
 
-    Differs, see README: "Aging ratios" — each step halves the target, from ``summary_max_tokens``
+    Differs, see docs/conformance.md: "Aging ratios" — each step halves the target, from ``summary_max_tokens``
     (1,024 by default): 1,024 -> 512 -> 256 -> 128."""
     assert [level_target(level, 1024) for level in (Level.RECENT, Level.OLD, Level.ANCIENT, Level.ULTRA)] == [
         1024,

@@ -14,7 +14,7 @@ from contextmgr.selectors import session_budget, session_window
 from contextmgr.services.checkpoints import CheckpointDraft, CompressionConflict, compression_commit
 from contextmgr.services.compression import compression_run
 from contextmgr.services.goals import artifact_record, decision_record, goal_checkpoint_set, goal_create
-from tests.spec.conftest import SMALL_CONTEXTS, created, event_types, small_session, until_due
+from tests.factories import SMALL_CONTEXTS, created, event_types, small_session, until_due
 
 pytestmark = pytest.mark.django_db
 
@@ -113,7 +113,7 @@ def test_example_context_structure_order(due_session, gateway, fake_ollama):
     """Spec: "[System Prompt] - 1000 tokens (never compressed)", then "[Checkpoint 1]" ... "[Checkpoint 3]",
     then "[User Messages]" and "[Recent Assistant Messages] - 7500 tokens (not yet compressed)".
 
-    Differs, see README: "Checkpoints live in the system message" — the blocks are kept in this order and
+    Differs, see docs/conformance.md: "Checkpoints live in the system message" — the blocks are kept in this order and
     the system prompt and checkpoints travel as the one system message."""
     fake_ollama.behaviour.canned_reply = SUMMARY
     turn = 100
@@ -138,7 +138,7 @@ def test_rollover_moves_user_messages_but_keeps_them_in_history(user, gateway, f
     """Spec: "❌ Never compress user messages" and "Orchestrates compression strategies, manages checkpoint aging,
     handles context rollover".
 
-    Differs, see README: "Rollover" — when the never-compressed part alone is at or over the trigger, the
+    Differs, see docs/conformance.md: "Rollover" — when the never-compressed part alone is at or over the trigger, the
     oldest user messages move behind an ultra checkpoint; they stay verbatim in the full history."""
     from django.test import override_settings
 
@@ -163,7 +163,7 @@ def test_rollover_moves_user_messages_but_keeps_them_in_history(user, gateway, f
 
 def test_a_tier_one_rollover_takes_assistant_output_before_any_user_message(user, gateway, fake_ollama):
     """Spec: "❌ Never compress user messages". Tier 1 rolls over on every compression, but while
-    the user messages alone are under the trigger it takes assistant output only (README, "Rollover")."""
+    the user messages alone are under the trigger it takes assistant output only (docs/conformance.md, "Rollover")."""
     from django.test import override_settings
 
     fake_ollama.behaviour.canned_reply = "A recap of the conversation so far."

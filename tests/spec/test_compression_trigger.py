@@ -8,7 +8,7 @@ from chat.services import message_create
 from contextmgr.core.budget import COMPRESSION_TRIGGER_RATIO, Budget
 from contextmgr.selectors import session_budget
 from contextmgr.services.compression import compression_maybe_schedule, compression_run
-from tests.spec.conftest import event_types, small_session
+from tests.factories import event_types, small_session, until_due
 
 
 @pytest.mark.parametrize(
@@ -76,8 +76,6 @@ def test_below_trigger_is_skipped_and_at_trigger_compressed(user, gateway, fake_
     assert compression_run(session_id=session.pk, gateway=gateway).status == "skipped"
     assert event_types(session) == ["compression-skipped"]
     assert not any(r["path"] == "/api/chat" for r in fake_ollama.behaviour.requests), "no LLM call when not due"
-
-    from tests.spec.conftest import until_due
 
     until_due(session)
     before = session_budget(session=session)

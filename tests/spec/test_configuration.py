@@ -15,11 +15,11 @@ from contextmgr.core.config import (
     effective_preserve_recent,
 )
 from contextmgr.core.selection import ContextMessage, select_for_compression
-from contextmgr.core.tokens import count_text_tokens
 from contextmgr.models import Snapshot
+from contextmgr.resources import count_text_tokens
 from contextmgr.selectors import session_budget
 from contextmgr.services.compression import compression_run, session_config
-from tests.spec.conftest import converse, created, event_types, small_session, until_due
+from tests.factories import converse, created, event_types, small_session, until_due
 
 
 def test_default_values():
@@ -77,7 +77,8 @@ def test_preserve_recent_keeps_the_newest_tokens():
     selection = select_for_compression(messages, preserve_recent=300)
     assert selection.message_ids == (1, 3, 5, 7)
     assert 9 not in selection.message_ids, "the newest 300 tokens (messages 8-10) stay"
-    # On a small context the preserved tail is capped to a third of the available budget (README, "Selection").
+    # On a small context the preserved tail is capped to a third of the available budget
+    # (docs/how-it-works.md, "The context engine in brief").
     assert effective_preserve_recent(CompressionConfig(), 1_500) == 500
     assert effective_preserve_recent(CompressionConfig(), 12_600) == 2048
 
@@ -134,8 +135,8 @@ def test_snapshot_config_enabled_and_auto_create(user, gateway, fake_ollama, sna
 def test_auto_snapshot_at_80_percent_of_available(due_session, gateway, fake_ollama):
     """Spec: "autoThreshold: 0.8, // 80% of available budget".
 
-    Checked for the default: the auto-snapshot is taken as the compression starts (README, "Conversations and
-    compression", step 2), which is when the conversation reaches 80% of the available budget. A different
+    Checked for the default: the auto-snapshot is taken as the compression starts (docs/how-it-works.md,
+    "A compression"), which is when the conversation reaches 80% of the available budget. A different
     ``auto_threshold`` is validated but not used by anything yet."""
     fake_ollama.behaviour.canned_reply = "Recap."
     before = session_budget(session=due_session)

@@ -8,11 +8,11 @@ import pytest
 
 from chat.services import message_create
 from contextmgr.core.budget import Budget, compute_budget
-from contextmgr.core.tiers import context_profile, context_profiles, ollama_context_size
+from contextmgr.resources import context_profile, context_profiles, ollama_context_size
 from contextmgr.selectors import session_budget
 from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
 from contextmgr.services.compression import compression_run
-from tests.spec.conftest import event_types, small_session, until_due
+from tests.factories import event_types, small_session, until_due
 
 
 @pytest.mark.parametrize(
@@ -41,7 +41,7 @@ def test_sixteen_k_is_13600_tokens_tier_3():
 def test_tier_table():
     """Spec: "Ollama enforces a fixed context limit (e.g., 13,600 tokens for 16K selection)."
 
-    The whole tier table as the README states it (sizes, Ollama sizes, tiers, checkpoints kept)."""
+    The whole tier table as docs/configuration.md states it (sizes, Ollama sizes, tiers, checkpoints kept)."""
     table = {p.label: (p.ollama_context_size, p.tier.number, p.tier.max_checkpoints) for p in context_profiles()}
     assert table == {
         "2K": (1_700, 1, 0),
@@ -76,7 +76,7 @@ def test_worked_example(box, checkpoints, available, trigger):
 def test_worked_example_first_compression_box_follows_the_formula():
     """Spec: "Checkpoint 1: 1,200 tokens", "Available: 10,400 tokens", "Trigger at: 8,320 tokens 80%".
 
-    Differs, see README: "The worked example's first box" — the formula gives 11,400 / 9,120,
+    Differs, see docs/conformance.md: "The worked example's first box" — the formula gives 11,400 / 9,120,
     which is what the product computes."""
     budget = compute_budget(max_tokens=13_600, system_prompt_tokens=1_000, checkpoint_tokens=[1_200], active_tokens=0)
     assert (budget.available, budget.trigger_at) == (11_400, 9_120)

@@ -8,7 +8,7 @@ from contextmgr.models import ContextEvent, EventType, Snapshot
 from contextmgr.services.compression import compression_run
 from contextmgr.services.lease import lease_acquire, lease_release
 from contextmgr.services.snapshots import SnapshotError, snapshot_create, snapshot_restore
-from tests.spec.conftest import event_types, small_session, until_due
+from tests.factories import event_types, small_session, until_due
 
 pytestmark = pytest.mark.django_db
 

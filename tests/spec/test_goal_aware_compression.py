@@ -22,7 +22,7 @@ from contextmgr.services.goals import (
     goal_create,
     goal_update,
 )
-from tests.spec.conftest import created, until_due
+from tests.factories import created, until_due
 
 GOAL = GoalView(
     description="Implement user authentication system",
@@ -163,7 +163,7 @@ def test_compression_records_new_decisions_and_artifacts(due_session, gateway, f
     """Spec: "**Updated During Compression:**" "New decisions added", "New artifacts recorded".
 
     Checked as: the checkpoint a compression creates keeps the decisions, files and next steps that markers in its
-    messages named, whatever the summary says (README, "Conversations and compression", step 5)."""
+    messages named, whatever the summary says (docs/how-it-works.md, "A compression")."""
     from chat.models import Message
 
     fake_ollama.behaviour.canned_reply = "Recap without any of it."

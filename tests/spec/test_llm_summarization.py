@@ -9,13 +9,9 @@ from contextmgr.core.prompts import PromptMessage, build_summary_prompt
 from contextmgr.models import Checkpoint, ContextEvent
 from contextmgr.selectors import session_window
 from contextmgr.services.compression import compression_run
-from tests.spec.conftest import created, event_types
+from tests.factories import created, event_types, summary_requests
 
 pytestmark = pytest.mark.django_db
-
-
-def _summary_requests(fake_ollama):
-    return [r for r in fake_ollama.behaviour.requests if r["path"] == "/api/chat"]
 
 
 def test_summarization_prompt_text():
@@ -34,7 +30,7 @@ def test_the_llm_writes_the_summary(due_session, gateway, fake_ollama):
     """Spec: "**The LLM does the summarization**, not our app." and "4. Stores the summary as a checkpoint"."""
     fake_ollama.behaviour.canned_reply = "Summary written by the model."
     outcome = compression_run(session_id=due_session.pk, gateway=gateway)
-    (request,) = _summary_requests(fake_ollama)
+    (request,) = summary_requests(fake_ollama)
     assert request["model"] == due_session.model
     assert created(outcome).summary == "Summary written by the model."
 
@@ -44,7 +40,7 @@ def test_app_sends_the_assistant_messages_with_the_prompt(due_session, gateway, 
     and "Context->>App: Return assistant messages"."""
     fake_ollama.behaviour.canned_reply = "Short recap."
     outcome = compression_run(session_id=due_session.pk, gateway=gateway)
-    (request,) = _summary_requests(fake_ollama)
+    (request,) = summary_requests(fake_ollama)
     prompt = request["messages"][-1]["content"]
     assert prompt.startswith("Summarize the following conversation history")
     covered = Message.objects.filter(compressed_into_id=outcome.checkpoint_id)

@@ -68,7 +68,7 @@ def test_score_is_the_product():
 def test_context_confidence_is_token_weighted_retention():
     """Spec: "const score = modelFactor * compressionPenalty * contextConfidence;".
 
-    Differs, see README: "Context confidence" — the spec leaves it undefined; here it is
+    Differs, see docs/conformance.md: "Context confidence" — the spec leaves it undefined; here it is
     Σ(tokens × retention) / Σ tokens over the active checkpoints, 1.0 without any, and a level's prior
     (recent 0.9, old 0.75, ancient 0.6, ultra 0.45) until a retention is measured."""
     assert context_confidence([]) == 1.0

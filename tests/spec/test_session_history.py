@@ -14,7 +14,7 @@ from chat.services import message_create
 from contextmgr.core.window import chat_messages
 from contextmgr.selectors import session_budget, session_window
 from contextmgr.services.compression import compression_run
-from tests.spec.conftest import until_due
+from tests.factories import until_due
 
 pytestmark = pytest.mark.django_db
 
@@ -84,7 +84,7 @@ def test_session_file_structure(chat_session):
     _with_tool_call(chat_session)
     data = session_file(session=chat_session)
     # Every field of the spec's file, with its type; metadata also carries what an import needs
-    # to rebuild the same session (title, contextSize, systemPrompt: see the README).
+    # to rebuild the same session (title, contextSize, systemPrompt: see docs/api.md).
     extra = {key: data["metadata"].pop(key) for key in ("title", "contextSize", "systemPrompt")}
     assert extra == {"title": chat_session.title, "contextSize": 16384, "systemPrompt": "You are helpful."}
     assert shape(data) == shape(SPEC_SESSION_FILE)
@@ -137,7 +137,8 @@ def test_full_history_is_saved_to_ollm_sessions(chat_session, tmp_path, monkeypa
     """Spec: "Saved to `~/.ollm/sessions/{sessionId}.json`" with "ALL messages (uncompressed)" and "ALL tool calls".
 
     Checked as: the full history lives in the database, and ``manage.py export_sessions`` writes the session file
-    to ``~/.ollm/sessions/{sessionId}.json`` by default (README, "Commands"); nothing writes it on every message."""
+    to ``~/.ollm/sessions/{sessionId}.json`` by default (docs/user-guide.md, "Terminal commands"); nothing
+    writes it on every message."""
     _with_tool_call(chat_session)
     monkeypatch.setenv("HOME", str(tmp_path))
     call_command("export_sessions")

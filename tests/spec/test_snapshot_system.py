@@ -6,19 +6,14 @@ import pytest
 
 from chat.models import Message
 from chat.services import message_create
-from contextmgr.core.window import chat_messages
 from contextmgr.models import Checkpoint, ContextEvent, ImmutableError, Snapshot
-from contextmgr.selectors import session_budget, session_snapshots, session_window
+from contextmgr.selectors import session_budget, session_snapshots
 from contextmgr.services.compression import compression_run
 from contextmgr.services.goals import decision_record, goal_create
 from contextmgr.services.snapshots import snapshot_create, snapshot_restore
-from tests.spec.conftest import converse, event_types, until_due
+from tests.factories import converse, event_types, prompt, until_due
 
 pytestmark = pytest.mark.django_db
-
-
-def prompt(session):
-    return chat_messages(session_window(session=session))
 
 
 def test_snapshot_structure(due_session, gateway, fake_ollama):

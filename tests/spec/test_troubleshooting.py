@@ -6,13 +6,13 @@ import pytest
 from django.template.loader import render_to_string
 
 from chat.services import message_create
-from chat.views import context_panel
 from contextmgr.core.reliability import ReliabilityLevel, compute_reliability
 from contextmgr.models import Checkpoint, ContextEvent
+from contextmgr.panels import context_panel
 from contextmgr.selectors import active_checkpoints, session_budget
 from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
 from contextmgr.services.compression import compression_run
-from tests.spec.conftest import event_types, small_session, until_due
+from tests.factories import event_types, small_session, until_due
 
 pytestmark = pytest.mark.django_db
 
@@ -29,8 +29,8 @@ def test_poor_reliability_is_below_40_percent():
 def test_poor_reliability_shows_the_solutions(user):
     """Spec: "**Solutions:**" "1. Start new conversation" and "2. Use larger model (13B+ recommended)".
 
-    Differs, see README: "The reliability warning" — shown for a Low or Critical score only once the session has
-    been compressed."""
+    Differs, see docs/conformance.md: "The reliability warning" — shown for a Low or Critical score only once
+    the session has been compressed."""
     from chat.services import session_create
 
     session = session_create(owner=user, model="llama3.2:3b", context_size=16384)
@@ -109,7 +109,8 @@ def test_a_compression_that_cannot_free_room_rolls_over(user, gateway, fake_olla
     """Spec: "**Symptom:** Compression triggers immediately after previous compression".
 
     When the never-compressed part (long user messages) alone is over the trigger, compressing the assistant
-    messages cannot help: the compression rolls over (README, "Rollover") instead of triggering again and again."""
+    messages cannot help: the compression rolls over (docs/conformance.md, "Rollover") instead of triggering
+    again and again."""
     fake_ollama.behaviour.canned_reply = "Recap."
     session = small_session(user, context_size=16384)
     index = 0

@@ -29,6 +29,8 @@ from tests.support.timing import scaled, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVED_MODEL = "smollm2:135m"
+# The same model under a name whose tag says nothing of its size: only /api/show tells it.
+UNTAGGED_MODEL = "house-model:latest"
 
 
 def free_port() -> int:
@@ -103,7 +105,7 @@ class ModelServerProcess:
         command = [
             sys.executable, "-m", "modelserver", "--supervise", "--test-controls",
             "--port", str(self.port), "--n-ctx", str(self.n_ctx),
-            "--name", EMBEDDED_MODEL, "--name", SERVED_MODEL,
+            "--name", EMBEDDED_MODEL, "--name", SERVED_MODEL, "--name", UNTAGGED_MODEL,
         ]  # fmt: skip
         with self.log.open("ab") as out:
             self._process = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)

@@ -9,43 +9,25 @@ When either does not answer, every test here is skipped with the reason.
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
 import os
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
 import psycopg
 import pytest
 import redis
 
+from tests.factories import LEASE_SECONDS, SYSTEM_PASSWORD, SYSTEM_USERNAME, Stack, seed, stack_start
 from tests.support.model_server import SERVED_MODEL, ModelServerProcess
-from tests.system.support import (
-    PYTHON,
-    ROOT,
-    Proc,
-    sql,
-    start_daphne,
-    start_worker,
-    wait_daphne,
-    wait_worker,
-)
+from tests.system.support import PYTHON, ROOT, sql
 
 PG_TEST_URL = os.environ.get("PG_TEST_URL", "postgres://postgres@127.0.0.1:5432/test")
 REDIS_TEST_URL = os.environ.get("REDIS_TEST_URL", "redis://127.0.0.1:6379/14")
-USERNAME, PASSWORD = "system-user", "system-pass-5521"
-# A compression lease lives this long without a heartbeat: a killed worker's lease frees itself quickly.
-LEASE_SECONDS = 6
 SMALL_CONTEXT = {SERVED_MODEL: {"8192": 1200}}  # an 8K (Tier 2) session squeezed to 1,200 tokens
-ANSWER = (
-    "The handler validates the form, hashes the password with argon2 and compares it in constant time. "
-    "It then issues a short-lived token and records the login in the audit log for later review. "
-)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -100,10 +82,10 @@ def fake_llm(services: Services, model_server: ModelServerProcess) -> ModelServe
 
 
 @pytest.fixture
-def llm(fake_llm: ModelServerProcess) -> Iterator[ModelServerProcess]:
-    fake_llm.reset()
-    yield fake_llm
-    fake_llm.reset()  # lets held generations go too
+def llm(fake_llm: ModelServerProcess, fake_ollama: ModelServerProcess) -> ModelServerProcess:
+    """The stand-in once the services answer, behaving normally at the start (and reset after,
+    which lets held generations go too)."""
+    return fake_ollama
 
 
 @pytest.fixture(scope="session")
@@ -140,107 +122,8 @@ def base_env(services: Services, system_db: str, fake_llm: ModelServerProcess, l
     )
     manage = [PYTHON, str(ROOT / "manage.py")]
     subprocess.run([*manage, "migrate", "--noinput"], env=env, check=True, capture_output=True, timeout=180)
-    seed(env, {"user": USERNAME, "password": PASSWORD})
+    seed(env, {"user": SYSTEM_USERNAME, "password": SYSTEM_PASSWORD})
     return env
-
-
-def seed(env: dict[str, str], order: dict[str, object]) -> dict[str, Any]:
-    done = subprocess.run(
-        [PYTHON, "-m", "tests.system.seed", json.dumps(order)],
-        env=env,
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
-
-
-def login(base_url: str) -> str:
-    """Log in through the login form; the ``Cookie`` header value (session and CSRF cookies)."""
-    with httpx.Client(base_url=base_url, timeout=30) as client:
-        client.get("/accounts/login/").raise_for_status()
-        answer = client.post(
-            "/accounts/login/",
-            data={"username": USERNAME, "password": PASSWORD, "csrfmiddlewaretoken": client.cookies["csrftoken"]},
-        )
-        assert answer.status_code == 302, answer.text[:500]
-        return "; ".join(f"{name}={value}" for name, value in client.cookies.items())
-
-
-@dataclass
-class Stack:
-    """Web processes and workers sharing one database and one Redis."""
-
-    env: dict[str, str]
-    logdir: Path
-    webs: list[tuple[Proc, int]] = field(default_factory=list)
-    workers: list[Proc] = field(default_factory=list)
-    cookie: str = ""
-
-    def url(self, index: int) -> str:
-        return f"http://127.0.0.1:{self.webs[index][1]}"
-
-    def ws_url(self, index: int, session_id: str) -> str:
-        return f"ws://127.0.0.1:{self.webs[index][1]}/ws/sessions/{session_id}/"
-
-    def csrf(self) -> str:
-        return dict(part.split("=", 1) for part in self.cookie.split("; "))["csrftoken"]
-
-    def post(self, index: int, path: str) -> httpx.Response:
-        return httpx.post(
-            self.url(index) + path,
-            headers={"Cookie": self.cookie, "X-CSRFToken": self.csrf(), "Referer": self.url(index) + "/"},
-            timeout=30,
-        )
-
-    def new_session(self, **spec: object) -> str:
-        return self.new_sessions(1, **spec)[0]
-
-    def new_sessions(self, count: int, **spec: object) -> list[str]:
-        order = {"owner": USERNAME, "model": SERVED_MODEL, "context_size": 4096, "count": count, **spec}
-        ids: list[str] = seed(self.env, {"session": order})["ids"]
-        return ids
-
-    def due_session(self, **spec: object) -> str:
-        """A session whose active conversation has reached its compression trigger."""
-        order: dict[str, object] = {
-            "context_size": 8192,
-            "pairs": 18,
-            "answer": ANSWER,
-            "settings": {"compression": {"summary_max_tokens": 48}},
-        }
-        return self.new_session(**{**order, **spec})
-
-    def add_worker(self, name: str, *, pool: str = "prefork", env: dict[str, str] | None = None) -> Proc:
-        worker = start_worker(name, env or self.env, self.logdir, pool=pool)
-        self.workers.append(worker)
-        wait_worker(worker)
-        return worker
-
-    def stop(self) -> None:
-        for proc in [w for w, _ in self.webs] + self.workers:
-            proc.stop()
-
-
-def stack_start(env: dict[str, str], logdir: Path, *, name: str, webs: int, workers: int, pool: str) -> Stack:
-    stack = Stack(env, logdir)
-    stack.webs = [start_daphne(f"{name}-web{i + 1}", env, logdir) for i in range(webs)]
-    stack.workers = [start_worker(f"{name}-worker{i + 1}", env, logdir, pool=pool) for i in range(workers)]
-    try:
-        with concurrent.futures.ThreadPoolExecutor() as pool_:
-            waits = [pool_.submit(wait_daphne, proc, port) for proc, port in stack.webs]
-            waits += [pool_.submit(wait_worker, proc) for proc in stack.workers]
-            for wait in waits:
-                wait.result()
-        if stack.webs:
-            stack.cookie = login(stack.url(0))
-    except BaseException:
-        stack.stop()
-        raise
-    return stack
 
 
 @pytest.fixture(scope="session")

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from celery import Celery
 
+from tests.factories import LEASE_SECONDS, TURN_SECONDS, Stack, chat, held_generation, outcomes, stack_start
 from tests.support.timing import wait_until
-from tests.system.conftest import LEASE_SECONDS, Stack, stack_start
 from tests.system.support import (
     Proc,
     TcpProxy,
@@ -28,7 +28,6 @@ from tests.system.support import (
     start_worker,
     wait_worker,
 )
-from tests.system.test_multiprocess import TURN_SECONDS, chat, held_generation, outcomes
 
 
 def history(dsn: str, session_id: str) -> list[tuple[str, str]]:

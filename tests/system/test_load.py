@@ -9,7 +9,7 @@ import statistics
 import time
 from functools import partial
 
-from tests.system.conftest import Stack
+from tests.factories import Stack
 from tests.system.support import Frames, WebSocket, sql
 
 SOCKETS = 50
@@ -21,7 +21,7 @@ def p95(values: list[float]) -> float:
     return statistics.quantiles(values, n=20, method="inclusive")[-1]
 
 
-async def converse(ws: WebSocket, index: int) -> list[tuple[str, float]]:
+async def socket_turns(ws: WebSocket, index: int) -> list[tuple[str, float]]:
     """The turns, one after the other; each message with its wall time (send to the turn's last frame)."""
     timings = []
     for turn in range(1, TURNS + 1):
@@ -42,7 +42,7 @@ async def test_fifty_sockets_chatting_at_once_lose_and_duplicate_nothing(stack: 
     )
     started = time.perf_counter()
     try:
-        results = await asyncio.gather(*(converse(ws, i) for i, ws in enumerate(sockets)))
+        results = await asyncio.gather(*(socket_turns(ws, i) for i, ws in enumerate(sockets)))
     finally:
         await asyncio.gather(*(ws.close() for ws in sockets))
     duration = time.perf_counter() - started

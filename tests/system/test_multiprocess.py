@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import json
 import os
 import signal
 import time
 
-from tests.support.model_server import Hold
+from tests.factories import LEASE_SECONDS, Stack, chat, held_generation, outcomes
 from tests.support.timing import wait_until
-from tests.system.conftest import LEASE_SECONDS, Stack
 from tests.system.support import (
     Proc,
     WebSocket,
@@ -20,15 +18,6 @@ from tests.system.support import (
     session_state,
     sql,
 )
-
-TURN_SECONDS = 60
-
-
-async def chat(ws: WebSocket, text: str) -> None:
-    """Send a message and wait until its turn is over (reply stored and shown, or an error)."""
-    before = len(ws.frames.texts)
-    await ws.send_json(json.dumps({"action": "send", "message": text}))
-    await ws.wait_for(lambda f: f.turn_done(before), timeout=TURN_SECONDS, what=f"the reply to {text!r}")
 
 
 def db_message_ids(dsn: str, session_id: str) -> list[int]:
@@ -80,21 +69,6 @@ async def test_two_browsers_on_different_web_processes_see_the_same_stream(stack
     assert published == [t for t in event_types(dsn, session_id) if t in published]
     assert published, "no compression event reached the pages"
     print(f"\nboth pages saw {len(stored)} messages and these events in order: {first.frames.events()}")
-
-
-def outcomes(dsn: str, session_id: str) -> list[str]:
-    finished = ("compressed", "compression-skipped", "compression-error", "rollover-complete")
-    return [t for t in event_types(dsn, session_id) if t in finished]
-
-
-SUMMARY = "Logins are validated with argon2 and audited."
-
-
-def held_generation(llm) -> Hold:
-    """Make the LLM hold every generation until the returned hold is set (then answer a short summary)."""
-    llm.behaviour.canned_reply = SUMMARY
-    hold: Hold = llm.hold()
-    return hold
 
 
 def test_two_compressions_triggered_at_once_make_one_checkpoint(stack: Stack, llm) -> None:

@@ -3,7 +3,7 @@
 The spec's "After 1st Compression" box says 10,400 available / 8,320 trigger
 for one 1,200-token checkpoint, but its own formula gives
 13,600 - 1,000 - 1,200 = 11,400 (trigger 9,120); the other three boxes agree
-with the formula. The product follows the formula (README, "Differences from
+with the formula. The product follows the formula (docs/conformance.md, "Differences from
 the spec"), and this test pins both the formula's figure and the arithmetic
 slip, so a change to either is noticed.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from contextmgr.core.budget import Budget, compute_budget
+from contextmgr.core.budget import REPLY_MIN_TOKENS, Budget, compute_budget, prompt_room
 
 
 @pytest.mark.parametrize(
@@ -60,3 +60,11 @@ def test_exhausted_budget_reports_full_and_no_free_space():
     assert budget.free == 0
     assert budget.usage_of_available == 1.0
     assert budget.compression_due
+
+
+def test_the_prompt_room_holds_back_the_reply_reserve():
+    assert REPLY_MIN_TOKENS == 32
+    assert prompt_room(1_700) == 1_668
+    # A summary asked for 283 tokens keeps those and the reserve out of its prompt.
+    assert prompt_room(1_700, reply_tokens=283) == 1_700 - 283 - 32
+    assert prompt_room(1_700, reply_min=0) == 1_700

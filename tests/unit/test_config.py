@@ -7,6 +7,8 @@ from contextmgr.core.config import (
     CompressionConfig,
     ConfigError,
     SessionLimits,
+    SnapshotConfig,
+    auto_snapshot_due,
     context_config_from_mapping,
     effective_preserve_recent,
     effective_summary_max_tokens,
@@ -129,3 +131,33 @@ def test_session_limits_cap_an_explicit_setting_and_keep_a_smaller_one():
         keeps_checkpoints=False,
     )
     assert (limits.preserve_recent, limits.summary_max_tokens) == (300, 266)
+
+
+class Asked:
+    """``taken_this_round`` for the policy: answers ``taken`` and counts the questions."""
+
+    def __init__(self, taken: bool) -> None:
+        self.taken = taken
+        self.times = 0
+
+    def __call__(self) -> bool:
+        self.times += 1
+        return self.taken
+
+
+@pytest.mark.parametrize(
+    ("config", "usage", "taken", "due", "asked"),
+    [
+        (SnapshotConfig(), None, False, True, 1),  # before a compression, none taken this round
+        (SnapshotConfig(), None, True, False, 1),  # one per round
+        (SnapshotConfig(), 0.8, False, True, 1),  # usage reaches the threshold
+        (SnapshotConfig(), 0.79, False, False, 0),  # under it: the round is not even looked at
+        (SnapshotConfig(auto_threshold=0.5), 0.6, True, False, 1),
+        (SnapshotConfig(auto_create=False), None, False, False, 0),
+        (SnapshotConfig(enabled=False), 1.0, False, False, 0),
+    ],
+)
+def test_the_automatic_snapshot_policy(config, usage, taken, due, asked):
+    taken_this_round = Asked(taken)
+    assert auto_snapshot_due(config, usage=usage, taken_this_round=taken_this_round) is due
+    assert taken_this_round.times == asked

@@ -3,8 +3,8 @@ from __future__ import annotations
 from contextmgr.core.aging import Level
 from contextmgr.core.ledger import Ledger, build_ledger, ledger_budget, render_ledger
 from contextmgr.core.retention import Fact
-from contextmgr.core.tiers import context_profile
 from contextmgr.core.window import CheckpointView, render_checkpoint
+from contextmgr.resources import context_profile
 
 
 def words(text: str) -> int:

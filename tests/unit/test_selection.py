@@ -1,11 +1,17 @@
 from __future__ import annotations
 
+import pytest
+
+from contextmgr.core.budget import Budget
 from contextmgr.core.selection import (
     ContextMessage,
     RolloverPlan,
     plan_rollover,
     preserved_tail_start,
+    rollover_due,
+    rollover_skip_reason,
     select_for_compression,
+    select_for_rollover,
 )
 
 
@@ -103,7 +109,7 @@ def test_user_messages_leave_only_when_the_never_compressed_part_reaches_the_tri
 def test_the_newest_message_always_stays():
     assert rollover_ids([msg(1, "user", 5000)], goal=10, trigger=20) == ()
     assert rollover_ids([msg(1, "assistant", 900), msg(2, "assistant", 900)], goal=10, trigger=20) == (1,)
-    assert plan_rollover([], goal_tokens=10, trigger_at=20) == RolloverPlan((), 0, 0, 0, 0)
+    assert plan_rollover([], goal_tokens=10, trigger_at=20) == RolloverPlan((), 0, 0, 0, 0, 10, 20)
 
 
 def test_a_rollover_moves_a_tool_call_group_whole():
@@ -124,3 +130,73 @@ def test_a_rollover_moves_a_tool_call_group_whole():
     tied = [msg(1, "assistant", 200, group="g"), msg(2, "user", 200, group="g"), msg(3, "user", 10)]
     assert rollover_ids(tied, goal=50, trigger=500) == ()
     assert rollover_ids(tied, goal=50, trigger=400) == (1, 2)
+
+
+def budget(active, *, checkpoints=0, max_tokens=1_700, system=100):
+    return Budget(
+        max_tokens=max_tokens, system_prompt_tokens=system, checkpoint_tokens=checkpoints, active_tokens=active
+    )
+
+
+@pytest.mark.parametrize(
+    ("active", "checkpoints", "system", "due"),
+    [
+        (800, 0, 100, False),  # room for the reply, under the trigger (1,280)
+        (1_279, 0, 100, False),
+        (1_280, 0, 100, True),  # at the trigger
+        (1_000, 400, 100, True),  # the checkpoints lowered the trigger to 960
+        # A system prompt that leaves 100 tokens: the trigger is at 80, the reserve's edge at 68.
+        (68, 0, 1_600, False),  # 32 tokens left for the reply: exactly the reserve
+        (69, 0, 1_600, True),  # 31 tokens left: less than the reserve, under the trigger
+    ],
+)
+def test_a_rollover_is_due_when_the_reply_has_no_reserve_or_the_trigger_is_reached(active, checkpoints, system, due):
+    state = budget(active, checkpoints=checkpoints, system=system)
+    assert rollover_due(state) is due
+    assert state.compression_due is (due and active >= state.trigger_at)
+
+
+def test_the_reply_reserve_of_the_rollover_predicate_is_the_callers():
+    roomy = budget(800)
+    assert roomy.free == 800
+    assert not rollover_due(roomy, reply_min=800)
+    assert rollover_due(roomy, reply_min=801)
+
+
+def test_a_rollover_is_planned_against_the_trigger_the_ultra_checkpoint_leaves():
+    messages = [msg(i, "user" if i % 2 else "assistant") for i in range(1, 11)]
+    # Without checkpoints: available 1,600, trigger 1,280; an ultra checkpoint of 400 lowers it to 960.
+    plan = select_for_rollover(messages, budget(1_000), ultra_tokens=400)
+    assert (plan.trigger_at, plan.goal_tokens) == (960, 480)
+    assert plan == plan_rollover(messages, goal_tokens=480, trigger_at=960)
+    # Every reply but the newest message goes; the user messages are under the trigger and stay.
+    assert plan.message_ids == (2, 4, 6, 8)
+    assert plan.kept_tokens == 600
+    # Checkpoints that already take more than the ultra checkpoint will keep the trigger where it is.
+    assert select_for_rollover(messages, budget(1_000, checkpoints=600), ultra_tokens=400).trigger_at == 800
+
+
+def test_a_rollover_with_nothing_to_take_says_why():
+    fits = select_for_rollover([msg(1, "user", 300), msg(2, "assistant", 100)], budget(400), ultra_tokens=0)
+    assert not fits
+    assert rollover_skip_reason(fits, checkpoints=0) == (
+        "nothing to roll over: the conversation already fits in half the trigger"
+    )
+    # Checkpoints to merge are something to do, even with no message to take.
+    assert rollover_skip_reason(fits, checkpoints=1) is None
+
+    users = select_for_rollover([msg(1, "user", 500), msg(2, "user", 500)], budget(1_000), ultra_tokens=0)
+    assert not users
+    assert rollover_skip_reason(users, checkpoints=0) == (
+        "nothing to roll over: no assistant output to take, and the user messages (1,000 tokens) "
+        "are under the trigger (1,280)"
+    )
+
+    newest = select_for_rollover([msg(1, "user", 1_500)], budget(1_500), ultra_tokens=0)
+    assert rollover_skip_reason(newest, checkpoints=0) == (
+        "nothing to roll over: the newest message alone fills the context"
+    )
+
+    takes = select_for_rollover([msg(1, "assistant", 900), msg(2, "user", 500)], budget(1_400), ultra_tokens=0)
+    assert takes.message_ids == (1,)
+    assert rollover_skip_reason(takes, checkpoints=0) is None

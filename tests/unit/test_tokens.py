@@ -11,9 +11,16 @@ from hypothesis import strategies as st
 from contextmgr.core import tokens
 from contextmgr.core.tokens import (
     PER_MESSAGE_OVERHEAD,
-    TiktokenCounter,
     VocabularyError,
+    cl100k_from_ranks,
+    count_with,
+    message_estimate,
+    parse_ranks,
+)
+from contextmgr.resources import (
+    TiktokenCounter,
     bundled_vocabulary_path,
+    cl100k_encoding,
     count_text_tokens,
     load_ranks,
 )
@@ -22,6 +29,21 @@ from contextmgr.core.tokens import (
 def test_vocabulary_is_the_one_tiktoken_expects():
     raw = gzip.decompress(bundled_vocabulary_path().read_bytes())
     assert hashlib.sha256(raw).hexdigest() == tokens.CL100K_SHA256
+
+
+def test_the_core_builds_the_encoding_from_the_bytes_it_is_given():
+    ranks = parse_ranks(bundled_vocabulary_path().read_bytes(), source="the bundled file")
+    assert len(ranks) == 100_256
+    assert ranks[b"hello"] == 15339
+    encoding = cl100k_from_ranks(ranks)
+    assert count_with(encoding, "hello world") == 2
+    # The adapter reads the file once and hands it to the same functions.
+    assert cl100k_encoding() is cl100k_encoding()
+    assert cl100k_encoding().encode_ordinary("src/auth/login.ts") == encoding.encode_ordinary("src/auth/login.ts")
+
+
+def test_a_message_estimate_adds_the_template_overhead():
+    assert message_estimate(10) == tokens.TokenCount(10 + PER_MESSAGE_OVERHEAD, exact=False)
 
 
 @pytest.mark.parametrize(
@@ -68,13 +90,18 @@ def test_any_unicode_counts(text):
 def test_tampered_vocabulary_is_refused(tmp_path):
     bad = tmp_path / "cl100k_base.tiktoken.gz"
     bad.write_bytes(gzip.compress(b"aGVsbG8= 0\n"))
-    with pytest.raises(VocabularyError, match="expected 2239"):
+    with pytest.raises(VocabularyError, match=f"at {bad} has SHA-256 .* expected 2239"):
         load_ranks(bad)
+    # The same hash is accepted when it is the one expected.
+    digest = hashlib.sha256(b"aGVsbG8= 0\n").hexdigest()
+    assert parse_ranks(bad.read_bytes(), source="test", expected_sha256=digest) == {b"hello": 0}
 
 
 def test_unreadable_vocabulary_is_refused(tmp_path):
     with pytest.raises(VocabularyError, match="cannot read the token vocabulary"):
         load_ranks(tmp_path / "missing.gz")
+    with pytest.raises(VocabularyError, match="cannot read the token vocabulary at a broken file"):
+        parse_ranks(b"not gzip at all", source="a broken file")
 
 
 def test_missing_package_is_reported(monkeypatch):

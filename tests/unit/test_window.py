@@ -8,7 +8,6 @@ from contextmgr.core.window import (
     chat_messages,
     render_checkpoint,
     render_system,
-    window_budget,
 )
 
 
@@ -52,22 +51,3 @@ def test_blocks_in_prompt_order_and_the_messages_sent():
 def test_an_empty_system_prompt_still_sends_a_system_message():
     blocks = assemble_window(system="", system_tokens=0, checkpoints=[], messages=[ActiveMessage(1, "user", "hi", 5)])
     assert chat_messages(blocks) == [("system", ""), ("user", "hi")]
-
-
-def test_the_budget_of_a_window_sums_its_blocks_by_kind():
-    blocks = assemble_window(
-        system="Be brief.\n\nACTIVE GOAL: x",
-        system_tokens=12,
-        checkpoints=[(1, "[Checkpoint 1]", 40), (2, "[Checkpoint 2]", 25)],
-        messages=[ActiveMessage(7, "user", "hi", 3), ActiveMessage(8, "assistant", "hello", 5)],
-    )
-    budget = window_budget(blocks, max_tokens=1000)
-    assert (budget.max_tokens, budget.system_prompt_tokens, budget.checkpoint_tokens, budget.active_tokens) == (
-        1000,
-        12,
-        65,
-        8,
-    )
-    assert budget.available == 923
-    assert budget.trigger_at == 738
-    assert window_budget(blocks[:1], max_tokens=100).active_tokens == 0

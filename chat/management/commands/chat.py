@@ -1,21 +1,22 @@
 from __future__ import annotations
 
+import math
 import sys
-import time
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.http import Http404
 
 from chat.models import Session
-from chat.services import session_create
+from chat.selectors import backend_status, session_for_owner
+from chat.services import session_start
 from chat.turn import turn_run
-from contextmgr.llm import LLMError, get_gateway
-from contextmgr.models import ContextEvent
-from contextmgr.selectors import session_context_line
-from contextmgr.services.compression import compression_running
+from contextmgr.llm.types import LLMError
+from contextmgr.selectors import session_context_line, session_events, session_last_event_id
+from contextmgr.services.compression import compression_running, compression_wait
 
 
 class Command(BaseCommand):
@@ -33,30 +34,26 @@ class Command(BaseCommand):
         if owner is None:
             raise CommandError(f"There is no user {options['user']!r}.")
         if options["session"]:
-            session = Session.objects.filter(pk=options["session"], owner=owner).first()
-            if session is None:
-                raise CommandError(f"{options['user']} has no session {options['session']}.")
+            try:
+                session = session_for_owner(user=owner, session_id=options["session"])
+            except (Http404, ValidationError) as exc:  # ValidationError: not a session id at all
+                raise CommandError(f"{options['user']} has no session {options['session']}.") from exc
         else:
-            model = options["model"] or async_to_sync(get_gateway().status)().default_model
+            model = options["model"] or backend_status().default_model
             if model is None:
                 raise CommandError("No model is available: start Ollama or install the embedded model.")
             try:
-                info = async_to_sync(get_gateway().model_info)(model)
-                session = session_create(
+                session = session_start(
                     owner=owner,
                     model=model,
                     context_size=options["context_size"],
                     system_prompt=options["system"],
                     title="Terminal chat",
-                    parameter_size_b=info.parameter_size_b,
-                    context_limit=info.context_length,
                 )
             except ValidationError as exc:
                 raise CommandError("; ".join(exc.messages)) from exc
-            except LLMError as exc:
-                raise CommandError(str(exc)) from exc
         self.stdout.write(f"Session {session.id} ({session.model}, num_ctx {session.max_tokens:,})")
-        seen = ContextEvent.objects.filter(session=session).order_by("-id").values_list("id", flat=True).first() or 0
+        seen = session_last_event_id(session=session)
 
         async def show(delta: str) -> None:
             self.stdout.write(delta, ending="")
@@ -78,15 +75,14 @@ class Command(BaseCommand):
         if compression_running(session_id=session.pk):
             # Background compressions run in this process's threads: let the last one finish.
             self.stdout.write("  (waiting for the running compression to finish)")
-            while compression_running(session_id=session.pk):
-                time.sleep(0.2)
+            async_to_sync(compression_wait)(session_id=session.pk, timeout=math.inf)
             self._report(session, seen)
 
     def _report(self, session: Session, seen: int) -> int:
         """Print the context line and the events after ``seen``; returns the last event id."""
         session.refresh_from_db()
         self.stdout.write(f"  {session_context_line(session=session)}")
-        for event in ContextEvent.objects.filter(session=session, id__gt=seen).order_by("id"):
+        for event in session_events(session=session, after=seen):
             self.stdout.write(f"  event {event.type}: {event.payload}")
             seen = event.id
         return seen

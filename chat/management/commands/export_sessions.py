@@ -5,6 +5,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from chat.export import session_file, sessions_zip
@@ -46,8 +47,6 @@ class Command(BaseCommand):
         )
         owner: Any = None
         if options["user"]:
-            from django.contrib.auth import get_user_model
-
             owner = get_user_model().objects.filter(username=options["user"]).first()
             if owner is None:
                 raise CommandError(f"There is no user {options['user']!r}.")

@@ -15,14 +15,15 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from chat.models import Message, Session
-from chat.services import message_create, session_create
+from chat.selectors import ModelFacts
+from chat.services import message_create, session_start
 from contextmgr.core.aging import CheckpointInfo, Level, plan_aging
 from contextmgr.core.config import context_config_from_mapping, effective_preserve_recent
 from contextmgr.core.markers import marker_facts
 from contextmgr.core.selection import ContextMessage, select_for_compression
-from contextmgr.core.tokens import count_text_tokens
 from contextmgr.core.truncate import shorten_extractive
 from contextmgr.models import Checkpoint, Snapshot
+from contextmgr.resources import count_text_tokens
 from contextmgr.selectors import active_checkpoints, active_messages, session_budget
 from contextmgr.services.checkpoints import AgedSummary, CheckpointDraft, MergedSummary, compression_commit
 from contextmgr.services.goals import goal_apply_markers
@@ -148,12 +149,13 @@ def _compress(session: Session) -> Checkpoint:
 
 @transaction.atomic
 def seed_demo_session(*, owner: Any) -> Session:
-    session = session_create(
+    session = session_start(
         owner=owner,
         title="Demo: user authentication",
         model="llama3.2:3b",
         context_size=16384,
         system_prompt=SYSTEM_PROMPT,
+        facts=ModelFacts(),  # a demo of stored history: no backend is asked
     )
     for round_number in range(1, ROUNDS + 1):
         for question, answer in TOPICS:

@@ -1,0 +1,83 @@
+"""The HTML frames the chat socket sends, and the history window the chat page shows."""
+
+from __future__ import annotations
+
+from itertools import groupby
+from typing import Any
+from uuid import UUID
+
+from django.template.loader import render_to_string
+
+from chat.models import Session
+from chat.selectors import HISTORY_WINDOW, session_history
+from contextmgr.panels import context_panel, goals_context, snapshots_context
+from contextmgr.presentation import describe_event
+
+CHECKPOINT_TEXTS = tuple(
+    f"compressed_into__{name}" for name in ("summary", "facts", "key_decisions", "files_modified", "next_steps")
+)
+
+
+def history_groups(session: Session, *, around: int | None = None, before: int | None = None) -> dict[str, Any]:
+    """The latest HISTORY_WINDOW messages; with ``before`` (a position) the window of messages just
+    before it; with ``around`` (a message id) the window centred on that message. Consecutive
+    messages compressed into the same checkpoint are grouped under its marker; the rest is a
+    link away ("earlier", "show the latest"), on the full history page and in the export."""
+    total = session.messages.count()
+    end = total
+    if before is not None and 1 < before <= total:
+        end = before - 1  # positions are 1-based and gapless: position p is row p - 1
+    start = max(end - HISTORY_WINDOW, 0)
+    if around is not None:
+        position = session.messages.filter(pk=around).values_list("position", flat=True).first()
+        if position is not None and position <= start:
+            start = max(position - HISTORY_WINDOW // 2, 0)
+            end = min(start + HISTORY_WINDOW, total)
+    # The group markers need only a checkpoint's number, level and merge; its texts and facts
+    # (JSON, large after many compressions) stay in the database.
+    messages = list(session_history(session=session).defer(*CHECKPOINT_TEXTS)[start:end])
+    groups = [
+        (checkpoint_id and rows[0].compressed_into, rows)
+        for checkpoint_id, rows in (
+            (key, list(group)) for key, group in groupby(messages, key=lambda m: m.compressed_into_id)
+        )
+    ]
+    return {
+        "groups": groups,
+        "hidden_count": start,
+        "first_position": start + 1,
+        "later_count": total - end,
+    }
+
+
+def chat_fragments(kind: str, session_id: UUID, *, session: Session | None = None, **extra: Any) -> str:
+    """HTML frames for the chat socket, swapped into the page out of band by id.
+
+    ``turn_start``: the stored user message and an empty reply; ``turn_done``: the stored
+    reply in place of the streamed one (the whole history instead with ``with_history``)
+    and the panels, the goals panel only when ``goals_changed``; ``turn_stopped`` and ``history``:
+    the history and panels again;
+    ``event``: a context event's line, and the history unless a reply is streaming.
+    ``session``: the session as the caller has just read it (it is read here otherwise).
+    """
+    if session is None:
+        session = Session.objects.get(pk=session_id)
+    context: dict[str, Any] = {"session": session, "kind": kind, "can_write": True, "oob": True, **extra}
+    with_history = kind in ("turn_stopped", "history") or (
+        kind in ("turn_done", "event") and bool(extra.get("with_history"))
+    )
+    if kind != "turn_start":
+        context.update(context_panel(session))
+        # Re-sent at the end of a turn only when the goals may have changed: the panel holds forms
+        # the user may be typing in while the reply streams.
+        context["with_goals"] = kind != "turn_done" or with_history or bool(extra.get("goals_changed"))
+        if context["with_goals"]:
+            context.update(goals_context(session))
+    if with_history:
+        context.update(history_groups(session))
+        context["with_history"] = True
+    if kind == "event":
+        event = extra["event"]
+        context["event_line"] = describe_event(event["type"], event["payload"])
+        context.update(snapshots_context(session))
+    return render_to_string("chat/ws/_fragments.html", context)

@@ -1,0 +1,233 @@
+"""The OLLM session file: the one model of it, for the import, the export and the OpenAPI document.
+
+The shape is the OLLM CLI's ``Session`` (``packages/core/src/services/types.ts``), the file its
+``ChatRecordingService`` writes to ``~/.ollm/sessions/{sessionId}.json`` and reads back::
+
+    {sessionId, startTime, lastActivity, model, provider,
+     messages: [{role, parts: [{type: "text", text}], timestamp}],
+     toolCalls: [{id, name, args, result: {llmContent, returnDisplay?}, timestamp}],
+     metadata: {tokenCount, compressionCount, modeHistory?}}
+
+An export fills every one of those fields. ollm-site adds, where the CLI does not look:
+``metadata.title``, ``metadata.contextSize`` and ``metadata.systemPrompt`` (what an import needs
+to rebuild the same session) and a tool result's ``data`` (its structured result).
+
+An import needs only ``model`` and ``messages``: everything else may be missing, and fields the
+model does not know (the CLI's ``modeHistory``) are ignored. What is read is checked completely:
+types, string lengths, times, NUL characters and unpaired surrogates (the database could not
+store them), the nesting of a tool call's free JSON, and the number of entries.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+
+from chat.models import MAX_MESSAGE_CHARS, MAX_MODEL_NAME_LENGTH, MAX_SYSTEM_PROMPT_CHARS, MAX_TITLE_LENGTH
+from contextmgr.core.text import UNSTORABLE_CHARS
+
+# Messages and tool calls together.
+MAX_IMPORT_ENTRIES = 5_000
+# Objects and arrays inside one another, counted from the top of the file; a tool call's args and
+# result are free JSON.
+MAX_IMPORT_DEPTH = 20
+MAX_NAME_CHARS = 200
+MAX_TIMESTAMP_CHARS = 64
+# The error type of a file with more than MAX_IMPORT_ENTRIES entries (the import answers 413).
+TOO_MANY_ENTRIES = "too_many_entries"
+
+
+def _storable(value: str) -> str:
+    if UNSTORABLE_CHARS.search(value):
+        raise PydanticCustomError("unstorable", "holds a NUL character or an unpaired surrogate")
+    return value
+
+
+# Strings that are stored: bounded, and only what the database can hold.
+Name = Annotated[str, Field(max_length=MAX_NAME_CHARS), AfterValidator(_storable)]
+ModelName = Annotated[str, Field(max_length=MAX_MODEL_NAME_LENGTH), AfterValidator(_storable)]
+Title = Annotated[str, Field(max_length=MAX_TITLE_LENGTH), AfterValidator(_storable)]
+SystemPrompt = Annotated[str, Field(max_length=MAX_SYSTEM_PROMPT_CHARS), AfterValidator(_storable)]
+MessageText = Annotated[str, Field(max_length=MAX_MESSAGE_CHARS), AfterValidator(_storable)]
+
+
+def _iso_time(value: Any) -> Any:
+    """An ISO 8601 time, in UTC; one without a zone is UTC."""
+    if isinstance(value, datetime):
+        moment = value
+    elif not isinstance(value, str):
+        raise PydanticCustomError("string_type", "must be a string")
+    elif len(value) > MAX_TIMESTAMP_CHARS:
+        raise PydanticCustomError("string_too_long", "too long", {"max_length": MAX_TIMESTAMP_CHARS})
+    else:
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            raise PydanticCustomError("iso_time", "{text} is not an ISO 8601 time", {"text": repr(value)}) from None
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+01:00 is before the first UTC moment Python has
+        raise PydanticCustomError("iso_time", "{text} is out of range", {"text": repr(value)}) from None
+
+
+def _iso_text(moment: datetime) -> str:
+    """UTC with a Z, as the CLI writes it; microseconds kept (a second's fraction only when there is one)."""
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+# Written as text in every kind of dump, so the API's JSON encoder does not round it to milliseconds.
+IsoTime = Annotated[
+    datetime,
+    BeforeValidator(_iso_time),
+    PlainSerializer(_iso_text, return_type=str),
+    WithJsonSchema({"type": "string", "format": "date-time"}),
+]
+
+
+def _check_json(value: Any, depth: int, path: str = "") -> None:
+    """Free JSON ``depth`` levels below the top of the file: bounded nesting, storable strings (keys too)."""
+    at = {"at": f" (at {path})" if path else ""}
+    if depth > MAX_IMPORT_DEPTH:
+        raise PydanticCustomError(
+            "json_depth", "nested more than {limit} levels deep{at}", {"limit": MAX_IMPORT_DEPTH, **at}
+        )
+    if isinstance(value, str):
+        if UNSTORABLE_CHARS.search(value):
+            raise PydanticCustomError("unstorable", "holds a NUL character or an unpaired surrogate{at}", at)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_json(key, depth + 1, f"{path} key")
+            _check_json(item, depth + 1, f"{path}.{key}"[:200])
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_json(item, depth + 1, f"{path}[{index}]")
+
+
+def _free_json(depth: int) -> AfterValidator:
+    """JSON stored as it is, ``depth`` levels below the top of the file: bounded nesting, storable strings."""
+
+    def check(value: Any) -> Any:
+        _check_json(value, depth)
+        return value
+
+    return AfterValidator(check)
+
+
+def _llm_content(value: Any) -> Any:
+    if value is None:
+        raise PydanticCustomError("missing", "is required")
+    if isinstance(value, str) and len(value) > MAX_MESSAGE_CHARS:
+        raise PydanticCustomError("string_too_long", "too long", {"max_length": MAX_MESSAGE_CHARS})
+    _check_json(value, 4)  # file > toolCalls > [i] > result > llmContent
+    return value
+
+
+Role = Literal["user", "assistant", "system", "tool"]
+
+
+class _FileModel(BaseModel):
+    # camelCase in the file, snake_case in Python; strict: no "16384" for 16384, no 1 for "1".
+    model_config = ConfigDict(alias_generator=to_camel, validate_by_name=True, serialize_by_alias=True, strict=True)
+
+
+class SessionFilePart(_FileModel):
+    type: Literal["text"]
+    text: MessageText
+
+
+class SessionFileMessage(_FileModel):
+    role: Role = Field(
+        description="A tool result the CLI kept as a message is imported as one without a call id; "
+        "an export writes every tool result into toolCalls."
+    )
+    parts: list[SessionFilePart]
+    timestamp: IsoTime | None = None
+
+    @field_validator("parts")
+    @classmethod
+    def _fits_one_message(cls, parts: list[SessionFilePart]) -> list[SessionFilePart]:
+        total = sum(len(part.text) for part in parts)
+        if total > MAX_MESSAGE_CHARS:
+            raise PydanticCustomError(
+                "parts_too_long",
+                "hold {total} characters; the limit is {limit}",
+                {"total": f"{total:,}", "limit": f"{MAX_MESSAGE_CHARS:,}"},
+            )
+        return parts
+
+    @property
+    def text(self) -> str:
+        return "".join(part.text for part in self.parts)
+
+
+class SessionFileToolResult(_FileModel):
+    llm_content: Annotated[Any, AfterValidator(_llm_content)] = Field(
+        description="The text the model reads. A structured value (from another tool) is read as its JSON text."
+    )
+    return_display: str | None = Field(default=None, description="The CLI's display text; not imported.")
+    data: Annotated[Any, _free_json(4)] = Field(default=None, description="ollm-site: the structured result, if any.")
+
+
+class SessionFileToolCall(_FileModel):
+    id: Name
+    name: Name
+    args: Annotated[dict[str, Any], _free_json(3)] = Field(default_factory=dict)
+    result: SessionFileToolResult
+    timestamp: IsoTime | None = None
+
+
+class SessionFileMetadata(_FileModel):
+    # Not imported (an import derives both again), so not held to strict types either.
+    token_count: int = Field(default=0, strict=False, description="Tokens of the active context.")
+    compression_count: int = Field(default=0, strict=False, description="Compressions so far; an import starts at 0.")
+    title: Title | None = Field(default=None, description="ollm-site: the session's title.")
+    context_size: int | None = Field(default=None, description="ollm-site: the context size selection, e.g. 16384.")
+    system_prompt: SystemPrompt | None = Field(default=None, description="ollm-site: the session's system prompt.")
+
+
+class SessionFile(_FileModel):
+    """The OLLM session file: the full, uncompressed history of a session, as the OLLM CLI writes and reads it."""
+
+    session_id: Name | None = None
+    start_time: IsoTime | None = None
+    last_activity: IsoTime | None = None
+    model: ModelName
+    provider: Name | None = None
+    messages: list[SessionFileMessage]
+    tool_calls: list[SessionFileToolCall] = Field(default_factory=list)
+    metadata: SessionFileMetadata = Field(default_factory=SessionFileMetadata)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_too_many_entries(cls, data: Any) -> Any:
+        """Counted before anything else is checked, so a huge file is refused as too large."""
+        if isinstance(data, dict):
+            lists = [data.get(key) for key in ("messages", "toolCalls", "tool_calls")]
+            count = sum(len(value) for value in lists if isinstance(value, list))
+            if count > MAX_IMPORT_ENTRIES:
+                raise PydanticCustomError(
+                    TOO_MANY_ENTRIES,
+                    "The file holds {count} messages and tool calls; the limit is {limit}.",
+                    {"count": f"{count:,}", "limit": f"{MAX_IMPORT_ENTRIES:,}"},
+                )
+        return data
+
+    def to_json(self) -> dict[str, Any]:
+        """The file as JSON data: camelCase names, and no field that has no value."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)

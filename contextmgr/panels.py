@@ -1,0 +1,71 @@
+"""What the context panels of the chat page show (the meter, reliability, goals, snapshots,
+settings): template contexts read from the selectors, one reading of the budget per panel set."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chat.models import Session
+from contextmgr.core.config import STRATEGIES
+from contextmgr.core.reliability import ReliabilityLevel, low_reliability_warning
+from contextmgr.models import Artifact, Goal
+from contextmgr.selectors import (
+    artifacts_of_session,
+    context_meter,
+    decisions_of_session,
+    session_context,
+    session_goals,
+    session_snapshots,
+)
+from contextmgr.services.compression import session_config, session_effective_limits
+
+
+def context_panel(session: Session) -> dict[str, Any]:
+    """What the meter, the reliability badge and the warning panel show: one reading of the
+    budget and the reliability serves them all (it is shown after every reply)."""
+    report = session_context(session=session)
+    reliability = report.reliability
+    warning = low_reliability_warning(
+        model=session.model,
+        parameter_size_b=session.model_parameter_size_b,
+        compression_count=report.compression_count,
+    )
+    return {
+        "meter": context_meter(session=session, budget=report.budget),
+        "context_line": report.display,
+        "exact": report.messages_exact,
+        "reliability": reliability,
+        "warning": warning,
+        # Before any compression nothing is compressed to distrust, whatever the model's size.
+        "reliability_low": report.compression_count > 0
+        and reliability.level in (ReliabilityLevel.LOW, ReliabilityLevel.CRITICAL),
+    }
+
+
+def goals_context(session: Session) -> dict[str, Any]:
+    return {
+        "goals": session_goals(session=session),
+        "decisions": decisions_of_session(session=session),
+        "artifacts": artifacts_of_session(session=session)[:20],
+        "priorities": Goal.Priority.values,
+        "statuses": Goal.Status.values,
+        "artifact_actions": Artifact.Action.values,
+    }
+
+
+def snapshots_context(session: Session) -> dict[str, Any]:
+    # The panel lists when, what kind and how big; each state (JSON) is read only by a restore.
+    return {"snapshots": session_snapshots(session=session).defer("state")[:20]}
+
+
+def settings_context(session: Session) -> dict[str, Any]:
+    """The settings panel: the session's settings, what they come to on its context (``limits``),
+    and the token values it set itself (``explicit``; the others follow the context size)."""
+    config = session_config(session)
+    explicit = session.settings.get("compression") if isinstance(session.settings, dict) else None
+    return {
+        "config": config,
+        "limits": session_effective_limits(session, config),
+        "explicit": explicit if isinstance(explicit, dict) else {},
+        "strategies": STRATEGIES,
+    }

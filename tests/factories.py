@@ -1,0 +1,347 @@
+"""The tests' helpers in one place: plain functions that build what a test needs and drive it
+(sessions, conversations, sockets, the browser's login, the system layer's processes), and the
+constants they share.
+
+Fixtures live in the conftest files: those that several directories use in ``tests/conftest.py``,
+the others beside their tests. A test module imports helpers from here (or from ``tests/support``),
+never from a conftest or from another test module: ``tests/integration/test_test_layout.py`` checks.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import subprocess
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.test import Client, override_settings
+
+from chat.models import Message, Session
+from chat.services import message_create, session_create
+from contextmgr.core.window import chat_messages
+from contextmgr.models import Checkpoint, ContextEvent
+from contextmgr.selectors import session_budget, session_state, session_window
+from contextmgr.services.compression import CompressionOutcome
+from tests.support.model_server import SERVED_MODEL, Hold, ModelServerProcess
+from tests.support.timing import scaled
+from tests.system.support import (
+    PYTHON,
+    ROOT,
+    Proc,
+    WebSocket,
+    start_daphne,
+    start_worker,
+    wait_daphne,
+    wait_worker,
+)
+from tests.system.support import (
+    event_types as stored_event_types,
+)
+
+# --- sessions and conversations, through the app's services -------------------------------------
+
+TIER3 = 16384
+TIER2 = 8192
+# The served model's selections squeezed so that a few turns reach the trigger: a Tier 3 (16K,
+# three checkpoints kept) to 1,500 tokens, a Tier 2 (8K) and a 4K to 1,200.
+SMALL_CONTEXTS = {SERVED_MODEL: {TIER3: 1500, TIER2: 1200, 4096: 1200}}
+# Plain prose without paths, numbers, quotes or decisions: no key facts, so a canned summary is
+# never retried for lost facts and each compression is one call.
+ANSWER = (
+    "The answer walks through the idea step by step and explains why each part matters for the reader. "
+    "It closes with a short recap of the main points so far. "
+)
+# An answer about logins (it has key facts: argon2, constant time, the audit log).
+LOGIN_ANSWER = (
+    "The handler validates the form, hashes the password with argon2 and compares it in constant time. "
+    "It then issues a short-lived token and records the login in the audit log for later review. "
+)
+LOGIN_QUESTION = "Question {index} about logins?"
+# A locked decision and a file, as a model's reply marks them.
+MARKERS = "[DECISION] Use argon2 for passwords - LOCKED\n[ARTIFACT] Created src/auth/hash.ts\n"
+BRIEF = {"compression": {"summary_max_tokens": 128}}
+
+
+def small_session(
+    owner: Any,
+    *,
+    model: str = SERVED_MODEL,
+    context_size: int = TIER3,
+    system_prompt: str = "Be brief.",
+    contexts: dict[str, dict[int, int]] | None = SMALL_CONTEXTS,
+    settings: dict[str, Any] | None = None,
+    **sections: Any,
+) -> Session:
+    """A session that reaches its trigger after a few turns: by default the served model on a
+    context squeezed by ``contexts`` (``None``: the model's own sizes).
+
+    ``sections`` are its compression/snapshot overrides (``compression={...}``); without them a
+    summary is capped at 128 tokens. ``settings`` gives the whole settings mapping instead
+    (``{}``: the defaults)."""
+    with override_settings(OLLM_MODEL_CONTEXT_OVERRIDES=contexts) if contexts is not None else nullcontext():
+        return session_create(
+            owner=owner,
+            model=model,
+            context_size=context_size,
+            system_prompt=system_prompt,
+            settings=settings if settings is not None else sections or BRIEF,
+        )
+
+
+def converse(
+    session: Session,
+    turns: int,
+    *,
+    start: int = 0,
+    question: str = "Question number {index}, please?",
+    answer: str | Callable[[int], str] = ANSWER * 2,
+    markers_at: int | None = None,
+) -> list[Message]:
+    """``turns`` question/answer pairs appended to the history (no model involved); the answers.
+
+    ``question`` is formatted with the pair's ``index``; ``answer`` is a text or a function of the
+    index; the answer at index ``markers_at`` opens with ``MARKERS``."""
+    replies = []
+    for index in range(start, start + turns):
+        message_create(session=session, role="user", content=question.format(index=index))
+        text = answer(index) if callable(answer) else answer
+        replies.append(
+            message_create(session=session, role="assistant", content=(MARKERS if index == markers_at else "") + text)
+        )
+    return replies
+
+
+def until_due(session: Session, *, start: int = 0) -> int:
+    """Converse until the budget calls for a compression; returns the next turn index."""
+    index = start
+    while not session_budget(session=session).compression_due:
+        converse(session, 1, start=index)
+        index += 1
+        assert index < start + 200, "the session never reached its trigger"
+    return index
+
+
+def event_types(session: Session) -> list[str]:
+    """The types of the session's context events, oldest first."""
+    return list(ContextEvent.objects.filter(session=session).order_by("id").values_list("type", flat=True))
+
+
+def created(outcome: CompressionOutcome) -> Checkpoint:
+    """The checkpoint a compression or rollover created (or carried over)."""
+    assert outcome.checkpoint_id is not None, outcome
+    return Checkpoint.objects.get(pk=outcome.checkpoint_id)
+
+
+def prompt(session: Session) -> list[tuple[str, str]]:
+    """The (role, content) pairs the session's next call would send."""
+    return chat_messages(session_window(session=session))
+
+
+def frozen(session: Session) -> tuple[Any, ...]:
+    """Everything a failed compression must leave as it was: the full history, the
+    checkpoints, the goal state and the prompt the next call would send."""
+    session.refresh_from_db()
+    state = session_state(session=session)
+    del state["messages"]  # a delta on the latest snapshot, which a compression may add
+    history = list(
+        Message.objects.filter(session=session)
+        .order_by("position")
+        .values_list("id", "role", "content", "tokens", "compressed_into_id", "excluded_from_context")
+    )
+    return state, history, prompt(session), session.compression_count
+
+
+def summary_requests(model_server: ModelServerProcess) -> list[dict[str, Any]]:
+    """The chat requests the model server has seen (summaries, when no turn ran)."""
+    return [r for r in model_server.behaviour.requests if r["path"] == "/api/chat"]
+
+
+# --- the chat socket, through the real ASGI stack ------------------------------------------------
+
+SOCKET_TIMEOUT = scaled(120)
+
+
+def session_cookie(user: Any) -> bytes:
+    """The ``Cookie`` header of a browser logged in as ``user``."""
+    client = Client()
+    client.force_login(user)
+    return f"sessionid={client.cookies['sessionid'].value}".encode()
+
+
+async def socket(
+    session_id: Any, user: Any = None, origin: bytes | None = b"http://localhost"
+) -> WebsocketCommunicator:
+    """A (not yet connected) socket to the session's chat, logged in as ``user`` when given,
+    from the page at ``origin`` (``None``: a request without an ``Origin`` header)."""
+    from ollm_site.asgi import application
+
+    headers = [] if origin is None else [(b"origin", origin)]
+    if user is not None:
+        headers.append((b"cookie", await sync_to_async(session_cookie)(user)))
+    return WebsocketCommunicator(application, f"/ws/sessions/{session_id}/", headers=headers)
+
+
+async def frames_until(communicator: WebsocketCommunicator, marker: str) -> list[str]:
+    """Every frame up to and including the first that contains ``marker``."""
+    frames = []
+    while True:
+        frame = await communicator.receive_from(timeout=SOCKET_TIMEOUT)
+        frames.append(frame)
+        if marker in frame:
+            return frames
+
+
+# --- the browser (tests/e2e) --------------------------------------------------------------------
+
+E2E_USERNAME, E2E_PASSWORD = "e2e-user", "e2e-pass-9472"
+
+
+def log_in(page: Any, live_url: str) -> None:
+    """Open the app, which asks for a login first, and log in as the e2e test user."""
+    page.goto(live_url + "/")
+    assert "/accounts/login/" in page.url
+    page.fill("input[name=username]", E2E_USERNAME)
+    page.fill("input[name=password]", E2E_PASSWORD)
+    page.click("button[type=submit]")
+
+
+# --- the system layer (tests/system): real processes on PostgreSQL and Redis ---------------------
+
+SYSTEM_USERNAME, SYSTEM_PASSWORD = "system-user", "system-pass-5521"
+# A compression lease lives this long without a heartbeat: a killed worker's lease frees itself quickly.
+LEASE_SECONDS = 6
+# A chat turn over a socket ends within this.
+TURN_SECONDS = 60
+HELD_SUMMARY = "Logins are validated with argon2 and audited."
+
+
+def seed(env: dict[str, str], order: dict[str, object]) -> dict[str, Any]:
+    """Write test data through the app's services in a process with the stack's environment."""
+    done = subprocess.run(
+        [PYTHON, "-m", "tests.system.seed", json.dumps(order)],
+        env=env,
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def login(base_url: str) -> str:
+    """Log in through the login form; the ``Cookie`` header value (session and CSRF cookies)."""
+    with httpx.Client(base_url=base_url, timeout=30) as client:
+        client.get("/accounts/login/").raise_for_status()
+        answer = client.post(
+            "/accounts/login/",
+            data={
+                "username": SYSTEM_USERNAME,
+                "password": SYSTEM_PASSWORD,
+                "csrfmiddlewaretoken": client.cookies["csrftoken"],
+            },
+        )
+        assert answer.status_code == 302, answer.text[:500]
+        return "; ".join(f"{name}={value}" for name, value in client.cookies.items())
+
+
+@dataclass
+class Stack:
+    """Web processes and workers sharing one database and one Redis."""
+
+    env: dict[str, str]
+    logdir: Path
+    webs: list[tuple[Proc, int]] = field(default_factory=list)
+    workers: list[Proc] = field(default_factory=list)
+    cookie: str = ""
+
+    def url(self, index: int) -> str:
+        return f"http://127.0.0.1:{self.webs[index][1]}"
+
+    def ws_url(self, index: int, session_id: str) -> str:
+        return f"ws://127.0.0.1:{self.webs[index][1]}/ws/sessions/{session_id}/"
+
+    def csrf(self) -> str:
+        return dict(part.split("=", 1) for part in self.cookie.split("; "))["csrftoken"]
+
+    def post(self, index: int, path: str) -> httpx.Response:
+        return httpx.post(
+            self.url(index) + path,
+            headers={"Cookie": self.cookie, "X-CSRFToken": self.csrf(), "Referer": self.url(index) + "/"},
+            timeout=30,
+        )
+
+    def new_session(self, **spec: object) -> str:
+        return self.new_sessions(1, **spec)[0]
+
+    def new_sessions(self, count: int, **spec: object) -> list[str]:
+        order = {"owner": SYSTEM_USERNAME, "model": SERVED_MODEL, "context_size": 4096, "count": count, **spec}
+        ids: list[str] = seed(self.env, {"session": order})["ids"]
+        return ids
+
+    def due_session(self, **spec: object) -> str:
+        """A session whose active conversation has reached its compression trigger."""
+        order: dict[str, object] = {
+            "context_size": 8192,
+            "pairs": 18,
+            "answer": LOGIN_ANSWER,
+            "settings": {"compression": {"summary_max_tokens": 48}},
+        }
+        return self.new_session(**{**order, **spec})
+
+    def add_worker(self, name: str, *, pool: str = "prefork", env: dict[str, str] | None = None) -> Proc:
+        worker = start_worker(name, env or self.env, self.logdir, pool=pool)
+        self.workers.append(worker)
+        wait_worker(worker)
+        return worker
+
+    def stop(self) -> None:
+        for proc in [w for w, _ in self.webs] + self.workers:
+            proc.stop()
+
+
+def stack_start(env: dict[str, str], logdir: Path, *, name: str, webs: int, workers: int, pool: str) -> Stack:
+    """Start ``webs`` daphne processes and ``workers`` Celery workers, wait for all, log in."""
+    stack = Stack(env, logdir)
+    stack.webs = [start_daphne(f"{name}-web{i + 1}", env, logdir) for i in range(webs)]
+    stack.workers = [start_worker(f"{name}-worker{i + 1}", env, logdir, pool=pool) for i in range(workers)]
+    try:
+        with concurrent.futures.ThreadPoolExecutor() as pool_:
+            waits = [pool_.submit(wait_daphne, proc, port) for proc, port in stack.webs]
+            waits += [pool_.submit(wait_worker, proc) for proc in stack.workers]
+            for wait in waits:
+                wait.result()
+        if stack.webs:
+            stack.cookie = login(stack.url(0))
+    except BaseException:
+        stack.stop()
+        raise
+    return stack
+
+
+async def chat(ws: WebSocket, text: str) -> None:
+    """Send a message and wait until its turn is over (reply stored and shown, or an error)."""
+    before = len(ws.frames.texts)
+    await ws.send_json(json.dumps({"action": "send", "message": text}))
+    await ws.wait_for(lambda f: f.turn_done(before), timeout=TURN_SECONDS, what=f"the reply to {text!r}")
+
+
+def outcomes(dsn: str, session_id: str) -> list[str]:
+    """The outcomes of the session's compressions so far, from the database."""
+    finished = ("compressed", "compression-skipped", "compression-error", "rollover-complete")
+    return [t for t in stored_event_types(dsn, session_id) if t in finished]
+
+
+def held_generation(llm: ModelServerProcess) -> Hold:
+    """Make the LLM hold every generation until the returned hold is set (then answer a short summary)."""
+    llm.behaviour.canned_reply = HELD_SUMMARY
+    hold: Hold = llm.hold()
+    return hold
