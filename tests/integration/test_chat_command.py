@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import io
+import re
 
 import pytest
 from django.core.management import call_command
@@ -11,6 +12,8 @@ from chat.models import Message, Session
 from contextmgr.llm.embedded import MODEL_NAME
 from contextmgr.llm.gateway import Gateway
 from contextmgr.llm.ollama_backend import OllamaBackend
+from contextmgr.selectors import session_budget
+from tests.factories import converse, small_session
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -45,3 +48,23 @@ def test_chat_refuses_unknown_users_and_sessions(user, terminal_gateway):
         call_command("chat", user="nobody")
     with pytest.raises(CommandError, match="alice has no session"):
         call_command("chat", user="alice", session="00000000-0000-0000-0000-000000000000")
+
+
+def test_the_terminal_waits_for_the_compression_its_last_turn_made_due(user, use_gateway, fake_ollama, monkeypatch):
+    """The last reply makes a compression due: it runs in a thread of the command's process, which
+    ends only once that compression has (it may not even have started when the reply is stored)."""
+    use_gateway(Gateway(mode="ollama", embedded=None, ollama=OllamaBackend(host=fake_ollama.url, timeout=60)))
+    session = small_session(user)
+    index = 0
+    # Short turns up to just under the trigger: the user's message alone does not reach it.
+    while (budget := session_budget(session=session)).trigger_at - budget.active_tokens > 120:
+        converse(session, 1, start=index, answer="Noted.")
+        index += 1
+    assert not budget.compression_due
+    fake_ollama.behaviour.canned_replies = ["A long reply. " * 60, "Summary of the earlier turns."]
+    monkeypatch.setattr("sys.stdin", io.StringIO("One more thing?\n"))
+    out = io.StringIO()
+    call_command("chat", user="alice", session=str(session.pk), stdout=out)
+    session.refresh_from_db()
+    assert session.compression_count == 1
+    assert re.search(r"event (compressed|rollover-complete): ", out.getvalue())

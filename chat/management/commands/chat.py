@@ -1,10 +1,10 @@
 from __future__ import annotations
 
-import math
 import sys
 from typing import Any
 
 from asgiref.sync import async_to_sync
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -16,7 +16,7 @@ from chat.services import session_start
 from chat.turn import turn_run
 from contextmgr.llm.types import LLMError
 from contextmgr.selectors import session_context_line, session_events, session_last_event_id
-from contextmgr.services.compression import compression_running, compression_wait
+from contextmgr.services.compression import compression_wait
 
 
 class Command(BaseCommand):
@@ -54,6 +54,7 @@ class Command(BaseCommand):
                 raise CommandError("; ".join(exc.messages)) from exc
         self.stdout.write(f"Session {session.id} ({session.model}, num_ctx {session.max_tokens:,})")
         seen = session_last_event_id(session=session)
+        since = seen  # the newest event before the last turn
 
         async def show(delta: str) -> None:
             self.stdout.write(delta, ending="")
@@ -64,6 +65,7 @@ class Command(BaseCommand):
             if not text.strip():
                 continue
             self.stdout.write(f"> {text}\n< ", ending="")
+            since = seen
             try:
                 outcome = async_to_sync(turn_run)(session_id=session.pk, content=text, on_delta=show)
                 cut = " [cut at the reply cap]" if outcome.cut_by_cap else ""
@@ -72,10 +74,12 @@ class Command(BaseCommand):
             except (LLMError, ValidationError) as exc:
                 self.stdout.write(self.style.ERROR(f"\n  error: {exc}"))
             seen = self._report(session, seen)
-        if compression_running(session_id=session.pk):
-            # Background compressions run in this process's threads: let the last one finish.
-            self.stdout.write("  (waiting for the running compression to finish)")
-            async_to_sync(compression_wait)(session_id=session.pk, timeout=math.inf)
+        # Background compressions run in this process's threads: let the one the last turn made
+        # due finish (it may not have started yet) before the process ends.
+        wait = async_to_sync(compression_wait)
+        if not wait(session_id=session.pk, timeout=0, after_event_id=since):
+            self.stdout.write("  (waiting for the compression to finish)")
+            wait(session_id=session.pk, timeout=settings.OLLM_COMPRESSION_WAIT_SECONDS, after_event_id=since)
             self._report(session, seen)
 
     def _report(self, session: Session, seen: int) -> int:
