@@ -26,6 +26,7 @@ from chat.selectors import ModelFacts, model_facts
 from chat.services import message_create, session_start
 from chat.session_file import MAX_IMPORT_DEPTH, TOO_MANY_ENTRIES, SessionFile
 from chat.turn import message_counter
+from contextmgr.core.tokens import TokenCount
 from contextmgr.llm import Gateway, get_gateway
 from contextmgr.services.compression import compression_maybe_schedule
 
@@ -164,15 +165,18 @@ def session_import(
     """
     file = session_file_parse(data)
     gateway = gateway or get_gateway()
-    # Asked before the transaction: on SQLite it holds the write lock from its start.
+    # Asked before the transaction, which on SQLite holds the write lock from its start: the
+    # backend about the model, and the model's tokenizer (over HTTP) about every message.
     facts = model_facts(model=file.model, gateway=gateway)
+    counter = message_counter(gateway, file.model)
+    history = [(entry, counter.count(entry.content)) for entry in _history(file)]
     session = _session_import(
         owner=owner,
         file=file,
+        history=history,
         context_size=context_size or file.metadata.context_size or DEFAULT_IMPORT_CONTEXT_SIZE,
         title=title or file.metadata.title or IMPORTED_TITLE,
         facts=facts,
-        gateway=gateway,
     )
     # A long file may arrive over its trigger: it is compressed as a conversation would be.
     compression_maybe_schedule(session=session)
@@ -184,10 +188,10 @@ def _session_import(
     *,
     owner: Any,
     file: SessionFile,
+    history: list[tuple[_Entry, TokenCount]],
     context_size: int,
     title: str,
     facts: ModelFacts,
-    gateway: Gateway,
 ) -> ChatSession:
     session = session_start(
         owner=owner,
@@ -197,15 +201,14 @@ def _session_import(
         system_prompt=file.metadata.system_prompt or "",
         facts=facts,
     )
-    counter = message_counter(gateway, session.model)
     stored = []
-    for entry in _history(file):
+    for entry, count in history:
         try:
             message = message_create(
                 session=session,
                 role=entry.role,
                 content=entry.content,
-                counter=counter,
+                token_count=count,
                 tool_call_id=entry.tool_call_id,
                 tool_name=entry.tool_name,
                 tool_args=entry.tool_args,
