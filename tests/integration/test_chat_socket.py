@@ -278,13 +278,9 @@ async def _compress_now(session) -> None:
 async def _until_idle(session) -> None:
     """Until the compression has let go of the session (it may go on to a rollover after
     its events): its last writes must land before the test's database is emptied."""
-    from contextmgr.services.compression import compression_running
+    from contextmgr.services.compression import compression_wait
 
-    for _ in range(int(SOCKET_TIMEOUT / 0.1)):
-        if not await sync_to_async(compression_running)(session_id=session.pk):
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError("the compression still holds the session")
+    assert await compression_wait(session_id=session.pk, timeout=SOCKET_TIMEOUT), "the compression holds the session"
 
 
 @override_settings(OLLM_CHAT_TEMPERATURE=0.0)

@@ -3,7 +3,6 @@ num_ctx, what must never be compressed is always in it, checkpoints age."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
 import pytest
@@ -18,8 +17,10 @@ from contextmgr.llm.embedded import MODEL_NAME
 from contextmgr.llm.gateway import Gateway
 from contextmgr.llm.types import ChatMessage, ChatStream
 from contextmgr.models import Checkpoint, CheckpointRevision, ContextEvent
-from contextmgr.services.compression import compression_running
+from contextmgr.selectors import session_last_event_id
+from contextmgr.services.compression import compression_wait
 from contextmgr.services.goals import decision_record, goal_create
+from tests.support.timing import scaled
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.long_model]
 
@@ -78,15 +79,16 @@ def assert_history_intact(session: Session, sent: list[str]) -> None:
 
 def chat_turns(session: Session, gateway: RecordingGateway, turns: int) -> list[str]:
     sent = []
+    before = session_last_event_id(session=session)
     for index in range(turns):
         text = f"{index}: explain {TOPICS[index % len(TOPICS)]} in detail."
+        before = session_last_event_id(session=session)
         async_to_sync(turn_run)(session_id=session.pk, content=text, gateway=gateway)
         sent.append(text)
-    # Let a compression that the last turn scheduled finish.
-    for _ in range(600):
-        if not compression_running(session_id=session.pk):
-            break
-        time.sleep(0.1)
+    # Let a compression that the last turn made due finish, even one not started yet: its
+    # writes must land before the test's database is emptied.
+    settled = async_to_sync(compression_wait)(session_id=session.pk, timeout=scaled(600), after_event_id=before)
+    assert settled, "a compression still holds the session"
     return sent
 
 
