@@ -13,6 +13,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from accounts.models import MAX_TOKEN_NAME_LENGTH, ApiToken
+from contextmgr.core.text import storable_text
 
 # A request with a token refreshes ``last_used_at`` at most this often, so a busy
 # script does not turn every read into a write.
@@ -26,7 +27,7 @@ def token_hash(raw: str) -> str:
 @transaction.atomic
 def api_token_create(*, user: Any, name: str) -> tuple[ApiToken, str]:
     """A new token for ``user``; returns it with the token text, which is not stored and cannot be shown again."""
-    name = name.strip()
+    name = storable_text(name).strip()
     if not name:
         raise ValidationError({"name": "Name the token (what will use it?)."})
     if len(name) > MAX_TOKEN_NAME_LENGTH:

@@ -1,29 +1,48 @@
 from __future__ import annotations
 
+import math
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
+from django.db.models import Max, Sum
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.selectors import tokens_for_user
 from accounts.services import api_token_create, api_token_revoke
 
+# The session key that carries a new token from the POST that made it to the one GET that shows it.
+NEW_TOKEN_SESSION_KEY = "accounts_new_api_token"
 
+
+@never_cache
 @login_required
 @require_http_methods(["GET", "POST"])
 def tokens(request: HttpRequest) -> HttpResponse:
-    """List the user's API tokens and make a new one; the new token is shown on this response only."""
-    created = error = None
+    """List the user's API tokens and make a new one.
+
+    A POST that makes a token redirects here (so a refresh does not make another), and the new
+    token is shown on the next GET only: it waits in the session in between. Never cached.
+    """
+    error = None
     status = 200
     if request.method == "POST":
         try:
             token, raw = api_token_create(user=request.user, name=request.POST.get("name", ""))
-            created = {"token": token, "raw": raw}
-            status = 201
         except ValidationError as exc:
             error = "; ".join(exc.messages)
             status = 422
+        else:
+            request.session[NEW_TOKEN_SESSION_KEY] = {"name": token.name, "raw": raw}
+            return redirect("accounts:tokens")
+    created = request.session.pop(NEW_TOKEN_SESSION_KEY, None) if request.method == "GET" else None
     context = {"tokens": tokens_for_user(user=request.user), "created": created, "error": error}
     return render(request, "accounts/tokens.html", context, status=status)
 
@@ -33,3 +52,55 @@ def tokens(request: HttpRequest) -> HttpResponse:
 def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
     api_token_revoke(token=get_object_or_404(tokens_for_user(user=request.user), pk=token_id))
     return redirect("accounts:tokens")
+
+
+# --- brute-force protection on login (django-axes, see AXES_* in the settings) ------------------
+
+
+def login_client_address(request: HttpRequest) -> str | None:
+    """The address a login's failures count against (``AXES_CLIENT_IP_CALLABLE``).
+
+    Behind a reverse proxy (``OLLM_BEHIND_PROXY``), every request comes from the proxy, so the
+    last ``X-Forwarded-For`` entry, the one the proxy appended, names the client; otherwise the
+    peer address. A client's own earlier entries are not trusted.
+    """
+    if getattr(settings, "SECURE_PROXY_SSL_HEADER", None):
+        header = str(request.META.get("HTTP_X_FORWARDED_FOR", ""))
+        forwarded = [a.strip() for a in header.split(",") if a.strip()]
+        if forwarded:
+            return forwarded[-1]
+    address = request.META.get("REMOTE_ADDR")
+    return str(address) if address else None
+
+
+def login_lock_remaining(request: HttpRequest, credentials: dict[str, Any] | None) -> timedelta:
+    """How long the lock on this login attempt still lasts: from the last counted failure of
+    each locked username or address, the cool-off time."""
+    from axes.handlers.proxy import AxesProxyHandler
+    from axes.helpers import get_cool_off, get_failure_limit
+
+    cool_off = get_cool_off(request) or timedelta(0)
+    limit = get_failure_limit(request, credentials)
+    now = timezone.now()
+    handler = AxesProxyHandler.get_implementation()
+    ends = []
+    for attempts in getattr(handler, "get_user_attempts", lambda *a: [])(request, credentials):
+        totals = attempts.aggregate(failures=Sum("failures_since_start"), last=Max("attempt_time"))
+        if (totals["failures"] or 0) >= limit and totals["last"] is not None:
+            ends.append(totals["last"] + cool_off)
+    return max(max(ends, default=now + cool_off) - now, timedelta(0))
+
+
+def login_locked_out(
+    request: HttpRequest, original_response: HttpResponse | None, credentials: dict[str, Any] | None
+) -> HttpResponse:
+    """The answer to a login refused by the lock (``AXES_LOCKOUT_CALLABLE``): the login page,
+    429, saying when to try again. The same for the admin's login."""
+    minutes = max(1, math.ceil(login_lock_remaining(request, credentials).total_seconds() / 60))
+    context = {
+        "form": AuthenticationForm(request),
+        "next": request.POST.get("next") or request.GET.get("next", ""),
+        "locked_out": True,
+        "lock_minutes": minutes,
+    }
+    return render(request, "registration/login.html", context, status=settings.AXES_HTTP_RESPONSE_CODE)

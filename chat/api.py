@@ -13,11 +13,11 @@ from django.http import HttpRequest
 from ninja import Router, Status, UploadedFile
 from ninja.errors import HttpError
 from ninja.pagination import paginate
-from ninja.params.functions import File
+from ninja.params.functions import File, Query
 
 from accounts.auth import api_user
 from chat.export import session_file_build
-from chat.imports import MAX_IMPORT_BYTES, ImportTooLarge, session_file_load, session_import
+from chat.imports import MAX_IMPORT_BYTES, ImportTooLarge, import_throttle, session_file_load, session_import
 from chat.models import Message, Session
 from chat.schemas import (
     ContextSizeOut,
@@ -102,15 +102,21 @@ def sessions_list(request: HttpRequest) -> QuerySet[Session]:
 )
 def session_import_view(
     request: HttpRequest,
-    context_size: int | None = None,
+    context_size: Annotated[int | None, Query(None, gt=0)] = None,
     title: str | None = None,
     file: Annotated[UploadedFile | None, File(None)] = None,
 ) -> Any:
     """A new session from an OLLM session file, sent as the multipart field ``file`` or as the JSON body.
 
     Files over 2 MiB or with more than 5,000 messages and tool calls are refused with 413;
-    a malformed one with 422. ``context_size`` and ``title`` override the file's metadata.
+    a malformed one with 422; more than ``OLLM_IMPORTS_PER_MINUTE`` imports a minute (10) with 429.
+    ``context_size`` and ``title`` override the file's metadata. The new session does not compress
+    until its first turn or an explicit compression.
     """
+    owner = api_user(request)
+    throttled = import_throttle(owner=owner)
+    if throttled is not None:
+        raise HttpError(429, throttled.message)
     if file is not None:
         if (file.size or 0) > MAX_IMPORT_BYTES:
             raise ImportTooLarge(f"The file is {file.size:,} bytes; the limit is {MAX_IMPORT_BYTES:,}.")
@@ -123,9 +129,7 @@ def session_import_view(
         if not length.isdigit() or int(length) > MAX_IMPORT_BYTES:
             raise ImportTooLarge(f"The body is {length} bytes; the limit is {MAX_IMPORT_BYTES:,}.")
         raw = request.body
-    session = session_import(
-        owner=api_user(request), data=session_file_load(raw), context_size=context_size, title=title
-    )
+    session = session_import(owner=owner, data=session_file_load(raw), context_size=context_size, title=title)
     return Status(201, session)
 
 

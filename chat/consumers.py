@@ -11,11 +11,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from importlib import import_module
 from typing import Any
 from uuid import UUID
 
 from asgiref.sync import sync_to_async
+from channels.auth import get_user
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.http import Http404
 from django.template.loader import render_to_string
@@ -95,6 +98,9 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
             await self.channel_layer.group_discard(session_group(self.session_id), self.channel_name)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if not await self.still_logged_in():
+            await self.close(code=4401)
+            return
         try:
             action, message = parse_frame(text_data, self.session_id)
         except FrameError as exc:
@@ -109,6 +115,20 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
             return
         self.turn_number += 1
         self.turn = asyncio.create_task(self.run_turn(self.turn_number, message if action == "send" else None))
+
+    async def still_logged_in(self) -> bool:
+        """Whether the socket's Django session still logs in the user it was opened by.
+
+        Read afresh from the session store (the scope's copy is the one loaded at connect): a
+        logout (the session flushed), a password change elsewhere or a deactivated user ends
+        the socket at its next frame, as it ends the session's next page request.
+        """
+        key = getattr(self.scope.get("session"), "session_key", None)
+        if key is None:
+            return False
+        store = import_module(settings.SESSION_ENGINE).SessionStore(session_key=key)
+        user = await get_user({"session": store})
+        return bool(user.is_authenticated and user.pk == self.scope["user"].pk)
 
     async def run_turn(self, number: int, content: str | None) -> None:
         """Stream one reply into the page; ``content`` None re-answers the last unanswered message."""

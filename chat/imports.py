@@ -11,11 +11,15 @@ The file holds the full history but no checkpoints, so the imported session star
 from __future__ import annotations
 
 import json
+import math
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import pydantic
+from django.conf import settings
+from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from pydantic_core import ErrorDetails
@@ -24,11 +28,10 @@ from chat.models import Message
 from chat.models import Session as ChatSession
 from chat.selectors import ModelFacts, model_facts
 from chat.services import message_create, session_start
-from chat.session_file import MAX_IMPORT_DEPTH, TOO_MANY_ENTRIES, SessionFile
+from chat.session_file import MAX_IMPORT_DEPTH, TOO_MANY_ENTRIES, LongNumber, SessionFile
 from chat.turn import message_counter
 from contextmgr.core.tokens import TokenCount
 from contextmgr.llm import Gateway, get_gateway
-from contextmgr.services.compression import compression_maybe_schedule
 
 # The largest file accepted, in bytes (below Django's 2.5 MB request body cap).
 MAX_IMPORT_BYTES = 2 * 1024 * 1024
@@ -42,12 +45,56 @@ class ImportTooLarge(ValidationError):
     """The file is over MAX_IMPORT_BYTES (or holds more than MAX_IMPORT_ENTRIES entries)."""
 
 
+@dataclass(frozen=True)
+class ImportsThrottled:
+    """The user has started ``limit`` imports this minute; the next may start in ``retry_after`` seconds."""
+
+    limit: int
+    retry_after: int
+
+    @property
+    def message(self) -> str:
+        return f"Too many imports: at most {self.limit} a minute. Try again in {self.retry_after} seconds."
+
+
+def import_throttle(*, owner: Any) -> ImportsThrottled | None:
+    """Count an import the user starts (whether or not its file is good: reading one is the work);
+    an ImportsThrottled when the user has already started OLLM_IMPORTS_PER_MINUTE this minute.
+
+    A counter in the cache per user and clock minute: shared by every process when the cache is
+    (Redis), per process with Django's default local-memory cache."""
+    limit = settings.OLLM_IMPORTS_PER_MINUTE
+    now = time.time()
+    minute = int(now // 60)
+    key = f"ollm:imports:{owner.pk}:{minute}"
+    cache.add(key, 0, timeout=120)
+    try:
+        started = cache.incr(key)
+    except ValueError:  # expired between add and incr
+        cache.set(key, 1, timeout=120)
+        started = 1
+    if started <= limit:
+        return None
+    return ImportsThrottled(limit=limit, retry_after=max(1, math.ceil((minute + 1) * 60 - now)))
+
+
+def _whole_number(text: str) -> int | LongNumber:
+    """A whole number of the file; one too long for Python to read is kept as a LongNumber, which the model
+    refuses at its place (json.loads alone would fail without saying where)."""
+    try:
+        return int(text)
+    except ValueError:
+        return LongNumber(len(text.lstrip("-")))
+
+
 def session_file_load(raw: bytes) -> Any:
-    """Parse the bytes of a session file, refusing one over the size limit or nested without end."""
+    """Parse the bytes of a session file, refusing one over the size limit or nested without end.
+
+    NaN and Infinity are read as Python reads them and refused by the model where they stand."""
     if len(raw) > MAX_IMPORT_BYTES:
         raise ImportTooLarge(f"The file is {len(raw):,} bytes; the limit is {MAX_IMPORT_BYTES:,}.")
     try:
-        return json.loads(raw)
+        return json.loads(raw, parse_int=_whole_number)
     except RecursionError as exc:
         raise ValidationError(f"The file is nested more than {MAX_IMPORT_DEPTH} levels deep.") from exc
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -62,6 +109,8 @@ def _where(loc: tuple[int | str, ...]) -> str:
 def _problem(error: ErrorDetails) -> str:
     """What is wrong, in the words of the file: the JSON types, not Python's."""
     kind, ctx, value = error["type"], error.get("ctx", {}), error.get("input")
+    if isinstance(value, LongNumber):
+        return value.describe()
     if kind == "missing":
         return "is required"
     if kind == "string_type":
@@ -72,6 +121,8 @@ def _problem(error: ErrorDetails) -> str:
         return "must be an object"
     if kind in ("int_type", "int_parsing", "int_from_float"):
         return "must be a whole number"
+    if kind == "greater_than":
+        return f"must be greater than {ctx['gt']}"
     if kind == "literal_error":
         expected = str(ctx.get("expected", "")).replace("'", '"')
         return f"must be one of {expected}" if " or " in expected else f"must be {expected}"
@@ -161,7 +212,11 @@ def session_import(
     """A new session holding the file's messages and tool calls, in order, with their timestamps;
     all of it or, for a bad file, nothing (a ValidationError says what is wrong).
 
-    ``context_size`` and ``title`` override the file's ``metadata.contextSize`` / ``metadata.title``.
+    ``context_size`` and ``title`` override the file's ``metadata.contextSize`` / ``metadata.title``;
+    a context size of 0 is refused as any other size not offered, never read as "not set".
+
+    The session does not compress now, however far over its budget: its first turn checks the
+    budget before the reply (or the user asks for a compression), so an import starts no model work.
     """
     file = session_file_parse(data)
     gateway = gateway or get_gateway()
@@ -170,17 +225,17 @@ def session_import(
     facts = model_facts(model=file.model, gateway=gateway)
     counter = message_counter(gateway, file.model)
     history = [(entry, counter.count(entry.content)) for entry in _history(file)]
-    session = _session_import(
+    return _session_import(
         owner=owner,
         file=file,
         history=history,
-        context_size=context_size or file.metadata.context_size or DEFAULT_IMPORT_CONTEXT_SIZE,
+        context_size=next(
+            (size for size in (context_size, file.metadata.context_size) if size is not None),
+            DEFAULT_IMPORT_CONTEXT_SIZE,
+        ),
         title=title or file.metadata.title or IMPORTED_TITLE,
         facts=facts,
     )
-    # A long file may arrive over its trigger: it is compressed as a conversation would be.
-    compression_maybe_schedule(session=session)
-    return session
 
 
 @transaction.atomic

@@ -279,9 +279,9 @@ def message_create(
         content=content,
         tokens=count.tokens,
         tokens_exact=count.exact,
-        done_reason=done_reason,
-        tool_call_id=tool_call_id,
-        tool_name=tool_name,
+        done_reason=storable_text(done_reason),
+        tool_call_id=storable_text(tool_call_id),
+        tool_name=storable_text(tool_name),
         tool_args=tool_args,
         tool_result=tool_result,
     )

@@ -20,6 +20,7 @@ store them), the nesting of a tool call's free JSON, and the number of entries.
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -100,13 +101,39 @@ IsoTime = Annotated[
 ]
 
 
+class LongNumber:
+    """A whole number in the file too long to read (Python reads at most ``sys.get_int_max_str_digits()``
+    digits): the parser keeps its length, and the model refuses it at its place, whatever the field."""
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+    def __repr__(self) -> str:
+        return f"LongNumber({self.digits})"
+
+    def describe(self) -> str:
+        return f"is a number of {self.digits:,} digits, too long to read"
+
+
+def _not_json_number(value: float) -> str:
+    """NaN, Infinity and -Infinity (or a number such as 1e400 that Python reads as infinite) are not JSON;
+    Python's parser accepts them but the database refuses them."""
+    text = "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return f"holds {text}, which is not a JSON number"
+
+
 def _check_json(value: Any, depth: int, path: str = "") -> None:
-    """Free JSON ``depth`` levels below the top of the file: bounded nesting, storable strings (keys too)."""
+    """Free JSON ``depth`` levels below the top of the file: bounded nesting, storable strings (keys too),
+    finite numbers of a readable length."""
     at = {"at": f" (at {path})" if path else ""}
     if depth > MAX_IMPORT_DEPTH:
         raise PydanticCustomError(
             "json_depth", "nested more than {limit} levels deep{at}", {"limit": MAX_IMPORT_DEPTH, **at}
         )
+    if isinstance(value, LongNumber):
+        raise PydanticCustomError("long_number", "{problem}{at}", {"problem": value.describe(), **at})
+    if isinstance(value, float) and not math.isfinite(value):
+        raise PydanticCustomError("not_json", "{problem}{at}", {"problem": _not_json_number(value), **at})
     if isinstance(value, str):
         if UNSTORABLE_CHARS.search(value):
             raise PydanticCustomError("unstorable", "holds a NUL character or an unpaired surrogate{at}", at)
@@ -197,7 +224,9 @@ class SessionFileMetadata(_FileModel):
     token_count: int = Field(default=0, strict=False, description="Tokens of the active context.")
     compression_count: int = Field(default=0, strict=False, description="Compressions so far; an import starts at 0.")
     title: Title | None = Field(default=None, description="ollm-site: the session's title.")
-    context_size: int | None = Field(default=None, description="ollm-site: the context size selection, e.g. 16384.")
+    context_size: int | None = Field(
+        default=None, gt=0, description="ollm-site: the context size selection, e.g. 16384."
+    )
     system_prompt: SystemPrompt | None = Field(default=None, description="ollm-site: the session's system prompt.")
 
 

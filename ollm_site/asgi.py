@@ -1,7 +1,8 @@
 """ASGI entry point: HTTP through Django, websockets through Channels.
 
-Websockets need a logged-in user (the session cookie) and an Origin among
-ALLOWED_HOSTS, so another site cannot open a socket with the user's cookie.
+Websockets need a logged-in user (the session cookie) and the site's own Origin
+(scheme, host and port: ollm_site/origins.py), so another site cannot open a socket
+with the user's cookie.
 """
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up first)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from chat.routing import websocket_urlpatterns  # noqa: E402
+from ollm_site.origins import SameOriginValidator  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

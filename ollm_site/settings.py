@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -40,6 +41,14 @@ ALLOWED_HOSTS = [
     h.strip() for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h.strip()
 ]
 CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
+# Pages at these origins (scheme://host[:port], "https://*.example.com" for subdomains) may open
+# websockets besides the site's own origin, e.g. behind a reverse proxy that rewrites the Host.
+# Unset: CSRF_TRUSTED_ORIGINS (ollm_site/origins.py).
+OLLM_TRUSTED_ORIGINS = (
+    [o.strip() for o in os.environ["OLLM_TRUSTED_ORIGINS"].split(",") if o.strip()]
+    if "OLLM_TRUSTED_ORIGINS" in os.environ
+    else CSRF_TRUSTED_ORIGINS
+)
 
 INSTALLED_APPS = [
     "daphne",
@@ -53,6 +62,7 @@ INSTALLED_APPS = [
     "channels",
     "django_htmx",
     "ninja",
+    "axes",
     "accounts",
     "chat",
     "contextmgr",
@@ -71,6 +81,10 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # The Content-Security-Policy of every page, and no-store on /api/ (see its docstring).
+    "ollm_site.middleware.SecurityHeadersMiddleware",
+    # After the authentication middleware: turns a locked-out login into the lockout page.
+    "axes.middleware.AxesMiddleware",
     # Last: see its docstring.
     "ollm_site.middleware.SyncChainMiddleware",
 ]
@@ -107,6 +121,30 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
     )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Brute-force protection on every login form (the app's and the admin's), by django-axes: after
+# OLLM_LOGIN_FAILURE_LIMIT failed logins for one username, or from one client address, that
+# username (or address) cannot log in, even with the right password, for OLLM_LOGIN_LOCK_MINUTES.
+# Attempts stored in the database (table axes_accessattempt; the admin lists and deletes them).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = int(os.environ.get("OLLM_LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("OLLM_LOGIN_LOCK_MINUTES", "15")))
+# Each of these locks on its own: a username from any address, an address for any username.
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+# Attempts during a lock do not prolong it: it ends OLLM_LOGIN_LOCK_MINUTES after the last counted failure.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_RESET_ON_SUCCESS = True
+# No admin pages for the attempts: `manage.py axes_reset_username <name>` (or `axes_reset`) lifts a lock.
+AXES_ENABLE_ADMIN = False
+AXES_LOCKOUT_CALLABLE = "accounts.views.login_locked_out"
+AXES_CLIENT_IP_CALLABLE = "accounts.views.login_client_address"
+# A locked-out login answers 429 with the login page and "try again in N minutes".
+AXES_HTTP_RESPONSE_CODE = 429
+# Replaces the whole Content-Security-Policy of ollm_site.middleware (``{ws}``: the site's ws:// and wss://).
+OLLM_CONTENT_SECURITY_POLICY = os.environ.get("OLLM_CONTENT_SECURITY_POLICY", "")
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -162,6 +200,8 @@ OLLM_SUMMARY_MODEL = os.environ.get("OLLM_SUMMARY_MODEL", "").strip()
 OLLM_COMPRESSION_LEASE_SECONDS = float(os.environ.get("OLLM_COMPRESSION_LEASE_SECONDS", "60"))
 # How long a turn waits for a running compression to make room.
 OLLM_COMPRESSION_WAIT_SECONDS = float(os.environ.get("OLLM_COMPRESSION_WAIT_SECONDS", "600"))
+# Session files a user may import in a minute (counted in the cache: per process unless it is shared).
+OLLM_IMPORTS_PER_MINUTE = int(os.environ.get("OLLM_IMPORTS_PER_MINUTE", "10"))
 # The bundled model server (python -m modelserver), which `make run` starts; its own settings
 # (OLLM_EMBEDDED_N_CTX, OLLM_MODEL_THREADS) are read by that process.
 OLLM_MODEL_SERVER_URL = os.environ.get("OLLM_MODEL_SERVER_URL", "http://127.0.0.1:11435")

@@ -55,6 +55,16 @@ def gateway(fake_ollama):
     return Gateway(mode="ollama", embedded=None, ollama=OllamaBackend(host=fake_ollama.url, timeout=180))
 
 
+@pytest.fixture(autouse=True)
+def _cache_afresh():
+    """What the cache counts (imports per minute) outlives a test's database: each test starts empty."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()
+
+
 @pytest.fixture
 def user(django_user_model):
     return django_user_model.objects.create_user(username="alice", password="pw-alice-123")

@@ -20,6 +20,7 @@ from contextmgr.core.budget import Budget
 from contextmgr.core.ledger import Ledger, build_ledger, ledger_budget
 from contextmgr.core.ranges import MessageRange, join_ranges
 from contextmgr.core.retention import Fact, extract_facts, facts_from_json, facts_to_json, measure_retention
+from contextmgr.core.text import storable_text
 from contextmgr.core.tokens import TokenCounter
 from contextmgr.core.window import chat_messages, render_checkpoint
 from contextmgr.models import Checkpoint, CheckpointRevision, EventType
@@ -164,7 +165,7 @@ def _age(checkpoint: Checkpoint, *, to_level: Level, summary: str, how: str, cou
     """A new summary at ``to_level``; the ledger and structured fields stay as they are."""
     before = {"level": checkpoint.level, "tokens": checkpoint.current_tokens}
     checkpoint.level = to_level
-    checkpoint.summary = summary
+    checkpoint.summary = storable_text(summary)  # the model's text
     checkpoint.current_tokens = tokens = _count(checkpoint, counter)
     checkpoint.compression_count += 1
     checkpoint.compressed_at = timezone.now()
@@ -195,7 +196,7 @@ def _merge(
     from_level = carrier.level
     carrier.message_range = join_ranges(cp.message_range for cp in checkpoints)
     carrier.level = Level.ULTRA
-    carrier.summary = summary
+    carrier.summary = storable_text(summary)
     carrier.original_tokens = sum(cp.original_tokens for cp in checkpoints)
     carrier.compression_count += 1
     carrier.compressed_at = timezone.now()
@@ -320,7 +321,7 @@ def compression_commit(
         level=Level.RECENT,
         first_position=messages[0].position,
         last_position=messages[-1].position,
-        summary=draft.summary,
+        summary=storable_text(draft.summary),
         strategy=draft.strategy,
         original_tokens=sum(m.tokens for m in messages),
         key_decisions=list(draft.key_decisions),
@@ -411,7 +412,7 @@ def rollover_commit(
     carrier = checkpoints[0] if checkpoints else Checkpoint(session=locked, number=locked.compression_count)
     carrier.level = Level.ULTRA
     carrier.message_range = join_ranges([*(cp.message_range for cp in checkpoints), *moved])
-    carrier.summary = draft.summary
+    carrier.summary = storable_text(draft.summary)
     carrier.strategy = draft.strategy
     carrier.original_tokens = sum(cp.original_tokens for cp in checkpoints) + sum(m.tokens for m in messages)
     carrier.key_decisions = list(draft.key_decisions)

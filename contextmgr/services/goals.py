@@ -177,7 +177,7 @@ def goal_apply_markers(*, session: Session, text: str) -> int:
         elif isinstance(update, CheckpointUpdate):
             goal_checkpoint_set(goal=goal, description=update.description, status=update.status)
         elif isinstance(update, NextStep):
-            goal.next_step = update.text
+            goal.next_step = storable_text(update.text)  # the reply's raw text
             goal.save(update_fields=["next_step", "updated_at"])
         applied += 1
     return applied

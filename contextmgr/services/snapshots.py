@@ -6,6 +6,7 @@ from django.db import transaction
 
 from chat.models import Message, Session
 from contextmgr.core.ranges import MessageRange, range_from_label
+from contextmgr.core.text import storable_text
 from contextmgr.models import (
     Artifact,
     Checkpoint,
@@ -30,7 +31,7 @@ def snapshot_create(*, session: Session, kind: Snapshot.Kind, reason: str = "") 
     snapshot = Snapshot.objects.create(
         session=session,
         kind=kind,
-        reason=reason[:200],
+        reason=storable_text(reason)[:200],
         state=state,
         token_count=session_budget(session=session).used,
         message_count=state["messages"]["last_position"],

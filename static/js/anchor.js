@@ -14,3 +14,11 @@
   window.addEventListener("hashchange", reveal);
   if (document.readyState === "loading") { document.addEventListener("DOMContentLoaded", reveal); } else { reveal(); }
 })();
+
+// A button with data-print prints the page (instead of an inline onclick, which the
+// Content-Security-Policy forbids).
+document.addEventListener("click", function (event) {
+  "use strict";
+  var target = event.target;
+  if (target instanceof Element && target.closest("[data-print]")) { window.print(); }
+});

@@ -11,9 +11,11 @@ import json
 import pytest
 import schemathesis
 from django.core import signals
+from django.core.cache import cache
 from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from ninja.responses import NinjaJSONEncoder
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
@@ -115,3 +117,58 @@ def test_the_fuzzed_world_is_reachable_and_rebuilt(client, world, api_token):
     rebuilt = world()
     assert rebuilt["session_id"] != ids["session_id"]
     assert Session.objects.filter(pk=rebuilt["session_id"]).exists()
+
+
+# Values Python's json reads but the database cannot store or Python cannot use, at places of the
+# session file: each must be a 422 that names its place, never a 500 (schemathesis only sends JSON).
+HOSTILE_NUMBERS = ["NaN", "Infinity", "-Infinity", "1e400", "7" * 5_000, "-" + "7" * 5_000]
+HOSTILE_TIMES = ['"0001-01-01T00:00:00+05:00"', '"9999-12-31T23:59:59-05:00"', '"0001-01-01T00:00:00+00:01"']
+NUMBER_PLACES = {
+    "file.metadata.contextSize": lambda f, v: f["metadata"].update(contextSize=v),
+    "file.metadata.tokenCount": lambda f, v: f["metadata"].update(tokenCount=v),
+    "file.model": lambda f, v: f.update(model=v),
+    "file.toolCalls[0].args": lambda f, v: f["toolCalls"][0]["args"].update(deep={"list": [1, v]}),
+    "file.toolCalls[0].result.llmContent": lambda f, v: f["toolCalls"][0]["result"].update(llmContent=[v]),
+    "file.toolCalls[0].result.data": lambda f, v: f["toolCalls"][0]["result"].update(data={"v": v}),
+}
+TIME_PLACES = {
+    "file.startTime": lambda f, v: f.update(startTime=v),
+    "file.lastActivity": lambda f, v: f.update(lastActivity=v),
+    "file.messages[0].timestamp": lambda f, v: f["messages"][0].update(timestamp=v),
+    "file.toolCalls[0].timestamp": lambda f, v: f["toolCalls"][0].update(timestamp=v),
+}
+MARK = "@@hostile@@"
+
+
+def _file_with(place, value):
+    data = {
+        "model": MODEL_NAME,
+        "messages": [{"role": "user", "parts": [{"type": "text", "text": "hi"}]}],
+        "toolCalls": [{"id": "c", "name": "n", "args": {}, "result": {"llmContent": "ok"}}],
+        "metadata": {},
+    }
+    place(data, MARK)
+    return json.dumps(data).replace(f'"{MARK}"', value)
+
+
+@pytest.mark.django_db
+@given(
+    where=st.one_of(
+        st.tuples(st.sampled_from(sorted(NUMBER_PLACES)), st.sampled_from(HOSTILE_NUMBERS)),
+        st.tuples(st.sampled_from(sorted(TIME_PLACES)), st.sampled_from(HOSTILE_TIMES)),
+    )
+)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_unreadable_numbers_and_times_in_an_import_are_422_at_their_place(client, api_token, where):
+    name, value = where
+    place = NUMBER_PLACES.get(name) or TIME_PLACES[name]
+    cache.clear()  # the per-minute import limit
+    response = client.post(
+        "/api/sessions/import",
+        _file_with(place, value),
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {api_token}"},
+    )
+    assert response.status_code == 422, response.content
+    assert response.json()["detail"].startswith(f"{name}: ")
+    assert not Session.objects.exists()

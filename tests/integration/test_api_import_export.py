@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import override_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +20,8 @@ from chat.imports import MAX_IMPORT_BYTES, session_import
 from chat.models import Message, Session
 from chat.services import message_create, session_create
 from chat.session_file import MAX_IMPORT_DEPTH, MAX_IMPORT_ENTRIES, SessionFile
+from contextmgr.llm.embedded import MODEL_NAME
+from contextmgr.selectors import session_budget
 from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
 
 pytestmark = pytest.mark.django_db
@@ -113,18 +118,37 @@ def test_an_imported_compressed_session_starts_uncompressed(api, user):
     assert all(m["in_active_context"] for m in history["items"])
 
 
-def test_an_import_over_the_trigger_schedules_a_compression(api, monkeypatch):
+def test_an_import_over_the_trigger_waits_for_its_first_turn_to_compress(api, monkeypatch, settings):
+    """An import starts no model work: the session compresses when its first turn checks the budget,
+    before the reply (or when the user asks)."""
     scheduled = []
-    monkeypatch.setattr(
-        "contextmgr.services.compression.compression_schedule", lambda **kwargs: scheduled.append(kwargs)
-    )
+
+    def schedule(**kwargs):
+        messages = Message.objects.filter(session_id=kwargs["session_id"])
+        scheduled.append((kwargs["session_id"], messages.count()))
+
+    monkeypatch.setattr("contextmgr.services.compression.compression_schedule", schedule)
+    # Over the trigger of the embedded model's 2K context, made 1,000 tokens so the reply is quick, with
+    # room for the prompt left.
+    settings.OLLM_MODEL_CONTEXT_OVERRIDES = {MODEL_NAME: {2048: 1000}}
+    note = "The schema has users, orders and invoices; each order belongs to one user. "
     big = {
-        "model": "llama3.2:3b",
-        "messages": [{"role": "assistant", "parts": [{"type": "text", "text": "words " * 500}]} for _ in range(6)],
+        "model": MODEL_NAME,
+        "messages": [{"role": "assistant", "parts": [{"type": "text", "text": note * 6}]} for _ in range(8)],
         "metadata": {"contextSize": 2048},
     }
     body = api.post("/api/sessions/import", big, content_type=JSON).json()
-    assert [call["session_id"] for call in scheduled] == [Session.objects.get(pk=body["id"]).pk]
+    session = Session.objects.get(pk=body["id"])
+    budget = session_budget(session=session)
+    assert budget.max_tokens == 1000
+    assert budget.trigger_at <= budget.active_tokens < budget.max_tokens - 100
+    assert scheduled == []
+    with override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=4):
+        turn = api.post(f"/api/sessions/{session.id}/messages", {"content": "Which tables?"}, content_type=JSON)
+    assert turn.status_code == 200, turn.content
+    # Scheduled before the reply was stored (8 imported messages and the question): the budget is checked
+    # before the model answers.
+    assert scheduled[0] == (session.pk, 9)
 
 
 def _valid_file(**changes):
@@ -230,6 +254,44 @@ def _deep(levels):
             "(at .p[0])",
         ),
         (_valid_file(metadata={"systemPrompt": "a\x00b"}), "file.metadata.systemPrompt: holds a NUL character"),
+        (_valid_file(metadata={"contextSize": 0}), "file.metadata.contextSize: must be greater than 0"),
+        (_valid_file(metadata={"contextSize": -5}), "file.metadata.contextSize: must be greater than 0"),
+        # NaN and Infinity: Python's json reads them, the database's JSON refuses them.
+        (
+            _valid_file(toolCalls=[{"id": "c", "name": "n", "args": {"x": math.nan}, "result": {"llmContent": ""}}]),
+            "file.toolCalls[0].args: holds NaN, which is not a JSON number (at .x)",
+        ),
+        (
+            _valid_file(toolCalls=[{"id": "c", "name": "n", "result": {"llmContent": {"rows": [math.inf]}}}]),
+            "file.toolCalls[0].result.llmContent: holds Infinity, which is not a JSON number (at .rows[0])",
+        ),
+        (
+            _valid_file(toolCalls=[{"id": "c", "name": "n", "result": {"llmContent": "", "data": -math.inf}}]),
+            "file.toolCalls[0].result.data: holds -Infinity, which is not a JSON number",
+        ),
+        (_valid_file(metadata={"contextSize": math.nan}), "file.metadata.contextSize: must be a whole number"),
+        # Moments Python cannot convert to UTC.
+        (_valid_file(startTime="0001-01-01T00:00:00+05:00"), "file.startTime: '0001-01-01T00:00:00+05:00' is out"),
+        (
+            _valid_file(lastActivity="9999-12-31T23:59:59-05:00"),
+            "file.lastActivity: '9999-12-31T23:59:59-05:00' is out of range",
+        ),
+        (
+            _valid_file(
+                messages=[
+                    {"role": "user", "parts": [{"type": "text", "text": "x"}], "timestamp": "9999-12-31T23:59:59-05:00"}
+                ]
+            ),
+            "file.messages[0].timestamp: '9999-12-31T23:59:59-05:00' is out of range",
+        ),
+        (
+            _valid_file(
+                toolCalls=[
+                    {"id": "c", "name": "n", "result": {"llmContent": ""}, "timestamp": "0001-01-01T00:00:00+00:01"}
+                ]
+            ),
+            "file.toolCalls[0].timestamp: '0001-01-01T00:00:00+00:01' is out of range",
+        ),
     ],
 )
 def test_malformed_files_are_refused_with_422_and_create_nothing(api, data, detail):
@@ -238,6 +300,78 @@ def test_malformed_files_are_refused_with_422_and_create_nothing(api, data, deta
     assert detail in response.json()["detail"]
     assert not Session.objects.exists()
     assert not Message.objects.exists()
+
+
+HUGE = "7" * 5_000  # Python reads at most 4,300 digits: json.loads alone raises a ValueError naming no place
+
+
+@pytest.mark.parametrize(
+    ("text", "detail"),
+    [
+        (
+            json.dumps(_valid_file(metadata={"contextSize": 0})).replace('"contextSize": 0', f'"contextSize": {HUGE}'),
+            "file.metadata.contextSize: is a number of 5,000 digits, too long to read",
+        ),
+        (
+            json.dumps(_valid_file(metadata={"tokenCount": 0})).replace('"tokenCount": 0', f'"tokenCount": -{HUGE}'),
+            "file.metadata.tokenCount: is a number of 5,000 digits",
+        ),
+        (
+            json.dumps(
+                _valid_file(toolCalls=[{"id": "c", "name": "n", "args": {"n": [0]}, "result": {"llmContent": ""}}])
+            ).replace("[0]", f"[{HUGE}]"),
+            "file.toolCalls[0].args: is a number of 5,000 digits, too long to read (at .n[0])",
+        ),
+        (json.dumps(_valid_file(model="m")).replace('"m"', HUGE), "file.model: is a number of 5,000 digits"),
+        (
+            json.dumps(
+                _valid_file(toolCalls=[{"id": "c", "name": "n", "result": {"llmContent": "", "data": 0}}])
+            ).replace('"data": 0', '"data": 1e400'),
+            "file.toolCalls[0].result.data: holds Infinity, which is not a JSON number",
+        ),
+    ],
+)
+def test_numbers_python_cannot_read_or_the_database_cannot_store_are_422_at_their_place(api, text, detail):
+    as_body = api.post("/api/sessions/import", text, content_type=JSON)
+    as_file = api.post("/api/sessions/import", {"file": SimpleUploadedFile("f.json", text.encode(), content_type=JSON)})
+    for response in (as_body, as_file):
+        assert response.status_code == 422
+        assert response.json()["detail"].startswith(detail)
+    assert not Session.objects.exists()
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "true", "16K"])
+def test_a_context_size_override_must_be_a_positive_whole_number(api, value):
+    """0 is not "not set" (the file's size or the default would be used), and true is not 1."""
+    response = api.post(f"/api/sessions/import?context_size={value}", _valid_file(), content_type=JSON)
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["query", "context_size"]
+    assert not Session.objects.exists()
+
+
+def test_a_context_size_override_replaces_the_files(api):
+    data = _valid_file(metadata={"contextSize": 8192})
+    assert api.post("/api/sessions/import", data, content_type=JSON).json()["context_size"] == 8192
+    assert api.post("/api/sessions/import?context_size=4096", data, content_type=JSON).json()["context_size"] == 4096
+
+
+def test_imports_are_limited_per_user_and_minute(api, bob_api, settings, monkeypatch):
+    """A 429 with a clear message once a user has started OLLM_IMPORTS_PER_MINUTE imports (files that fail
+    count too: reading them is the work); other users are not held back."""
+    settings.OLLM_IMPORTS_PER_MINUTE = 3
+    clock = [1_000_000.0]  # 20 seconds before a minute ends
+    monkeypatch.setattr("chat.imports.time", SimpleNamespace(time=lambda: clock[0]))
+    assert api.post("/api/sessions/import", b"{not json", content_type=JSON).status_code == 422
+    for _ in range(2):
+        assert api.post("/api/sessions/import", _valid_file(), content_type=JSON).status_code == 201
+    refused = api.post("/api/sessions/import", _valid_file(), content_type=JSON)
+    assert refused.status_code == 429
+    assert refused.json()["detail"] == "Too many imports: at most 3 a minute. Try again in 20 seconds."
+    assert Session.objects.count() == 2
+    assert bob_api.post("/api/sessions/import", _valid_file(), content_type=JSON).status_code == 201
+    # The next minute counts afresh.
+    clock[0] += 20
+    assert api.post("/api/sessions/import", _valid_file(), content_type=JSON).status_code == 201
 
 
 def test_a_file_that_fails_late_creates_nothing(api, user):
@@ -432,6 +566,7 @@ entries = st.lists(
 )
 
 
+@override_settings(OLLM_IMPORTS_PER_MINUTE=1000)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     history=entries,

@@ -1,0 +1,82 @@
+"""Text the database cannot hold (a NUL: PostgreSQL refuses it; an unpaired surrogate: UTF-8
+cannot encode it) is stored as U+FFFD wherever user or model text is written (issue 22), so
+the request succeeds. Runs on SQLite and, with DATABASE_URL, on PostgreSQL."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from django.core.management import call_command
+
+from accounts.models import ApiToken
+from chat.models import Message
+from chat.services import message_create
+from contextmgr.models import ContextEvent, Goal, Snapshot
+from contextmgr.services.goals import goal_apply_markers
+from contextmgr.services.snapshots import snapshot_create
+
+pytestmark = pytest.mark.django_db
+
+UNSTORABLE = "a\x00b\ud800c"  # a NUL and a lone surrogate
+STORED = "a\ufffdb\ufffdc"
+
+
+def test_a_snapshot_reason_with_a_nul_is_stored_sanitised(api, chat_session):
+    body = json.dumps({"reason": "before\x00after"})
+    assert "\\u0000" in body  # a JSON body carries it as an escape
+    response = api.post(f"/api/sessions/{chat_session.pk}/snapshots", body, content_type="application/json")
+    assert response.status_code == 201, response.content
+    assert response.json()["reason"] == "before\ufffdafter"
+    assert Snapshot.objects.get(session=chat_session).reason == "before\ufffdafter"
+    event = ContextEvent.objects.filter(session=chat_session).latest("id")
+    assert event.payload["reason"] == "before\ufffdafter"
+
+
+def test_a_snapshot_reason_with_a_lone_surrogate_is_refused_by_the_api_and_sanitised_by_the_service(api, chat_session):
+    # The API's JSON parser (pydantic) refuses an unpaired surrogate escape in any text field: a
+    # clear 422 naming the field, nothing stored.
+    body = json.dumps({"reason": UNSTORABLE})
+    response = api.post(f"/api/sessions/{chat_session.pk}/snapshots", body, content_type="application/json")
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"][-1] == "reason"
+    assert not Snapshot.objects.filter(session=chat_session).exists()
+    # Other callers of the service (the automatic snapshots' reasons) are sanitised.
+    snapshot = snapshot_create(session=chat_session, kind=Snapshot.Kind.MANUAL, reason=UNSTORABLE)
+    assert Snapshot.objects.get(pk=snapshot.pk).reason == STORED
+
+
+def test_a_token_name_from_the_command_is_stored_sanitised(user):
+    out, err = io.StringIO(), io.StringIO()
+    call_command("create_api_token", "alice", name=f" {UNSTORABLE} ", stdout=out, stderr=err)
+    assert out.getvalue().strip()
+    assert ApiToken.objects.get(user=user).name == STORED
+
+
+def test_a_token_name_from_the_form_is_stored_sanitised(owner_client, user):
+    # A form body is UTF-8 decoded with replacement, so only the NUL can arrive raw.
+    response = owner_client.post("/account/tokens/", {"name": "ci\x00script"}, follow=True)
+    assert response.status_code == 200
+    assert ApiToken.objects.get(user=user).name == "ci\ufffdscript"
+    assert "ci\ufffdscript" in response.content.decode()
+
+
+def test_a_message_s_tool_fields_and_done_reason_are_stored_sanitised(chat_session):
+    message = message_create(
+        session=chat_session,
+        role="tool",
+        content="result",
+        tool_call_id=UNSTORABLE,
+        tool_name=UNSTORABLE,
+        done_reason=UNSTORABLE,
+    )
+    message = Message.objects.get(pk=message.pk)
+    assert (message.tool_call_id, message.tool_name, message.done_reason) == (STORED, STORED, STORED)
+
+
+def test_a_next_step_marker_in_a_reply_is_stored_sanitised(chat_session):
+    applied = goal_apply_markers(session=chat_session, text=f"[GOAL] Ship it\n[NEXT] {UNSTORABLE}\n")
+    assert applied == 2
+    # The marker parser drops a NUL itself; the surrogate is replaced when stored.
+    assert Goal.objects.get(session=chat_session).next_step == "ab\ufffdc"
