@@ -23,7 +23,7 @@ from django.db import connections
 
 from chat.models import Message, Session
 from chat.services import message_create, message_leave_context
-from contextmgr.core.budget import prompt_room
+from contextmgr.core.budget import REPLY_MIN_TOKENS, prompt_room
 from contextmgr.core.config import reply_max_tokens
 from contextmgr.core.tokens import TokenCount, TokenCounter
 from contextmgr.core.window import WindowBlock, chat_messages
@@ -31,7 +31,6 @@ from contextmgr.llm import ChatMessage, ChatResult, ContextOverflow, Gateway, LL
 from contextmgr.resources import TiktokenCounter
 from contextmgr.selectors import ContextReport, session_context, session_window
 from contextmgr.services.compression import (
-    REPLY_MIN_TOKENS,
     compression_maybe_schedule,
     compression_run,
     compression_running,

@@ -24,7 +24,6 @@ from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
 from chat.models import Message, Session
 from contextmgr.core.aging import CheckpointInfo, Level, plan_aging
-from contextmgr.core.budget import REPLY_MIN_TOKENS as REPLY_MIN_TOKENS  # the reserve held back for a reply
 from contextmgr.core.budget import Budget, prompt_room
 from contextmgr.core.config import (
     ContextConfig,
@@ -228,7 +227,7 @@ class _Summarizer:
 
     def fit(self, prompt: str, target: int) -> tuple[str, int]:
         """``prompt``, shortened if it leaves no room for ``target`` tokens of reply, and its token count."""
-        room = prompt_room(self.num_ctx, reply_tokens=target, reply_min=REPLY_MIN_TOKENS)
+        room = prompt_room(self.num_ctx, reply_tokens=target)
         tokens = self.gateway.count_prompt([ChatMessage("user", prompt)], self.model).tokens
         if tokens <= room:
             return prompt, tokens
@@ -375,7 +374,7 @@ def _compress(
     limits = session_effective_limits(session, config, budget)
     selection = select_for_compression(_context_messages(active), preserve_recent=limits.preserve_recent)
     if not selection:
-        if rollover_due(budget, reply_min=REPLY_MIN_TOKENS):
+        if rollover_due(budget):
             return _rollover(session, config, summarizer, reason=reason, started=started)
         return _record_skip(session, "nothing to compress: no assistant output outside the preserved recent tokens")
 
@@ -445,7 +444,7 @@ def _compress(
         merged=merged,
         counter=counter,
     )
-    if rollover_due(session_budget(session=session), reply_min=REPLY_MIN_TOKENS):
+    if rollover_due(session_budget(session=session)):
         # Even compressed, the uncompressible part leaves no room: roll over.
         try:
             return _rollover(session, config, summarizer, reason="no room after compression", started=started)

@@ -313,8 +313,8 @@ def test_a_failed_rollover_after_a_compression_keeps_the_compression(due_session
         raise RuntimeError("rollover broke")
 
     monkeypatch.setattr("contextmgr.services.compression._rollover", failing_rollover)
-    # Leave no room after the compression, so that a rollover is due.
-    monkeypatch.setattr("contextmgr.services.compression.REPLY_MIN_TOKENS", 10_000)
+    # No room after the compression: a rollover is due.
+    monkeypatch.setattr("contextmgr.services.compression.rollover_due", lambda budget: True)
     outcome = compression_run(session_id=due_session.pk, gateway=gateway)
     assert outcome.status == "compressed"
     assert Checkpoint.objects.filter(session=due_session).count() == 1
