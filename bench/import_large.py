@@ -1,8 +1,9 @@
 """How long an import at the 5,000-entry cap takes, and how long it holds up another user's writes.
 
-``session_import`` counts every message's tokens (the model server's tokenizer, over HTTP) before
-its transaction; the transaction then writes the session and its messages, and on SQLite holds
-the write lock from its start to its end. While it runs, a second thread writes to another
+``session_import`` counts every message's tokens (the model server's tokenizer, over HTTP, 500
+texts a request) before its transaction; the transaction then writes the session and its messages
+(``message_create_many``: one lock, one numbering, batched inserts), and on SQLite holds the write
+lock from its start to its end. While it runs, a second thread writes to another
 session as a user would (a PATCH of its title, a message), one write after the other, and
 records how long each waited: the longest of those waits is what the import costs everyone else.
 

@@ -27,10 +27,9 @@ from pydantic_core import ErrorDetails
 from chat.models import Message
 from chat.models import Session as ChatSession
 from chat.selectors import ModelFacts, model_facts
-from chat.services import message_create, session_start
+from chat.services import MessageRefused, NewMessage, message_create_many, session_start
 from chat.session_file import MAX_IMPORT_DEPTH, TOO_MANY_ENTRIES, LongNumber, SessionFile
 from chat.turn import message_counter
-from contextmgr.core.tokens import TokenCount
 from contextmgr.llm import Gateway, get_gateway
 
 # The largest file accepted, in bytes (below Django's 2.5 MB request body cap).
@@ -223,12 +222,26 @@ def session_import(
     # Asked before the transaction, which on SQLite holds the write lock from its start: the
     # backend about the model, and the model's tokenizer (over HTTP) about every message.
     facts = model_facts(model=file.model, gateway=gateway)
-    counter = message_counter(gateway, file.model)
-    history = [(entry, counter.count(entry.content)) for entry in _history(file)]
+    entries = _history(file)
+    counts = message_counter(gateway, file.model).count_all([entry.content for entry in entries])
+    history = [
+        NewMessage(
+            role=entry.role,
+            content=entry.content,
+            token_count=count,
+            created_at=entry.timestamp,
+            tool_call_id=entry.tool_call_id,
+            tool_name=entry.tool_name,
+            tool_args=entry.tool_args,
+            tool_result=entry.tool_result,
+        )
+        for entry, count in zip(entries, counts, strict=True)
+    ]
     return _session_import(
         owner=owner,
         file=file,
         history=history,
+        places=[entry.where for entry in entries],
         context_size=next(
             (size for size in (context_size, file.metadata.context_size) if size is not None),
             DEFAULT_IMPORT_CONTEXT_SIZE,
@@ -243,7 +256,8 @@ def _session_import(
     *,
     owner: Any,
     file: SessionFile,
-    history: list[tuple[_Entry, TokenCount]],
+    history: list[NewMessage],
+    places: list[str],
     context_size: int,
     title: str,
     facts: ModelFacts,
@@ -256,25 +270,10 @@ def _session_import(
         system_prompt=file.metadata.system_prompt or "",
         facts=facts,
     )
-    stored = []
-    for entry, count in history:
-        try:
-            message = message_create(
-                session=session,
-                role=entry.role,
-                content=entry.content,
-                token_count=count,
-                tool_call_id=entry.tool_call_id,
-                tool_name=entry.tool_name,
-                tool_args=entry.tool_args,
-                tool_result=entry.tool_result,
-            )
-        except ValidationError as exc:
-            raise ValidationError(f"{entry.where}: {' '.join(exc.messages)}") from exc
-        if entry.timestamp is not None:
-            message.created_at = entry.timestamp
-            stored.append(message)
-    Message.objects.bulk_update(stored, ["created_at"], batch_size=500)
+    try:
+        message_create_many(session=session, messages=history)
+    except MessageRefused as exc:
+        raise ValidationError(f"{places[exc.index]}: {' '.join(exc.messages)}") from exc
     start = file.start_time or session.created_at
     ChatSession.objects.filter(pk=session.pk).update(
         created_at=start, last_activity=file.last_activity or file.start_time or session.last_activity

@@ -11,7 +11,9 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
+from contextmgr.core.text import StorableJSONEncoder
 from contextmgr.core.tiers import ContextProfile
 from contextmgr.resources import context_profile, context_profiles
 
@@ -40,7 +42,12 @@ class Session(models.Model):
         max_length=MAX_MODEL_NAME_LENGTH, blank=True, help_text="Model that writes checkpoints; empty: the chat model."
     )
     system_prompt_tokens = models.PositiveIntegerField(default=0)
-    settings = models.JSONField(default=dict, blank=True, help_text="This session's overrides of the context defaults.")
+    settings = models.JSONField(
+        encoder=StorableJSONEncoder,
+        default=dict,
+        blank=True,
+        help_text="This session's overrides of the context defaults.",
+    )
     compression_count = models.PositiveIntegerField(default=0)
     context_version = models.PositiveBigIntegerField(
         default=0,
@@ -101,7 +108,8 @@ class Message(models.Model):
     content = models.TextField(blank=True, max_length=MAX_MESSAGE_CHARS)
     tokens = models.PositiveIntegerField(help_text="Counted once when stored.")
     tokens_exact = models.BooleanField(default=False, help_text="Counted by the model's own tokenizer.")
-    created_at = models.DateTimeField(auto_now_add=True)
+    # Not auto_now_add, which would overwrite an imported message's own time.
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
     compressed_into = models.ForeignKey(
         "contextmgr.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="messages"
     )
@@ -119,8 +127,8 @@ class Message(models.Model):
         max_length=200, blank=True, help_text="Links a tool call and its results; they are compressed together."
     )
     tool_name = models.CharField(max_length=200, blank=True)
-    tool_args = models.JSONField(null=True, blank=True)
-    tool_result = models.JSONField(null=True, blank=True)
+    tool_args = models.JSONField(encoder=StorableJSONEncoder, null=True, blank=True)
+    tool_result = models.JSONField(encoder=StorableJSONEncoder, null=True, blank=True)
 
     class Meta:
         ordering = ["session", "position"]

@@ -8,6 +8,7 @@ from django.db import models
 
 from contextmgr.core.aging import Level
 from contextmgr.core.ranges import MessageRange
+from contextmgr.core.text import StorableJSONEncoder
 
 MAX_GOAL_CHARS = 2000
 MAX_PATH_CHARS = 1000
@@ -55,18 +56,20 @@ class Checkpoint(models.Model):
     original_tokens = models.PositiveIntegerField()
     current_tokens = models.PositiveIntegerField()
     compression_count = models.PositiveIntegerField(default=1, help_text="How many times it was compressed.")
-    key_decisions = models.JSONField(default=list, blank=True)
-    files_modified = models.JSONField(default=list, blank=True)
-    next_steps = models.JSONField(default=list, blank=True)
+    key_decisions = models.JSONField(encoder=StorableJSONEncoder, default=list, blank=True)
+    files_modified = models.JSONField(encoder=StorableJSONEncoder, default=list, blank=True)
+    next_steps = models.JSONField(encoder=StorableJSONEncoder, default=list, blank=True)
     retention = models.FloatField(
         null=True, blank=True, help_text="Measured share of key facts kept; null if unmeasured."
     )
     facts = models.JSONField(
+        encoder=StorableJSONEncoder,
         default=list,
         blank=True,
         help_text="The key facts of the messages it stands for, as [kind, text] pairs; retention is measured on them.",
     )
     ledger = models.JSONField(
+        encoder=StorableJSONEncoder,
         default=list,
         blank=True,
         help_text="The facts kept verbatim in the prompt beside the summary, as [kind, text] pairs.",
@@ -136,9 +139,13 @@ class CheckpointRevision(models.Model):
     facts_total = models.PositiveIntegerField(default=0)
     facts_kept = models.PositiveIntegerField(default=0)
     missing_facts = models.JSONField(
-        default=list, blank=True, help_text="The facts the next prompt lost with this version, [kind, text]."
+        encoder=StorableJSONEncoder,
+        default=list,
+        blank=True,
+        help_text="The facts the next prompt lost with this version, [kind, text].",
     )
     ledger_dropped = models.JSONField(
+        encoder=StorableJSONEncoder,
         default=list,
         blank=True,
         help_text="Facts the ledger had no room for at this version, [kind, text]; the full history keeps them.",
@@ -245,7 +252,7 @@ class Snapshot(models.Model):
     session = models.ForeignKey("chat.Session", on_delete=models.CASCADE, related_name="snapshots")
     kind = models.CharField(max_length=8, choices=Kind.choices)
     reason = models.CharField(max_length=200, blank=True)
-    state = models.JSONField()
+    state = models.JSONField(encoder=StorableJSONEncoder)
     token_count = models.PositiveIntegerField()
     message_count = models.PositiveIntegerField()
     checkpoint_count = models.PositiveIntegerField()
@@ -273,7 +280,7 @@ class Snapshot(models.Model):
 class ContextEvent(models.Model):
     session = models.ForeignKey("chat.Session", on_delete=models.CASCADE, related_name="events")
     type = models.CharField(max_length=32, choices=EventType.choices)
-    payload = models.JSONField(default=dict, blank=True)
+    payload = models.JSONField(encoder=StorableJSONEncoder, default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:

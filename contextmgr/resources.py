@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
 
@@ -64,6 +64,9 @@ class TiktokenCounter:
 
     def count(self, text: str) -> TokenCount:
         return message_estimate(count_text_tokens(text))
+
+    def count_all(self, texts: Sequence[str]) -> list[TokenCount]:
+        return [self.count(text) for text in texts]
 
 
 @cache

@@ -7,7 +7,8 @@ additions, which Ollama ignores or lacks:
 
 - the ``X-Ollm-Priority: background`` header marks a summary or an aging call,
   which gives way to chat turns;
-- ``POST /api/tokenize`` (``{"model", "messages"}`` or ``{"model", "text"}``)
+- ``POST /api/tokenize`` (``{"model", "messages"}``, ``{"model", "text"}``, or
+  ``{"model", "texts"}`` for many texts in one call, answered with ``counts``)
   counts tokens exactly as generation will.
 
 With ``test_controls`` it also takes ``/_test/...`` requests that make it
@@ -284,16 +285,22 @@ class ModelServer:
             def _tokenize(self, body: dict[str, Any]) -> None:
                 if not self._known(body.get("model")):
                     return
+                answer: dict[str, Any] = {"model": body["model"], "message_overhead": server.engine.message_overhead}
                 try:
                     if "messages" in body:
-                        count = server.engine.count_prompt([_message(m) for m in body["messages"]])
+                        answer["count"] = server.engine.count_prompt([_message(m) for m in body["messages"]])
+                    elif "texts" in body:
+                        # An import counts thousands of messages: one request, not one each.
+                        if not isinstance(body["texts"], list):
+                            self._json(400, {"error": "texts must be a list of texts"})
+                            return
+                        answer["counts"] = [server.engine.count_text(str(text)) for text in body["texts"]]
                     else:
-                        count = server.engine.count_text(str(body.get("text", "")))
+                        answer["count"] = server.engine.count_text(str(body.get("text", "")))
                 except (KeyError, TypeError, AttributeError) as exc:
                     self._json(400, {"error": f"messages must be objects with a role and a content: {exc}"})
                     return
-                self._json(200, {"model": body["model"], "count": count,
-                                 "message_overhead": server.engine.message_overhead})  # fmt: skip
+                self._json(200, answer)
 
             def _generate(self, body: dict[str, Any], *, chat: bool) -> None:
                 received = time.perf_counter()

@@ -178,6 +178,15 @@ if REDIS_URL:
     }
     CELERY_BROKER_URL = REDIS_URL
     CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER")
+    # What the cache counts (imports per user and minute) is then shared by every web process.
+    # Clearing a Redis cache empties its whole database: OLLM_CACHE_URL can give it one apart.
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": os.environ.get("OLLM_CACHE_URL") or REDIS_URL,
+            "KEY_PREFIX": "ollm",
+        }
+    }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     CELERY_BROKER_URL = "memory://"

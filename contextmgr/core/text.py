@@ -2,13 +2,34 @@
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
-# PostgreSQL text cannot hold NUL bytes, and UTF-8 cannot encode an unpaired
-# surrogate (a JSON body can carry one as an escape).
+# PostgreSQL text cannot hold NUL bytes (nor can its jsonb hold a \u0000 escape), and UTF-8
+# cannot encode an unpaired surrogate (a JSON body can carry one as an escape).
 UNSTORABLE_CHARS = re.compile("[\x00\ud800-\udfff]")
 
 
 def storable_text(text: str) -> str:
     """NUL bytes and unpaired surrogates become U+FFFD so the rest is stored as written."""
     return UNSTORABLE_CHARS.sub("\ufffd", text)
+
+
+def storable_json(value: Any) -> Any:
+    """``value`` with storable_text applied to every string in it, keys included, at any depth."""
+    if isinstance(value, str):
+        return storable_text(value)
+    if isinstance(value, dict):
+        return {storable_text(k) if isinstance(k, str) else k: storable_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [storable_json(v) for v in value]
+    return value
+
+
+class StorableJSONEncoder(json.JSONEncoder):
+    """The encoder of every JSON column: tool arguments, event payloads, snapshots and the rest hold
+    text from users and models, which passes through storable_text as any other stored text does."""
+
+    def encode(self, o: Any) -> str:
+        return super().encode(storable_json(o))

@@ -15,6 +15,7 @@ import base64
 import gzip
 import hashlib
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -48,6 +49,10 @@ class TokenCount:
 
 class TokenCounter(Protocol):
     def count(self, text: str) -> TokenCount: ...
+
+    def count_all(self, texts: Sequence[str]) -> list[TokenCount]:
+        """Each of ``texts`` counted as ``count`` would: in one call where the counter is remote."""
+        ...
 
 
 def parse_ranks(compressed: bytes, *, source: str, expected_sha256: str = CL100K_SHA256) -> dict[bytes, int]:

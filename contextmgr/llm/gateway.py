@@ -48,6 +48,9 @@ class CalibratedCounter:
     def count(self, text: str) -> TokenCount:
         return TokenCount(self._calibration.estimate(self._model, TiktokenCounter().count(text).tokens), exact=False)
 
+    def count_all(self, texts: Sequence[str]) -> list[TokenCount]:
+        return [self.count(text) for text in texts]
+
 
 class ExactCounter:
     """The embedded model's own tokenizer plus its chat template's per-message cost.
@@ -61,11 +64,16 @@ class ExactCounter:
         self._fallback = fallback
 
     def count(self, text: str) -> TokenCount:
+        return self.count_all([text])[0]
+
+    def count_all(self, texts: Sequence[str]) -> list[TokenCount]:
         try:
-            return TokenCount(self._backend.count_text_tokens(text) + self._backend.message_overhead(), exact=True)
+            counts = self._backend.count_texts_tokens(texts)
+            overhead = self._backend.message_overhead()
         except LLMError:
-            logger.warning("the model server did not count a message; using the estimate")
-            return self._fallback.count(text)
+            logger.warning("the model server did not count %d message(s); using the estimate", len(texts))
+            return self._fallback.count_all(texts)
+        return [TokenCount(count + overhead, exact=True) for count in counts]
 
 
 def _is_embedded(model: str) -> bool:

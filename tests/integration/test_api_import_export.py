@@ -4,23 +4,26 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import redis
+from django.conf import settings as django_settings
 from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import override_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chat.imports import MAX_IMPORT_BYTES, session_import
+from chat.imports import MAX_IMPORT_BYTES, import_throttle, session_import
 from chat.models import Message, Session
 from chat.services import message_create, session_create
 from chat.session_file import MAX_IMPORT_DEPTH, MAX_IMPORT_ENTRIES, SessionFile
-from contextmgr.llm.embedded import MODEL_NAME
+from contextmgr.llm.embedded import MODEL_NAME, TOKENIZE_BATCH
 from contextmgr.selectors import session_budget
 from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
 
@@ -372,6 +375,46 @@ def test_imports_are_limited_per_user_and_minute(api, bob_api, settings, monkeyp
     # The next minute counts afresh.
     clock[0] += 20
     assert api.post("/api/sessions/import", _valid_file(), content_type=JSON).status_code == 201
+
+
+def test_an_import_counts_its_messages_in_batches_and_stores_them_in_order(api, user, fake_ollama):
+    """Counting one request a message took an import of 5,000 minutes; the batches keep the counts exact."""
+    entries = TOKENIZE_BATCH + 40
+    texts = [f"Message {n}: the orders table gets index {n}." for n in range(entries)]
+    data = _valid_file(
+        model=MODEL_NAME,
+        messages=[
+            {
+                "role": "user" if n % 2 == 0 else "assistant",
+                "parts": [{"type": "text", "text": text}],
+                "timestamp": f"2026-01-26T10:{n // 60 % 60:02d}:{n % 60:02d}Z",
+            }
+            for n, text in enumerate(texts)
+        ],
+    )
+    fake_ollama.behaviour.requests.clear()
+    response = api.post("/api/sessions/import", data, content_type=JSON)
+    assert response.status_code == 201, response.content
+    batches = [r for r in fake_ollama.behaviour.requests if r["path"] == "/api/tokenize" and "texts" in r]
+    assert [len(r["texts"]) for r in batches] == [TOKENIZE_BATCH, 40]
+    stored = list(Message.objects.filter(session_id=response.json()["id"]).order_by("position"))
+    assert [m.position for m in stored] == list(range(1, entries + 1))
+    assert [m.content for m in stored] == texts
+    assert all(m.tokens_exact for m in stored)
+    assert stored[-1].created_at == datetime(2026, 1, 26, 10, 8, 59, tzinfo=UTC)
+    assert len({m.context_version for m in stored}) == 1, "one context version for the whole import"
+
+
+@pytest.mark.skipif(
+    not os.environ.get("REDIS_URL"), reason="needs Redis: runs in the services pass of `make test` (REDIS_URL set)"
+)
+def test_with_redis_the_import_counter_is_shared_by_every_web_process(user):
+    """With REDIS_URL the cache is Redis: the count is where any other process reads it."""
+    assert import_throttle(owner=user) is None
+    assert import_throttle(owner=user) is None
+    client = redis.Redis.from_url(django_settings.CACHES["default"]["LOCATION"])
+    (key,) = client.keys(f"ollm:*:ollm:imports:{user.pk}:*")
+    assert client.get(key) == b"2"
 
 
 def test_a_file_that_fails_late_creates_nothing(api, user):

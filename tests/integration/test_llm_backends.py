@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
 from contextmgr.llm.embedded import MODEL_NAME as EMBEDDED_MODEL
-from contextmgr.llm.embedded import EmbeddedBackend
+from contextmgr.llm.embedded import TOKENIZE_BATCH, EmbeddedBackend
 from contextmgr.llm.gateway import Gateway
 from contextmgr.llm.ollama_backend import OllamaBackend, parse_parameter_size
 from contextmgr.llm.types import (
@@ -151,11 +152,41 @@ async def test_an_unreachable_model_server_is_named_with_what_to_do(closed_port_
     assert "the bundled model server is not reachable" in status.reason
 
 
+def test_many_texts_are_counted_in_batches_exactly_as_one_by_one(embedded_backend, fake_ollama):
+    texts = [
+        f"Step {n}: src/app/step_{n}.py gets {n * 7} lines; naïve 🙂 {'x' * (n % 13)}"
+        for n in range(TOKENIZE_BATCH + 20)
+    ]
+    fake_ollama.behaviour.requests.clear()
+    counts = embedded_backend.count_texts_tokens(texts)
+    batches = [r for r in fake_ollama.behaviour.requests if r["path"] == "/api/tokenize"]
+    assert [len(r["texts"]) for r in batches] == [TOKENIZE_BATCH, 20]
+    sample = [0, 1, TOKENIZE_BATCH - 1, TOKENIZE_BATCH, len(texts) - 1]
+    assert [counts[i] for i in sample] == [embedded_backend.count_text_tokens(texts[i]) for i in sample]
+    assert embedded_backend.count_texts_tokens([]) == []
+
+
+def test_a_batch_that_is_not_a_list_is_refused_by_the_model_server(model_server):
+    response = httpx.post(f"{model_server.url}/api/tokenize", json={"model": EMBEDDED_MODEL, "texts": "one"})
+    assert response.status_code == 400
+    assert response.json()["error"] == "texts must be a list of texts"
+
+
+def test_the_exact_counter_counts_many_messages_as_it_counts_one(embedded_backend):
+    counter = Gateway(mode="embedded", embedded=embedded_backend, ollama=None).token_counter(EMBEDDED_MODEL)
+    texts = ["Hello there", "", "Deploy to eu-west-1 at 02:00 UTC."]
+    assert counter.count_all(texts) == [counter.count(text) for text in texts]
+    assert all(count.exact for count in counter.count_all(texts))
+
+
 def test_while_the_model_server_is_away_messages_are_counted_by_the_estimate(closed_port_url):
     gateway = Gateway(mode="embedded", embedded=EmbeddedBackend(host=closed_port_url, timeout=5), ollama=None)
     count = gateway.token_counter(EMBEDDED_MODEL).count("A message stored while the server restarts.")
     assert not count.exact
     assert count.tokens > 0
+    many = gateway.token_counter(EMBEDDED_MODEL).count_all(["an import", "while the server restarts"])
+    assert [c.exact for c in many] == [False, False]
+    assert all(c.tokens > 0 for c in many)
     prompt = gateway.count_prompt(HELLO, EMBEDDED_MODEL)
     assert not prompt.exact
     assert prompt.tokens > 0

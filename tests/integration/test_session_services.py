@@ -6,7 +6,14 @@ from django.db import connection
 from django.test.utils import override_settings
 
 from chat.models import MAX_MESSAGE_CHARS, Message
-from chat.services import message_create, session_create, session_update
+from chat.services import (
+    MessageRefused,
+    NewMessage,
+    message_create,
+    message_create_many,
+    session_create,
+    session_update,
+)
 from contextmgr.core.tokens import PER_MESSAGE_OVERHEAD, TokenCount
 from contextmgr.resources import count_text_tokens
 from contextmgr.selectors import session_budget, session_context_line
@@ -62,6 +69,36 @@ def test_messages_are_stored_in_order_and_counted_once(chat_session):
     budget = session_budget(session=chat_session)
     assert budget.active_tokens == first.tokens + second.tokens
     assert budget.system_prompt_tokens == chat_session.system_prompt_tokens
+
+
+def test_many_messages_follow_the_history_checked_and_sanitised_as_one_is(chat_session):
+    message_create(session=chat_session, role="user", content="Hello there")
+    stored = message_create_many(
+        session=chat_session,
+        messages=[
+            NewMessage(role="assistant", content="Hi\x00!", token_count=TokenCount(4, exact=True)),
+            NewMessage(role="tool", content="ok", token_count=TokenCount(2, exact=False), tool_name="grep\x00"),
+        ],
+    )
+    assert stored == 2
+    rows = list(Message.objects.filter(session=chat_session).order_by("position"))
+    assert [(m.position, m.role, m.content) for m in rows] == [
+        (1, "user", "Hello there"), (2, "assistant", "Hi\ufffd!"), (3, "tool", "ok")
+    ]  # fmt: skip
+    assert (rows[1].tokens, rows[1].tokens_exact, rows[2].tool_name) == (4, True, "grep\ufffd")
+    assert session_budget(session=chat_session).active_tokens == rows[0].tokens + 4 + 2
+
+
+def test_many_messages_are_all_stored_or_none(chat_session):
+    good = NewMessage(role="assistant", content="fine", token_count=TokenCount(2, exact=False))
+    with pytest.raises(MessageRefused) as refused:
+        message_create_many(
+            session=chat_session,
+            messages=[good, NewMessage(role="user", content="  ", token_count=TokenCount(1, exact=False)), good],
+        )
+    assert refused.value.index == 1
+    assert refused.value.messages == ["The message is empty."]
+    assert not Message.objects.filter(session=chat_session).exists()
 
 
 def test_budget_sums_stored_counts_without_recounting(chat_session):

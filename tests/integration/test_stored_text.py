@@ -13,7 +13,8 @@ from django.core.management import call_command
 from accounts.models import ApiToken
 from chat.models import Message
 from chat.services import message_create
-from contextmgr.models import ContextEvent, Goal, Snapshot
+from contextmgr.models import ContextEvent, EventType, Goal, Snapshot
+from contextmgr.services.events import event_record
 from contextmgr.services.goals import goal_apply_markers
 from contextmgr.services.snapshots import snapshot_create
 
@@ -80,3 +81,26 @@ def test_a_next_step_marker_in_a_reply_is_stored_sanitised(chat_session):
     assert applied == 2
     # The marker parser drops a NUL itself; the surrogate is replaced when stored.
     assert Goal.objects.get(session=chat_session).next_step == "ab\ufffdc"
+
+
+def test_tool_arguments_and_results_with_nuls_are_stored_sanitised_keys_included(chat_session):
+    # Every JSON column encodes through StorableJSONEncoder: on PostgreSQL a \u0000 escape inside
+    # jsonb is refused (this write was a DataError there), and SQLite stored the NUL raw. (An import
+    # file refuses such JSON with a 422 at its place before anything is written.)
+    message = message_create(
+        session=chat_session,
+        role="tool",
+        content="result",
+        tool_args={"path\x00": ["src/a\x00.py", {"mode": UNSTORABLE}]},
+        tool_result={"rows\x00": "2\x00"},
+    )
+    message = Message.objects.get(pk=message.pk)
+    assert message.tool_args == {"path\ufffd": ["src/a\ufffd.py", {"mode": STORED}]}
+    assert message.tool_result == {"rows\ufffd": "2\ufffd"}
+
+
+def test_an_event_payload_with_a_nul_is_stored_sanitised(chat_session):
+    event = event_record(
+        session=chat_session, type=EventType.COMPRESSION_ERROR, payload={"error": f"model said {UNSTORABLE}"}
+    )
+    assert ContextEvent.objects.get(pk=event.pk).payload == {"error": f"model said {STORED}"}
