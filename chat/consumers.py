@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from dataclasses import dataclass
 from importlib import import_module
 from typing import Any
 from uuid import UUID
@@ -26,7 +27,7 @@ from django.template.loader import render_to_string
 from chat.fragments import chat_fragments
 from chat.models import MAX_MESSAGE_CHARS
 from chat.selectors import session_for_owner
-from chat.turn import turn_retry, turn_run
+from chat.turn import turn_edit, turn_regenerate, turn_retry, turn_run
 from contextmgr.llm.types import ContextOverflow, LLMError
 from contextmgr.services.events import consumer_loop_register, session_group
 
@@ -34,15 +35,24 @@ logger = logging.getLogger(__name__)
 
 # Room for the form's other fields and htmx's HEADERS around the longest message.
 MAX_FRAME_CHARS = MAX_MESSAGE_CHARS + 10_000
-ACTIONS = ("send", "stop", "retry")
+# send: a new message; edit: a new version of ``message_id``; retry: answer the unanswered last
+# message; regenerate: answer the last message again, in place of the latest reply.
+ACTIONS = ("send", "stop", "retry", "regenerate", "edit")
 
 
 class FrameError(ValueError):
     pass
 
 
-def parse_frame(text: str | None, session_id: UUID) -> tuple[str, str]:
-    """``(action, message)`` from a page's frame, or FrameError with what is wrong."""
+@dataclass(frozen=True)
+class Frame:
+    action: str
+    message: str = ""
+    message_id: int | None = None
+
+
+def parse_frame(text: str | None, session_id: UUID) -> Frame:
+    """What a page's frame asks, or FrameError with what is wrong."""
     if text is None:
         raise FrameError("Frames must be text.")
     if len(text) > MAX_FRAME_CHARS:
@@ -61,9 +71,15 @@ def parse_frame(text: str | None, session_id: UUID) -> tuple[str, str]:
     message = data.get("message", "")
     if not isinstance(message, str):
         raise FrameError("The message must be text.")
-    if action == "send" and not message.strip():
+    if action in ("send", "edit") and not message.strip():
         raise FrameError("The message is empty.")
-    return action, message
+    message_id = None
+    if action == "edit":
+        raw_id = data.get("message_id")
+        if not (isinstance(raw_id, int | str) and str(raw_id).isdigit()):
+            raise FrameError("An edit names the message it replaces.")
+        message_id = int(raw_id)
+    return Frame(action, message, message_id)
 
 
 class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels ships no type hints
@@ -102,11 +118,11 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
             await self.close(code=4401)
             return
         try:
-            action, message = parse_frame(text_data, self.session_id)
+            frame = parse_frame(text_data, self.session_id)
         except FrameError as exc:
             await self.send_error(str(exc))
             return
-        if action == "stop":
+        if frame.action == "stop":
             if self.turn is not None:
                 self.turn.cancel()
             return
@@ -114,7 +130,7 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
             await self.send_error("A reply is still coming: wait for it or press Stop.")
             return
         self.turn_number += 1
-        self.turn = asyncio.create_task(self.run_turn(self.turn_number, message if action == "send" else None))
+        self.turn = asyncio.create_task(self.run_turn(self.turn_number, frame))
 
     async def still_logged_in(self) -> bool:
         """Whether the socket's Django session still logs in the user it was opened by.
@@ -130,8 +146,8 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
         user = await get_user({"session": store})
         return bool(user.is_authenticated and user.pk == self.scope["user"].pk)
 
-    async def run_turn(self, number: int, content: str | None) -> None:
-        """Stream one reply into the page; ``content`` None re-answers the last unanswered message."""
+    async def run_turn(self, number: int, request: Frame) -> None:
+        """Stream one reply into the page, as ``request`` asks."""
         reply_id = f"reply-{number}"
         started = False
 
@@ -149,25 +165,33 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
             await self.send_to_page(frame("status", why))
 
         async def on_stored(user_message: Any) -> None:
+            # A new message is appended; a retry, an edit or a regeneration changed what the page
+            # shows (messages left the context, a Retry is answered): the history comes whole.
             await self.send_to_page(
                 await sync_to_async(chat_fragments)(
                     "turn_start",
                     self.session_id,
                     session=user_message.session,
-                    user_message=user_message,
+                    user_message=user_message if request.action == "send" else None,
+                    with_history=request.action != "send",
+                    clear_composer=request.action in ("send", "edit"),
                     reply_id=reply_id,
                 )
             )
 
+        callbacks: dict[str, Any] = {"on_delta": on_delta, "on_stored": on_stored, "on_wait": on_wait}
         try:
-            if content is None:
-                outcome = await turn_retry(
-                    session_id=self.session_id, on_delta=on_delta, on_stored=on_stored, on_wait=on_wait
+            if request.action == "retry":
+                outcome = await turn_retry(session_id=self.session_id, **callbacks)
+            elif request.action == "regenerate":
+                outcome = await turn_regenerate(session_id=self.session_id, **callbacks)
+            elif request.action == "edit":
+                assert request.message_id is not None  # parse_frame requires it
+                outcome = await turn_edit(
+                    session_id=self.session_id, message_id=request.message_id, content=request.message, **callbacks
                 )
             else:
-                outcome = await turn_run(
-                    session_id=self.session_id, content=content, on_delta=on_delta, on_stored=on_stored, on_wait=on_wait
-                )
+                outcome = await turn_run(session_id=self.session_id, content=request.message, **callbacks)
         except asyncio.CancelledError:
             self.history_stale = False  # the frame below re-sends it
             await self.send_to_page(
@@ -177,8 +201,9 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
         except ValidationError as exc:
             await self.send_error(" ".join(exc.messages), reply_id=reply_id)
         except ContextOverflow as exc:
-            # Sending the same message again cannot help: it says what would.
-            await self.send_error(str(exc), reply_id=reply_id)
+            # Sending the same message again cannot help: it says what would, and the text goes back
+            # into the composer to be shortened.
+            await self.send_error(str(exc), reply_id=reply_id, composer_text=request.message)
         except LLMError as exc:
             await self.send_error(str(exc), reply_id=reply_id, retry=True)
         except Exception:
@@ -218,9 +243,23 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
         except Exception:  # daphne refuses sends on a closed socket
             logger.info("session %s: a frame for a closed socket was dropped", self.session_id)
 
-    async def send_error(self, text: str, *, reply_id: str | None = None, retry: bool = False) -> None:
+    async def send_error(
+        self, text: str, *, reply_id: str | None = None, retry: bool = False, composer_text: str = ""
+    ) -> None:
+        """The error line, in place of the reply if one was started; ``composer_text`` goes back into
+        the composer (a message refused for its length, to be shortened)."""
         await self.send_to_page(
-            render_to_string("chat/ws/_error.html", {"text": text, "reply_id": reply_id, "retry": retry})
+            render_to_string(
+                "chat/ws/_error.html",
+                {
+                    "text": text,
+                    "reply_id": reply_id,
+                    "retry": retry,
+                    "composer_text": composer_text,
+                    # The page may send again: the turn this error ends, or none was running.
+                    "idle": reply_id is not None or not self.streaming,
+                },
+            )
         )
 
     async def chat_changed(self, message: dict[str, Any]) -> None:

@@ -6,9 +6,10 @@ from itertools import groupby
 from typing import Any
 from uuid import UUID
 
+from django.db.models import Max
 from django.template.loader import render_to_string
 
-from chat.models import Session
+from chat.models import Message, Session
 from chat.selectors import HISTORY_WINDOW, session_history
 from contextmgr.panels import context_panel, goals_context, snapshots_context
 from contextmgr.presentation import describe_event
@@ -18,11 +19,17 @@ CHECKPOINT_TEXTS = tuple(
 )
 
 
-def history_groups(session: Session, *, around: int | None = None, before: int | None = None) -> dict[str, Any]:
+def history_groups(
+    session: Session, *, around: int | None = None, before: int | None = None, answering: bool = False
+) -> dict[str, Any]:
     """The latest HISTORY_WINDOW messages; with ``before`` (a position) the window of messages just
     before it; with ``around`` (a message id) the window centred on that message. Consecutive
     messages compressed into the same checkpoint are grouped under its marker; the rest is a
-    link away ("earlier", "show the latest"), on the full history page and in the export."""
+    link away ("earlier", "show the latest"), on the full history page and in the export.
+
+    Also which messages offer a turn: the last one Retry when it is a user message left unanswered
+    (not while ``answering`` it), Regenerate when it is a reply; Edit the user's messages after
+    the last compressed one (``editable_after``, a position)."""
     total = session.messages.count()
     end = total
     if before is not None and 1 < before <= total:
@@ -42,18 +49,25 @@ def history_groups(session: Session, *, around: int | None = None, before: int |
             (key, list(group)) for key, group in groupby(messages, key=lambda m: m.compressed_into_id)
         )
     ]
+    last = session.messages.order_by("-position").only("id", "role", "excluded_from_context").first()
+    if last is not None and last.excluded_from_context:
+        last = None  # too long for the context, or replaced: nothing to answer or regenerate
     return {
         "groups": groups,
         "hidden_count": start,
         "first_position": start + 1,
         "later_count": total - end,
+        "unanswered_id": last.pk if last and last.role == Message.Role.USER and not answering else None,
+        "regenerable_id": last.pk if last and last.role == Message.Role.ASSISTANT else None,
+        "editable_after": session.messages.filter(compressed_into__isnull=False).aggregate(p=Max("position"))["p"] or 0,
     }
 
 
 def chat_fragments(kind: str, session_id: UUID, *, session: Session | None = None, **extra: Any) -> str:
     """HTML frames for the chat socket, swapped into the page out of band by id.
 
-    ``turn_start``: the stored user message and an empty reply; ``turn_done``: the stored
+    ``turn_start``: the stored user message and an empty reply (the whole history and the reply
+    instead with ``with_history``: a retry, an edit, a regeneration); ``turn_done``: the stored
     reply in place of the streamed one (the whole history instead with ``with_history``)
     and the panels, the goals panel only when ``goals_changed``; ``turn_stopped`` and ``history``:
     the history and panels again;
@@ -62,9 +76,17 @@ def chat_fragments(kind: str, session_id: UUID, *, session: Session | None = Non
     """
     if session is None:
         session = Session.objects.get(pk=session_id)
-    context: dict[str, Any] = {"session": session, "kind": kind, "can_write": True, "oob": True, **extra}
+    # A message sent now is the newest: no compression covers it yet, so it can be edited.
+    context: dict[str, Any] = {
+        "session": session,
+        "kind": kind,
+        "can_write": True,
+        "oob": True,
+        "editable_after": 0,
+        **extra,
+    }
     with_history = kind in ("turn_stopped", "history") or (
-        kind in ("turn_done", "event") and bool(extra.get("with_history"))
+        kind in ("turn_start", "turn_done", "event") and bool(extra.get("with_history"))
     )
     if kind != "turn_start":
         context.update(context_panel(session))
@@ -74,8 +96,10 @@ def chat_fragments(kind: str, session_id: UUID, *, session: Session | None = Non
         if context["with_goals"]:
             context.update(goals_context(session))
     if with_history:
-        context.update(history_groups(session))
+        context.update(history_groups(session, answering=kind == "turn_start"))
         context["with_history"] = True
+    elif kind == "turn_done":
+        context["regenerable_id"] = extra["assistant_message"].pk
     if kind == "event":
         event = extra["event"]
         context["event_line"] = describe_event(event["type"], event["payload"])

@@ -381,6 +381,39 @@ def message_leave_context(*, message: Message) -> None:
 
 
 @transaction.atomic
+def messages_supersede(*, message: Message) -> int:
+    """Take ``message`` and every message after it out of the context, keeping them in the full
+    history: an edited message or a regenerated reply takes their place. How many left the context.
+
+    Only the uncompressed tail can be replaced: a ValidationError when a message from ``message``
+    on is already summarized in a checkpoint (its summary would still say what the user replaced).
+    Locks the session row, as every change of a message's context state does.
+    """
+    locked = Session.objects.select_for_update().get(pk=message.session_id)
+    later = Message.objects.filter(session=locked, position__gte=message.position)
+    if later.filter(compressed_into__isnull=False).exists():
+        raise ValidationError(
+            {
+                "content": "This message is older than the last compression: only the messages after it can be "
+                "edited or regenerated (a snapshot from before it can be restored)."
+            }
+        )
+    version = locked.next_context_version(last_activity=timezone.now())
+    return later.filter(excluded_from_context=False).update(excluded_from_context=True, context_version=version)
+
+
+@transaction.atomic
+def message_edit(*, message: Message, content: str, token_count: TokenCount | None = None) -> Message:
+    """The user's edited ``message``: it and everything after it leave the context (kept in the full
+    history, as messages_supersede says) and ``content`` is stored as a new message at the end.
+    All or nothing: an edit that cannot be stored leaves the context as it was."""
+    if message.role != Message.Role.USER or message.excluded_from_context:
+        raise ValidationError({"content": "Only your own messages in the context can be edited."})
+    messages_supersede(message=message)
+    return message_create(session=message.session, role=Message.Role.USER, content=content, token_count=token_count)
+
+
+@transaction.atomic
 def session_continue(*, session: Session) -> Session:
     """A new session that carries what matters of ``session``: the system prompt and settings,
     the active goal with its progress, the locked decisions, and one ultra checkpoint: an extract

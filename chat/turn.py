@@ -22,7 +22,7 @@ from django.core.exceptions import ValidationError
 from django.db import connections
 
 from chat.models import Message, Session
-from chat.services import message_create, message_leave_context
+from chat.services import message_create, message_edit, message_leave_context, messages_supersede
 from contextmgr.core.budget import REPLY_MIN_TOKENS, prompt_room
 from contextmgr.core.config import reply_max_tokens
 from contextmgr.core.tokens import TokenCount, TokenCounter
@@ -226,6 +226,60 @@ async def turn_retry(
     if on_stored is not None:
         await on_stored(last)
     return await _reply(session, gateway, last, on_delta, on_wait)
+
+
+async def turn_regenerate(
+    *,
+    session_id: UUID,
+    gateway: Gateway | None = None,
+    on_delta: OnDelta | None = None,
+    on_stored: OnStored | None = None,
+    on_wait: OnWait | None = None,
+) -> TurnOutcome:
+    """Answer the last user message again: the latest reply leaves the context (it stays in the full
+    history) and a new one is streamed after it."""
+    gateway = gateway or get_gateway()
+    session = await Session.objects.aget(pk=session_id)
+    reply = await session.messages.order_by("-position").afirst()
+    if reply is None or reply.role != Message.Role.ASSISTANT or reply.excluded_from_context:
+        raise ValidationError({"content": "Only the latest reply can be regenerated."})
+    question = (
+        await session.messages.filter(role=Message.Role.USER, position__lt=reply.position, excluded_from_context=False)
+        .order_by("-position")
+        .afirst()
+    )
+    if question is None:
+        raise ValidationError({"content": "This reply answers no message of yours in the context."})
+    await sync_to_async(messages_supersede)(message=reply)
+    session = await Session.objects.aget(pk=session_id)  # the reply's leaving moved the context version
+    if on_stored is not None:
+        await on_stored(question)
+    return await _reply(session, gateway, question, on_delta, on_wait)
+
+
+async def turn_edit(
+    *,
+    session_id: UUID,
+    message_id: int,
+    content: str,
+    gateway: Gateway | None = None,
+    on_delta: OnDelta | None = None,
+    on_stored: OnStored | None = None,
+    on_wait: OnWait | None = None,
+) -> TurnOutcome:
+    """Send ``content`` in place of the user's message ``message_id`` (message_edit: the earlier
+    version and what followed it stay in the full history), then answer it as turn_run does."""
+    gateway = gateway or get_gateway()
+    session = await Session.objects.aget(pk=session_id)
+    original = await session.messages.filter(pk=message_id).afirst()
+    if original is None:
+        raise ValidationError({"content": "There is no such message in this session."})
+    original.session = session
+    count = await _count(message_counter(gateway, session.model), content)
+    user_message = await sync_to_async(message_edit)(message=original, content=content, token_count=count)
+    if on_stored is not None:
+        await on_stored(user_message)
+    return await _reply(user_message.session, gateway, user_message, on_delta, on_wait)
 
 
 async def _reply(

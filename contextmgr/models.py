@@ -97,7 +97,7 @@ class Checkpoint(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"Checkpoint #{self.number} ({self.level_label})"
+        return f"Checkpoint #{self.number}, {Level(self.level).display}"
 
     @property
     def level_label(self) -> str:
@@ -217,7 +217,7 @@ class Decision(models.Model):
         ordering = ["session", "id"]
 
     def __str__(self) -> str:
-        return ("🔒 " if self.locked else "") + self.description[:80]
+        return ("[locked] " if self.locked else "") + self.description[:80]
 
 
 class Artifact(models.Model):

@@ -35,6 +35,7 @@ def context_panel(session: Session) -> dict[str, Any]:
         "context_line": report.display,
         "exact": report.messages_exact,
         "reliability": reliability,
+        "compression_count": report.compression_count,
         "warning": warning,
         # Before any compression nothing is compressed to distrust, whatever the model's size.
         "reliability_low": report.compression_count > 0

@@ -5,53 +5,75 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from contextmgr.core.aging import Level
+from contextmgr.core.text import plural
+
 CHART_WIDTH = 320
 CHART_HEIGHT = 80
 
 
 def describe_event(event_type: str, payload: Any) -> str:
-    """One line a user understands, from an event's stored payload."""
+    """One line a user understands, from an event's stored payload; a figure the payload lacks
+    (an event of an older version) is left out, never shown as a placeholder."""
     data = payload if isinstance(payload, dict) else {}
 
-    def number(key: str) -> str:
+    def count(key: str, noun: str) -> str:
         value = data.get(key)
-        return f"{value:,}" if isinstance(value, int) else "?"
+        return plural(value, noun) if isinstance(value, int) else f"some {noun}s"
+
+    def tokens(before: str, after: str) -> str:
+        values = [data.get(before), data.get(after)]
+        if all(isinstance(v, int) for v in values):
+            return f"{values[0]:,} → {values[1]:,} tokens"
+        return f"{values[1]:,} tokens" if isinstance(values[1], int) else ""
+
+    def numbered(what: str, key: str) -> str:
+        value = data.get(key)
+        return f"{what} #{value}" if isinstance(value, int) else what
 
     if event_type in ("compressed", "rollover-complete"):
         seconds = data.get("duration_ms", 0) / 1000 if isinstance(data.get("duration_ms"), int) else 0
         what = "Compression" if event_type == "compressed" else "Rollover (compression)"
-        left = f" ({number('user_messages')} of them yours)" if event_type == "rollover-complete" else ""
+        yours = data.get("user_messages")
+        left = f" ({yours:,} of them yours)" if event_type == "rollover-complete" and isinstance(yours, int) else ""
         ledger = (
-            f"; ledger {number('ledger_entries')} facts, {number('ledger_dropped')} dropped"
-            if "ledger_entries" in data
+            f"; ledger {count('ledger_entries', 'fact')}, {data.get('ledger_dropped', 0):,} dropped"
+            if isinstance(data.get("ledger_entries"), int)
             else ""
         )
-        return (
-            f"{what} #{data.get('compression', '?')}: {number('messages')} messages{left}, "
-            f"{number('tokens_before')} → {number('tokens_after')} tokens in context, {seconds:.1f} s "
-            f"({data.get('how') or data.get('strategy') or ''}){ledger}"
-        )
+        how = data.get("how") or data.get("strategy")
+        parts = [f"{numbered(what, 'compression')}: {count('messages', 'message')}{left}"]
+        if moved := tokens("tokens_before", "tokens_after"):
+            parts.append(f"{moved} in context")
+        parts.append(f"{seconds:.1f} s" + (f" ({how})" if how else ""))
+        return ", ".join(parts) + ledger
     if event_type == "checkpoint-created":
-        return (
-            f"Checkpoint #{data.get('number', '?')} created for {data.get('range', '?')}: "
-            f"{number('original_tokens')} → {number('tokens')} tokens{_kept(data)}"
-        )
+        where = f" for {data['range']}" if isinstance(data.get("range"), str) else ""
+        size = tokens("original_tokens", "tokens")
+        return f"{numbered('Checkpoint', 'number')} created{where}" + (f": {size}" if size else "") + _kept(data)
     if event_type == "checkpoint-aged":
         merged = data.get("merged")
         what = (
             f"{len(merged)} checkpoints merged into" if isinstance(merged, list) and len(merged) > 1 else "Checkpoint"
         )
-        return (
-            f"{what} #{data.get('number', '?')} at level {data.get('from_level', '?')} → {data.get('to_level', '?')}: "
-            f"{number('tokens_before')} → {number('tokens_after')} tokens{_kept(data)}"
-        )
+        levels = [_level(data.get("from_level")), _level(data.get("to_level"))]
+        moved = " → ".join(level for level in levels if level)
+        size = tokens("tokens_before", "tokens_after")
+        line = numbered(what, "number") + (f" aged {'from ' if levels[0] else 'to '}{moved}" if moved else " aged")
+        return line + (f": {size}" if size else "") + _kept(data)
     if event_type in ("compression-skipped", "compression-error", "snapshot-error"):
         return str(data.get("reason", "no reason recorded"))
     if event_type in ("snapshot-created", "auto-snapshot-created"):
-        return f"Snapshot {data.get('snapshot', '?')} ({number('tokens')} tokens) {data.get('reason', '')}".strip()
+        size = f" ({data['tokens']:,} tokens)" if isinstance(data.get("tokens"), int) else ""
+        return f"{numbered('Snapshot', 'snapshot')}{size} {data.get('reason', '')}".strip()
     if event_type == "snapshot-restored":
-        return f"Restored snapshot {data.get('snapshot', '?')}"
+        return f"Restored {numbered('snapshot', 'snapshot')}"
     return event_type
+
+
+def _level(value: Any) -> str:
+    """A level of a payload by its one name ("level 2 (old)", "ultra"); "" if it is not one."""
+    return Level(value).display if isinstance(value, int) and value in Level._value2member_map_ else ""
 
 
 def _kept(data: dict[str, Any]) -> str:

@@ -242,7 +242,7 @@ def session_prompt(*, session: Session, gateway: Gateway | None = None) -> Promp
     def title(block: WindowBlock) -> str:
         if block.kind == "checkpoint" and block.ref in checkpoints:
             cp = checkpoints[block.ref]
-            return f"Checkpoint #{cp.number} · {cp.range_label} · level {cp.level} ({cp.level_label})"
+            return f"Checkpoint #{cp.number} · {cp.range_label} · {Level(cp.level).display}"
         return f"#{positions.get(block.ref or 0, '?')} {block.role}"
 
     blocks = (

@@ -16,10 +16,19 @@ def markdown_filter(text: str) -> SafeString:
 
 @register.filter
 def level_name(level: int) -> str:
-    name = Level(level).label
-    return name if level == Level.ULTRA else f"level {level} ({name})"
+    return Level(level).display
 
 
 @register.filter
 def percent(value: float | None) -> str:
     return "" if value is None else f"{round(value * 100)}%"
+
+
+# Longer messages are shown collapsed, with "Show all": a pasted log must not push the
+# conversation off the screen.
+LONG_MESSAGE_CHARS = 3_000
+
+
+@register.filter
+def is_long(text: str) -> bool:
+    return len(text) > LONG_MESSAGE_CHARS

@@ -25,6 +25,11 @@ class Level(IntEnum):
     def label(self) -> str:
         return {0: "ultra", 1: "ancient", 2: "old", 3: "recent"}[self.value]
 
+    @property
+    def display(self) -> str:
+        """How a level is named to users, everywhere: "level 3 (recent)" down to "ultra"."""
+        return "ultra" if self is Level.ULTRA else f"level {self.value} ({self.label})"
+
     def aged(self) -> Level:
         return Level(max(self.value - 1, Level.ULTRA))
 

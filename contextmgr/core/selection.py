@@ -34,6 +34,19 @@ class ContextMessage:
     group: str | None = None
 
 
+def nothing_to_compress_reason(messages: Sequence[ContextMessage], *, preserve_recent: int) -> str:
+    """Why select_for_compression took nothing from ``messages``, in figures a user can check."""
+    yours = sum(m.tokens for m in messages if m.role not in COMPRESSIBLE_ROLES)
+    tail = sum(m.tokens for m in messages[preserved_tail_start(messages, preserve_recent) :])
+    replies = sum(m.tokens for m in messages) - yours
+    return (
+        f"nothing to compress: of the {yours + replies:,} tokens of messages in the context, {yours:,} are "
+        f"yours or the system's (never compressed), and the {replies:,} of replies and tool output are within "
+        f"the newest {tail:,} tokens, which compression keeps (up to {preserve_recent:,}), or tied to them "
+        "(a tool call stays with its results)"
+    )
+
+
 @dataclass(frozen=True)
 class Selection:
     message_ids: tuple[int, ...]

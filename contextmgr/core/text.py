@@ -33,3 +33,8 @@ class StorableJSONEncoder(json.JSONEncoder):
 
     def encode(self, o: Any) -> str:
         return super().encode(storable_json(o))
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 checkpoint``, ``2 checkpoints``, ``1,200 messages``: nouns of the app's own wording only."""
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"

@@ -46,11 +46,13 @@ from contextmgr.core.repetition import repetition
 from contextmgr.core.retention import Fact, extract_facts, measure_retention
 from contextmgr.core.selection import (
     ContextMessage,
+    nothing_to_compress_reason,
     rollover_due,
     rollover_skip_reason,
     select_for_compression,
     select_for_rollover,
 )
+from contextmgr.core.text import plural
 from contextmgr.core.tokens import TokenCounter
 from contextmgr.core.truncate import shorten_extractive
 from contextmgr.core.window import CheckpointView, render_checkpoint
@@ -159,9 +161,10 @@ def compression_run(
             f"not needed: {budget.active_tokens:,} active tokens, trigger at {budget.trigger_at:,}",
             trigger=reason,
         )
-    if not rollover and session.compression_count and _no_new_messages(session):
+    if not force and not rollover and session.compression_count and _no_new_messages(session):
         # The troubleshooting section's "rapid re-compression": a compression that could not
-        # free enough room rolls over instead; it is never simply run again on the same messages.
+        # free enough room rolls over instead; it is never simply run again on the same messages
+        # by itself. Compress now (``force``) takes whatever the selection still allows.
         return _record_skip(session, f"no new messages since compression {session.compression_count}", trigger=reason)
     token = lease_acquire(session_id=session.pk)
     if token is None:
@@ -376,7 +379,9 @@ def _compress(
     if not selection:
         if rollover_due(budget):
             return _rollover(session, config, summarizer, reason=reason, started=started)
-        return _record_skip(session, "nothing to compress: no assistant output outside the preserved recent tokens")
+        return _record_skip(
+            session, nothing_to_compress_reason(_context_messages(active), preserve_recent=limits.preserve_recent)
+        )
 
     _auto_snapshot(session, config, f"Before compression {session.compression_count + 1}")
 
@@ -386,7 +391,9 @@ def _compress(
     goal = active_goal(session=session)
     prompt = build_goal_summary_prompt(goal_view(goal=goal), transcript) if goal else build_summary_prompt(transcript)
     target = limits.summary_max_tokens
-    progress_publish(session_id=session.pk, text=f"Compressing {len(chosen)} messages ({selection.tokens:,} tokens)…")
+    progress_publish(
+        session_id=session.pk, text=f"Compressing {plural(len(chosen), 'message')} ({selection.tokens:,} tokens)…"
+    )
     shrunk = summarizer.shrink(text, prompt, target, strategy=config.compression.strategy)
     markers = marker_facts(m.content for m in chosen)
     facts = extract_facts(m.content for m in chosen)
@@ -490,8 +497,8 @@ def _rollover(
     parts = [part for part in parts if part]
     progress_publish(
         session_id=session.pk,
-        text=f"Rolling over: {len(checkpoints)} checkpoints and {len(moved)} messages"
-        f" ({plan.user_messages} of them user messages)…",
+        text=f"Rolling over: {plural(len(checkpoints), 'checkpoint')} and {plural(len(moved), 'message')}"
+        f" ({plan.user_messages:,} of them yours)…",
     )
     source = "\n".join(parts)
     prompt = build_merge_prompt(parts, target_tokens=target)

@@ -19,8 +19,8 @@ LONG_MESSAGE = (
 
 
 def used_tokens(page) -> int:
-    text = page.locator("#context-meter .context-line").inner_text()
-    match = re.search(r"Context: ([\d,]+)/", text)
+    text = page.locator("#context-meter .context-usage").inner_text()
+    match = re.search(r"([\d,]+) / ", text)
     assert match, text
     return int(match.group(1).replace(",", ""))
 
@@ -56,7 +56,7 @@ def test_a_long_conversation_in_the_browser(live_url, browser):
         if page.locator("details.compressed").count() or "1 compression" in page.locator("#context-meter").inner_text():
             break
     page.wait_for_function(
-        "document.querySelector('#context-meter').innerText.includes('(1 compression)')", timeout=REPLY_TIMEOUT_MS
+        "document.querySelector('#context-meter').innerText.includes('· 1 compression')", timeout=REPLY_TIMEOUT_MS
     )
     page.wait_for_selector("details.compressed summary", timeout=REPLY_TIMEOUT_MS)
     assert "compressed into checkpoint #1" in page.locator("details.compressed summary").first.inner_text()

@@ -291,8 +291,8 @@ async def test_compression_progress_and_events_reach_the_page(user, app_gateway)
     await _compress_now(session)
     frames = await frames_until(communicator, "Compression #1")
     assert any('id="progress"' in f and "Compressing" in f for f in frames)
-    assert "compressed into checkpoint #1 (level 3)" in frames[-1]
-    assert "1 compression)" in frames[-1]
+    assert "compressed into checkpoint #1, level 3 (recent)" in frames[-1]
+    assert "· 1 compression\n" in frames[-1]
     await communicator.disconnect()
     await _until_idle(session)
 
@@ -323,7 +323,7 @@ async def test_a_brokered_compression_runs_in_the_celery_worker_and_reaches_the_
         assert (await communicator.connect())[0]
         await _compress_now(session)
         frames = await frames_until(communicator, "Compression #1")
-        assert "compressed into checkpoint #1 (level 3)" in frames[-1]
+        assert "compressed into checkpoint #1, level 3 (recent)" in frames[-1]
         await communicator.disconnect()
         await _until_idle(session)
     finally:

@@ -135,7 +135,7 @@ def test_the_chat_page_reads_no_snapshot_state_and_no_checkpoint_texts(owner_cli
     Message.objects.filter(session=long_session).update(compressed_into=checkpoint)
     with CaptureQueriesContext(connection) as queries:
         html = owner_client.get(reverse("chat:chat", args=[long_session.pk])).content.decode()
-    assert "compressed into checkpoint #1 (level 3)" in html
+    assert "compressed into checkpoint #1, level 3 (recent)" in html
     assert 'id="snapshots-panel"' in html
     assert "Restore…" in html
     reads = [q["sql"] for q in queries if q["sql"].lstrip().upper().startswith("SELECT")]

@@ -9,6 +9,7 @@ from django.urls import reverse
 
 from chat.models import Session
 from chat.services import message_create, session_continue, session_create
+from contextmgr.core.budget import Budget
 from contextmgr.models import Checkpoint, ContextEvent, Decision, Goal
 from contextmgr.selectors import session_budget, session_prompt
 from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
@@ -91,22 +92,48 @@ def test_other_users_cannot_change_settings(chat_session, other_user):
     assert client.post(reverse("chat:session_continue", args=[chat_session.pk])).status_code == 404
 
 
-def test_a_compression_never_runs_again_without_new_messages(chat_session):
+def _compressed_once(session):
     replies = []
     for n in range(4):
-        message_create(session=chat_session, role="user", content=f"q{n}")
-        replies.append(message_create(session=chat_session, role="assistant", content=f"answer {n} " * 30))
-    compression_commit(session=chat_session, message_ids=[replies[0].id], draft=CheckpointDraft(summary="a0"))
-    chat_session.refresh_from_db()
-    outcome = compression_run(session_id=chat_session.pk, reason="again", force=True)
+        message_create(session=session, role="user", content=f"q{n}")
+        replies.append(message_create(session=session, role="assistant", content=f"answer {n} " * 30))
+    compression_commit(session=session, message_ids=[replies[0].id], draft=CheckpointDraft(summary="a0"))
+    session.refresh_from_db()
+    return replies
+
+
+def test_the_trigger_never_compresses_again_without_new_messages(chat_session, monkeypatch):
+    _compressed_once(chat_session)
+    # Over the trigger (a compression that freed too little): the troubleshooting's rapid re-compression.
+    monkeypatch.setattr(Budget, "compression_due", property(lambda self: True))
+    outcome = compression_run(session_id=chat_session.pk, reason="again")
     assert (outcome.status, outcome.reason) == ("skipped", "no new messages since compression 1")
     assert Checkpoint.objects.filter(session=chat_session).count() == 1
     message_create(session=chat_session, role="user", content="one more")
-    assert "no new messages" not in compression_run(session_id=chat_session.pk, reason="new", force=True).reason
+    assert "no new messages" not in compression_run(session_id=chat_session.pk, reason="new").reason
     reasons = ContextEvent.objects.filter(session=chat_session, type="compression-skipped").values_list(
         "payload__reason", flat=True
     )
     assert [r for r in reasons if r.startswith("no new messages")] == ["no new messages since compression 1"]
+
+
+def test_compress_now_takes_what_the_selection_still_allows(chat_session):
+    session_set_context_settings(
+        session=chat_session, settings={"compression": {"strategy": "truncate", "preserve_recent": 64}}
+    )
+    replies = _compressed_once(chat_session)
+    outcome = compression_run(session_id=chat_session.pk, reason="Compress now", force=True)
+    assert outcome.status == "compressed", outcome.reason
+    second = Checkpoint.objects.filter(session=chat_session).order_by("-number")[0]
+    assert set(second.messages.values_list("id", flat=True)) >= {replies[1].id, replies[2].id}
+
+
+def test_compress_now_says_in_figures_why_it_cannot(chat_session):
+    _compressed_once(chat_session)
+    outcome = compression_run(session_id=chat_session.pk, reason="Compress now", force=True)
+    assert outcome.status == "skipped"
+    assert outcome.reason.startswith("nothing to compress: of the ")
+    assert "are yours or the system's (never compressed)" in outcome.reason
 
 
 def test_start_a_new_conversation_from_here_carries_what_matters(chat_session, app_gateway):

@@ -89,3 +89,7 @@ def test_never_more_non_ultra_checkpoints_than_the_tier_allows(count):
     plan = plan_aging(checkpoints, summary_max_tokens=1024, max_checkpoints=3)
     survivors = [s for s in plan.steps if s.to_level != Level.ULTRA]
     assert len(survivors) + 1 <= 3
+
+
+def test_every_level_has_one_name_for_users():
+    assert [level.display for level in Level] == ["ultra", "level 1 (ancient)", "level 2 (old)", "level 3 (recent)"]

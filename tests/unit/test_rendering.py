@@ -47,7 +47,7 @@ def test_events_read_as_sentences():
     assert describe_event("compression-skipped", {"reason": "not needed"}) == "not needed"
     assert describe_event(
         "checkpoint-aged", {"number": 1, "from_level": 3, "to_level": 2, "tokens_before": 90, "tokens_after": 40}
-    ) == ("Checkpoint #1 at level 3 → 2: 90 → 40 tokens")
+    ) == ("Checkpoint #1 aged from level 3 (recent) → level 2 (old): 90 → 40 tokens")
     assert describe_event("unknown-type", None) == "unknown-type"
 
 
@@ -77,6 +77,16 @@ def test_event_lines_say_what_the_ledger_and_the_prompt_kept():
     assert created == "Checkpoint #1 created for Messages 1-4: 900 → 200 tokens; 88% of its facts in the prompt"
 
 
+def test_an_event_that_lacks_a_figure_leaves_it_out_and_counts_in_words():
+    # A rollover's aging event of an older version had no from_level and no tokens_before.
+    aged = describe_event("checkpoint-aged", {"number": 1, "to_level": 0, "tokens_after": 166})
+    assert aged == "Checkpoint #1 aged to ultra: 166 tokens"
+    one = describe_event("compressed", {"compression": 1, "messages": 1, "duration_ms": 1000})
+    assert one == "Compression #1: 1 message, 1.0 s"
+    assert "?" not in describe_event("checkpoint-created", {}) + describe_event("snapshot-restored", {})
+    assert describe_event("checkpoint-created", {}) == "Checkpoint created"
+
+
 def test_reliability_chart_maps_scores_to_the_box():
     chart = reliability_chart([1.0, 0.5, 0.0])
     assert chart.points == "0.0,0.0 160.0,40.0 320.0,80.0"
@@ -89,6 +99,6 @@ def test_a_lone_checkpoint_aging_into_ultra_is_not_called_a_merge():
         "checkpoint-aged",
         {"number": 1, "merged": [7], "from_level": 1, "to_level": 0, "tokens_before": 35, "tokens_after": 29},
     )
-    assert line == "Checkpoint #1 at level 1 → 0: 35 → 29 tokens"
+    assert line == "Checkpoint #1 aged from level 1 (ancient) → ultra: 35 → 29 tokens"
     merged = describe_event("checkpoint-aged", {"number": 1, "merged": [7, 8], "from_level": 1, "to_level": 0})
     assert merged.startswith("2 checkpoints merged into #1")

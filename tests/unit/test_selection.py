@@ -6,6 +6,7 @@ from contextmgr.core.budget import Budget
 from contextmgr.core.selection import (
     ContextMessage,
     RolloverPlan,
+    nothing_to_compress_reason,
     plan_rollover,
     preserved_tail_start,
     rollover_due,
@@ -68,6 +69,16 @@ def test_nothing_to_compress_is_an_empty_selection():
     selection = select_for_compression([msg(1, "user"), msg(2, "assistant")], preserve_recent=10_000)
     assert selection.message_ids == ()
     assert not selection
+
+
+def test_why_nothing_is_compressed_is_said_in_figures():
+    messages = [msg(1, "user", 300), msg(2, "assistant", 166), msg(3, "user", 100)]
+    assert not select_for_compression(messages, preserve_recent=400)
+    assert nothing_to_compress_reason(messages, preserve_recent=400) == (
+        "nothing to compress: of the 566 tokens of messages in the context, 400 are yours or the system's "
+        "(never compressed), and the 166 of replies and tool output are within the newest 266 tokens, which "
+        "compression keeps (up to 400), or tied to them (a tool call stays with its results)"
+    )
 
 
 def rollover_ids(messages, goal=300, trigger=600):

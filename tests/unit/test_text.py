@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 
-from contextmgr.core.text import StorableJSONEncoder, storable_json, storable_text
+from contextmgr.core.text import StorableJSONEncoder, plural, storable_json, storable_text
 
 
 def test_nul_bytes_and_lone_surrogates_become_replacement_characters():
@@ -24,3 +24,9 @@ def test_the_json_columns_encoder_writes_no_nul_escape_and_no_lone_surrogate():
     assert "\\u0000" not in encoded
     assert "\\udc00" not in encoded
     assert json.loads(encoded) == {"args\ufffd": ["x\ufffdy", "z\ufffd"]}
+
+
+def test_plurals_follow_the_count():
+    assert [plural(n, "checkpoint") for n in (0, 1, 2, 1200)] == [
+        "0 checkpoints", "1 checkpoint", "2 checkpoints", "1,200 checkpoints"
+    ]  # fmt: skip
