@@ -53,7 +53,7 @@ def wait_idle(page) -> None:
 
 
 def no_horizontal_scroll(page) -> bool:
-    return page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    return bool(page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"))
 
 
 @pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=["phone-390x844", "desktop-1400x900"])
