@@ -252,7 +252,7 @@ def test_locking_a_decision_pins_it_and_marks_it(session, owner_client):
     assert decision.locked
     after = owner_client.get(reverse("chat:context_window", args=[session.pk])).content
     assert b"Use JWT" in after
-    assert b"Goal and locked decisions" in after
+    assert b"Pinned: goal, locked decisions, artifacts" in after
 
 
 def test_snapshot_create_and_restore_with_a_confirmation(session, owner_client):
@@ -283,7 +283,7 @@ def test_context_window_and_timeline_show_blocks_revisions_and_events(session, g
     message_create(session=session, role="user", content="What are tides?")
     snapshot_create(session=session, kind=Snapshot.Kind.MANUAL, reason="before")
     window = owner_client.get(reverse("chat:context_window", args=[session.pk])).content.decode()
-    for title in ("System prompt", "Goal and locked decisions", "#1 user"):
+    for title in ("System prompt", "Pinned: goal, locked decisions, artifacts", "#1 user"):
         assert title in window
     timeline = owner_client.get(reverse("contextmgr:timeline", args=[session.pk])).content.decode()
     assert "snapshot-created" in timeline
