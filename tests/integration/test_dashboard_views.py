@@ -291,6 +291,20 @@ def test_context_window_and_timeline_show_blocks_revisions_and_events(session, g
     assert "No compression yet." in timeline
 
 
+def test_the_timeline_chart_has_labelled_axes_and_thresholds(session, owner_client):
+    from contextmgr.models import ContextEvent, EventType
+
+    for n, score in enumerate((0.2, 0.12), start=1):
+        ContextEvent.objects.create(session=session, type=EventType.COMPRESSED, payload={"reliability": score, "n": n})
+    chart = owner_client.get(reverse("contextmgr:timeline", args=[session.pk])).content.decode()
+    svg = chart[chart.index('<svg class="chart"') : chart.index("</svg>")]
+    for label in ("Reliability", "Compressions", "0%", "100%", "High ≥ 85%", "Low &lt; 60%", "Critical &lt; 40%"):
+        assert f">{label}</text>" in svg
+    assert [f">{n}</text>" in svg for n in range(3)] == [True, True, True]
+    assert 'class="band band-critical"' in svg
+    assert "from 30% at the start to 12% after 2 compressions" in svg
+
+
 def test_the_meter_adds_up_to_what_the_prompt_holds(session, goal):
     from contextmgr.selectors import context_meter, session_budget
 
