@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from contextmgr.core.aging import Level
+from contextmgr.core.reliability import LEVEL_FLOORS, ReliabilityLevel
 from contextmgr.core.text import plural
 
-CHART_WIDTH = 320
-CHART_HEIGHT = 80
+# The chart's box in SVG user units. It scales to the card's width and no wider than the CSS allows,
+# so the labels' 10-11 units stay about 10 px and up on a phone and never grow large on a desktop.
+CHART_WIDTH = 300
+CHART_HEIGHT = 190
+PLOT_LEFT, PLOT_RIGHT, PLOT_TOP, PLOT_BOTTOM = 34, 292, 24, 156
+MAX_X_LABELS = 7
+WARNING_LEVELS = (ReliabilityLevel.LOW, ReliabilityLevel.CRITICAL)
 
 
 def describe_event(event_type: str, payload: Any) -> str:
@@ -83,26 +90,51 @@ def _kept(data: dict[str, Any]) -> str:
 
 
 @dataclass(frozen=True)
+class ChartLine:
+    """A threshold drawn across the plot: where ``label``'s level starts or ends."""
+
+    label: str
+    y: float
+    kind: str  # the level's name, lower-cased: the line's CSS class
+
+
+@dataclass(frozen=True)
 class Chart:
     points: str
     dots: tuple[tuple[float, float, int], ...]
+    x_ticks: tuple[tuple[float, int], ...]  # (x, compressions) of the labelled ones
     width: int = CHART_WIDTH
     height: int = CHART_HEIGHT
+    left: int = PLOT_LEFT
+    right: int = PLOT_RIGHT
+    top: int = PLOT_TOP
+    bottom: int = PLOT_BOTTOM
 
-    def y(self, score: float) -> float:
-        return round(self.height - score * self.height, 1)
+    @staticmethod
+    def y(score: float) -> float:
+        return round(PLOT_BOTTOM - min(max(score, 0.0), 1.0) * (PLOT_BOTTOM - PLOT_TOP), 1)
 
     @property
-    def bands(self) -> tuple[tuple[str, float], ...]:
-        """The level bounds (85/60/40%) as horizontal guide lines."""
-        return (("High", self.y(0.85)), ("Medium", self.y(0.6)), ("Low", self.y(0.4)))
+    def y_ticks(self) -> tuple[tuple[float, int], ...]:
+        return tuple((self.y(percent / 100), percent) for percent in range(0, 101, 20))
+
+    @property
+    def bands(self) -> tuple[ChartLine, ...]:
+        """The levels' bounds (``LEVEL_FLOORS``): a bound into a warning level (Low, Critical) is
+        named for that level and what lies below it, the others for the level above."""
+        below = [level for level, _ in LEVEL_FLOORS[1:]] + [ReliabilityLevel.CRITICAL]
+        lines = []
+        for (level, floor), under in zip(LEVEL_FLOORS, below, strict=True):
+            shown = under if under in WARNING_LEVELS else level
+            relation = "<" if shown is under else "≥"
+            lines.append(ChartLine(f"{shown.label} {relation} {floor}%", self.y(floor / 100), shown.label.lower()))
+        return tuple(lines)
 
 
 def reliability_chart(scores: list[float]) -> Chart:
-    """SVG coordinates for the reliability after each compression (the first point is the start)."""
-    step = CHART_WIDTH / max(len(scores) - 1, 1)
-    dots = tuple(
-        (round(i * step, 1), round(CHART_HEIGHT - min(max(s, 0.0), 1.0) * CHART_HEIGHT, 1), round(s * 100))
-        for i, s in enumerate(scores)
-    )
-    return Chart(points=" ".join(f"{x},{y}" for x, y, _ in dots), dots=dots)
+    """SVG coordinates for the reliability after each compression (the first point, at 0, is the start)."""
+    step = (PLOT_RIGHT - PLOT_LEFT) / max(len(scores) - 1, 1)
+    dots = tuple((round(PLOT_LEFT + i * step, 1), Chart.y(s), round(s * 100)) for i, s in enumerate(scores))
+    every = max(1, math.ceil((len(scores) - 1) / (MAX_X_LABELS - 1)))
+    ticks = tuple((x, i) for i, (x, _, _) in enumerate(dots) if i % every == 0)
+    return Chart(points=" ".join(f"{x},{y}" for x, y, _ in dots), dots=dots, x_ticks=ticks or ((PLOT_LEFT, 0),))

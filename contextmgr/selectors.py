@@ -20,8 +20,7 @@ from contextmgr.core.prompts import (
     DecisionView,
     GoalCheckpointView,
     GoalView,
-    render_goal_block,
-    render_locked_decisions,
+    render_pinned_block,
 )
 from contextmgr.core.reliability import CheckpointRetention, Reliability, compute_reliability, context_line
 from contextmgr.core.retention import facts_from_json
@@ -64,7 +63,7 @@ def active_messages(*, session: Session) -> QuerySet[Message]:
 def active_goal(*, session: Session) -> Goal | None:
     return (
         Goal.objects.filter(session=session, status=Goal.Status.ACTIVE)
-        .prefetch_related("checkpoints", "artifacts")
+        .prefetch_related("checkpoints")
         .order_by("-created_at")
         .first()
     )
@@ -80,22 +79,28 @@ def goal_view(*, goal: Goal) -> GoalView:
         decisions=tuple(
             DecisionView(d.description, d.locked) for d in Decision.objects.filter(session_id=goal.session_id)
         ),
-        artifacts=tuple(ArtifactView(a.action, a.path) for a in goal.artifacts.all()),  # type: ignore[arg-type]
         next_step=goal.next_step,
     )
 
 
 def pinned_block(*, session: Session) -> str:
-    """What is never compressed besides the system prompt: the active goal's block, or
-    the locked decisions when no goal is active ("" when there is neither)."""
+    """What is never compressed besides the system prompt: the active goal's block, the locked
+    decisions and every artifact recorded in the session (by the panel, the API or a marker)."""
     goal = active_goal(session=session)
-    if goal is not None:
-        return render_goal_block(goal_view(goal=goal))
-    return render_locked_decisions(locked_decisions(session=session))
+    return render_pinned_block(
+        goal=goal_view(goal=goal) if goal is not None else None,
+        locked_decisions=locked_decisions(session=session),
+        artifacts=[
+            ArtifactView(action, path)  # type: ignore[arg-type]
+            for action, path in Artifact.objects.filter(session=session).order_by("id").values_list("action", "path")
+        ],
+    )
 
 
 def locked_decisions(*, session: Session) -> list[str]:
-    return list(Decision.objects.filter(session=session, locked=True).values_list("description", flat=True))
+    return list(
+        Decision.objects.filter(session=session, locked=True).order_by("id").values_list("description", flat=True)
+    )
 
 
 def checkpoint_view(checkpoint: Checkpoint) -> CheckpointView:
@@ -215,11 +220,23 @@ class PromptBlock:
     title: str = ""  # how the context window viewer names it
 
 
+PINNED_TITLE = "Pinned: goal, locked decisions, artifacts"
+
+
 @dataclass(frozen=True)
 class Prompt:
     blocks: tuple[PromptBlock, ...]
     total_tokens: int
     exact: bool
+
+    @property
+    def budget_tokens(self) -> int:
+        """The blocks' stored counts added up: what the budget, and so the meter, count as used.
+        ``total_tokens`` (the model's reading of the message list) differs from it by what no block
+        holds: the chat template's markers around the system message and the reply, the
+        separators between the joined system blocks, and a tokenizer other than cl100k for the
+        system prompt and the pinned block."""
+        return sum(block.tokens for block in self.blocks)
 
 
 def session_prompt(*, session: Session, gateway: Gateway | None = None) -> Prompt:
@@ -235,7 +252,7 @@ def session_prompt(*, session: Session, gateway: Gateway | None = None) -> Promp
         PromptBlock("system", "system", session.system_prompt.strip(), session.system_prompt_tokens, "System prompt")
     ]
     if pinned:
-        head.append(PromptBlock("goal", "system", pinned, count_text_tokens(pinned), "Goal and locked decisions"))
+        head.append(PromptBlock("goal", "system", pinned, count_text_tokens(pinned), PINNED_TITLE))
     checkpoints = {cp.id: cp for cp in active_checkpoints(session=session)}
     positions = dict(active_messages(session=session).values_list("id", "position"))
 
@@ -382,7 +399,7 @@ def context_meter(*, session: Session, budget: Budget | None = None) -> Meter:
         budget,
         [
             ("system", "system prompt", session.system_prompt_tokens),
-            ("goal", "goal and locked decisions", pinned),
+            ("goal", "pinned goal, decisions and artifacts", pinned),
             ("checkpoints", "checkpoints", budget.checkpoint_tokens),
             ("user", "your messages", by_role.get(Message.Role.USER, 0)),
             (

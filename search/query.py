@@ -16,7 +16,7 @@ identifier) is a phrase whose last word is a prefix.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 MAX_QUERY_CHARS = 1000
 MAX_TERMS = 16
@@ -40,11 +40,17 @@ class ParsedQuery:
 
     groups: tuple[tuple[Term, ...], ...] = ()
     excluded: tuple[Term, ...] = ()
-    words: tuple[tuple[str, bool], ...] = field(default=())
 
     @property
     def empty(self) -> bool:
         return not self.groups
+
+    @property
+    def terms(self) -> tuple[Term, ...]:
+        """The terms a match may contain, each once (case aside): what a snippet marks. A term
+        stays whole: ``eu-west-1`` marks that phrase, never every number that starts with 1."""
+        unique = {(tuple(t.lower() for t in term.tokens), term.prefix): term for group in self.groups for term in group}
+        return tuple(Term(tokens, prefix) for tokens, prefix in unique)
 
 
 def tokens_of(text: str) -> list[str]:
@@ -85,15 +91,7 @@ def parse_query(text: str) -> ParsedQuery:
             join_next = False
         else:
             groups.append([term])
-    words = tuple(
-        dict.fromkeys(
-            (token.lower(), term.prefix and i == len(term.tokens) - 1)
-            for group in groups
-            for term in group
-            for i, token in enumerate(term.tokens)
-        )
-    )
-    return ParsedQuery(tuple(tuple(g) for g in groups), tuple(excluded), words)
+    return ParsedQuery(tuple(tuple(g) for g in groups), tuple(excluded))
 
 
 def _fts5_term(term: Term) -> str:

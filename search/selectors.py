@@ -16,6 +16,7 @@ from the newest document and stopping there, on both engines.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from typing import Any, Protocol
@@ -31,7 +32,7 @@ from django.utils.safestring import SafeString, mark_safe
 from chat.models import Message, Session
 from chat.selectors import HISTORY_WINDOW
 from search.models import SearchDocument
-from search.query import ParsedQuery, fts5_query, parse_query, tsquery
+from search.query import ParsedQuery, Term, fts5_query, parse_query, tsquery
 
 DEFAULT_PAGE_SIZE = 20
 MAX_PAGE_SIZE = 100
@@ -232,16 +233,20 @@ def _matches(*, user: Any | None, query: str, filters: SearchFilters) -> _Matche
     return _SqliteMatches(user, parsed, filters)
 
 
-def highlight(text: str, words: tuple[tuple[str, bool], ...], width: int = SNIPPET_CHARS) -> SafeString:
-    """A window of ``text`` around the first match, escaped, with the matching words in <mark>."""
-    if words:
-        alternatives = "|".join(
-            re.escape(word) + (r"[^\W_]*" if prefix else r"(?![^\W_])")
-            for word, prefix in sorted(words, key=lambda w: -len(w[0]))
-        )
-        pattern: re.Pattern[str] | None = re.compile(r"(?<![^\W_])(?:" + alternatives + ")", re.IGNORECASE)
-    else:
-        pattern = None
+def _term_pattern(term: Term) -> str:
+    """A term as the index reads it: its tokens in order, apart only by what is no letter or digit,
+    the last one a prefix when the term is."""
+    body = r"[\W_]+".join(re.escape(token) for token in term.tokens)
+    return body + (r"[^\W_]*" if term.prefix else r"(?![^\W_])")
+
+
+def highlight(text: str, terms: Sequence[Term], width: int = SNIPPET_CHARS) -> SafeString:
+    """A window of ``text`` around the first match, escaped, with the query's own terms in <mark>."""
+    pattern: re.Pattern[str] | None = None
+    if terms:
+        longest_first = sorted(terms, key=lambda term: -sum(len(token) for token in term.tokens))
+        alternatives = "|".join(_term_pattern(term) for term in longest_first)
+        pattern = re.compile(r"(?<![^\W_])(?:" + alternatives + ")", re.IGNORECASE)
     first = pattern.search(text) if pattern else None
     start = 0
     if first is not None and first.start() > width // 3:
@@ -316,7 +321,7 @@ def search_history(
     last_positions = dict(
         Session.objects.filter(pk__in=session_ids).annotate(last=Subquery(latest)).values_list("pk", "last")
     )
-    words = parse_query(query).words
+    terms = parse_query(query).terms
     hits = [
         SearchHit(
             kind=row.kind,
@@ -329,7 +334,7 @@ def search_history(
             locked=row.locked,
             created_at=row.created_at,
             score=scores[row.pk],
-            snippet=highlight(row.body, words),
+            snippet=highlight(row.body, terms),
             url=_url(row, last_positions),
         )
         for row in rows

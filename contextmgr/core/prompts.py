@@ -1,5 +1,5 @@
 """Prompt builders: the spec's plain and goal-aware summarization prompts,
-the aging prompts per level, and the goal block rendered into the system prompt.
+the aging prompts per level, and the pinned block rendered into the system prompt.
 
 Every summarization prompt carries a guard line: the history is quoted data,
 and an instruction inside it ("ignore the above and ...") must not steer the
@@ -54,7 +54,6 @@ class GoalView:
     status: GoalStatus
     checkpoints: tuple[GoalCheckpointView, ...] = ()
     decisions: tuple[DecisionView, ...] = ()
-    artifacts: tuple[ArtifactView, ...] = ()
     next_step: str = ""
 
 
@@ -147,21 +146,37 @@ def build_merge_prompt(summaries: Sequence[str], *, target_tokens: int) -> str:
 CHECKPOINT_MARK = {"completed": "✅", "in-progress": "🔄", "pending": "⏳"}
 
 
-def render_goal_block(goal: GoalView) -> str:
-    """The active goal as it is placed, verbatim, in the system prompt of every call."""
-    lines = [f"ACTIVE GOAL: {goal.description}", f"Priority: {goal.priority} | Status: {goal.status}"]
-    if goal.checkpoints:
-        lines.append("Checkpoints:")
-        lines += [f"{CHECKPOINT_MARK[cp.status]} {cp.description}" for cp in goal.checkpoints]
-    locked = render_locked_decisions([d.description for d in goal.decisions if d.locked])
+def render_pinned_block(
+    *, goal: GoalView | None, locked_decisions: Sequence[str], artifacts: Sequence[ArtifactView]
+) -> str:
+    """What every prompt pins, verbatim, after the user's system prompt ("" when there is nothing):
+    the active goal with its checkpoints, the locked decisions, every artifact of the session
+    (whichever goal, if any, it was recorded under) and the goal's next step."""
+    lines = []
+    if goal is not None:
+        lines += [f"ACTIVE GOAL: {goal.description}", f"Priority: {goal.priority} | Status: {goal.status}"]
+        if goal.checkpoints:
+            lines.append("Checkpoints:")
+            lines += [f"{CHECKPOINT_MARK[cp.status]} {cp.description}" for cp in goal.checkpoints]
+    locked = render_locked_decisions(locked_decisions)
     if locked:
         lines.append(locked)
-    if goal.artifacts:
+    recorded = latest_artifacts(artifacts)
+    if recorded:
         lines.append("Artifacts:")
-        lines += [f"{a.action.capitalize()} {a.path}" for a in goal.artifacts]
-    if goal.next_step:
+        lines += [f"{a.action.capitalize()} {a.path}" for a in recorded]
+    if goal is not None and goal.next_step:
         lines.append(f"Next: {goal.next_step}")
     return "\n".join(lines)
+
+
+def latest_artifacts(artifacts: Sequence[ArtifactView]) -> tuple[ArtifactView, ...]:
+    """Each path once, with its latest action, in the order the paths were first recorded
+    (``artifacts`` oldest first): a file created then modified costs the prompt one line."""
+    latest: dict[str, ArtifactView] = {}
+    for artifact in artifacts:
+        latest[artifact.path] = artifact
+    return tuple(latest.values())
 
 
 def render_locked_decisions(descriptions: Sequence[str]) -> str:

@@ -110,14 +110,15 @@ def score_percent(score: float) -> int:
     return math.floor(score * 100 + 0.5)
 
 
+# Each level from its lowest whole percent, best first; below the last floor is Critical.
+LEVEL_FLOORS = ((ReliabilityLevel.HIGH, 85), (ReliabilityLevel.MEDIUM, 60), (ReliabilityLevel.LOW, 40))
+
+
 def reliability_level(score: float) -> ReliabilityLevel:
     percent = score_percent(score)
-    if percent >= 85:
-        return ReliabilityLevel.HIGH
-    if percent >= 60:
-        return ReliabilityLevel.MEDIUM
-    if percent >= 40:
-        return ReliabilityLevel.LOW
+    for level, floor in LEVEL_FLOORS:
+        if percent >= floor:
+            return level
     return ReliabilityLevel.CRITICAL
 
 

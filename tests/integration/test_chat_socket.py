@@ -120,7 +120,7 @@ async def test_a_goal_set_elsewhere_while_the_reply_streams_comes_with_the_turn(
     await communicator.disconnect()
     assert 'id="goals-panel" class="panel" hx-swap-oob="true"' in done
     assert "Ship the login form" in done
-    goal_tokens = re.search(r"goal and locked decisions (\d+)</li>", done)
+    goal_tokens = re.search(r"pinned goal, decisions and artifacts (\d+)</li>", done)
     assert goal_tokens is not None
     assert int(goal_tokens.group(1)) > 0
 

@@ -254,7 +254,7 @@ def test_locking_a_decision_pins_it_and_marks_it(session, owner_client):
     assert decision.locked
     after = owner_client.get(reverse("chat:context_window", args=[session.pk])).content
     assert b"Use JWT" in after
-    assert b"Goal and locked decisions" in after
+    assert b"Pinned: goal, locked decisions, artifacts" in after
 
 
 def test_snapshot_create_and_restore_with_a_confirmation(session, owner_client):
@@ -285,12 +285,26 @@ def test_context_window_and_timeline_show_blocks_revisions_and_events(session, g
     message_create(session=session, role="user", content="What are tides?")
     snapshot_create(session=session, kind=Snapshot.Kind.MANUAL, reason="before")
     window = owner_client.get(reverse("chat:context_window", args=[session.pk])).content.decode()
-    for title in ("System prompt", "Goal and locked decisions", "#1 user"):
+    for title in ("System prompt", "Pinned: goal, locked decisions, artifacts", "#1 user"):
         assert title in window
     timeline = owner_client.get(reverse("contextmgr:timeline", args=[session.pk])).content.decode()
     assert "snapshot-created" in timeline
     assert "<svg" in timeline
     assert "No compression yet." in timeline
+
+
+def test_the_timeline_chart_has_labelled_axes_and_thresholds(session, owner_client):
+    from contextmgr.models import ContextEvent, EventType
+
+    for n, score in enumerate((0.2, 0.12), start=1):
+        ContextEvent.objects.create(session=session, type=EventType.COMPRESSED, payload={"reliability": score, "n": n})
+    chart = owner_client.get(reverse("contextmgr:timeline", args=[session.pk])).content.decode()
+    svg = chart[chart.index('<svg class="chart"') : chart.index("</svg>")]
+    for label in ("Reliability", "Compressions", "0%", "100%", "High ≥ 85%", "Low &lt; 60%", "Critical &lt; 40%"):
+        assert f">{label}</text>" in svg
+    assert [f">{n}</text>" in svg for n in range(3)] == [True, True, True]
+    assert 'class="band band-critical"' in svg
+    assert "from 30% at the start to 12% after 2 compressions" in svg
 
 
 def test_the_meter_adds_up_to_what_the_prompt_holds(session, goal):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -195,6 +196,30 @@ def test_snippets_escape_everything_but_the_marks(user, corpus):
     assert "<script>" not in snippet
     assert "&lt;<mark>script</mark>&gt;alert(&quot;<mark>pwned</mark>&quot;)&lt;/<mark>script</mark>&gt;" in snippet
     assert snippet.replace("<mark>", "").replace("</mark>", "").count("<") == 0
+
+
+MARKED = re.compile(r"<mark>(.*?)</mark>")
+
+
+@pytest.mark.parametrize(
+    ("query", "marked"),
+    [
+        # A region's digit is no search of its own: the numbers around it stay unmarked.
+        ("eu-west-1", ["eu-west-1"]),
+        ("deploy eu-west-1", ["Deploy", "eu-west-1", "deployed"]),
+        ('"retry 120"', ["retry 120"]),
+        ("src/app/main.py -kubernetes", ["src/app/main.py"]),
+        ("main.py OR pods", ["pods", "main.py"]),
+    ],
+)
+def test_a_snippet_marks_only_the_querys_own_terms(user, chat_session, query, marked):
+    message_create(
+        session=chat_session,
+        role="assistant",
+        content="Deploy to eu-west-1 at 12:15 with retry 120 and 1 node, 15 pods; src/app/main.py deployed.",
+    )
+    (hit,) = search_history(user=user, query=query).hits
+    assert MARKED.findall(str(hit.snippet)) == marked
 
 
 def test_a_snippet_is_a_window_around_the_match(user, chat_session):

@@ -16,9 +16,11 @@ from contextmgr.core.prompts import (
     build_goal_summary_prompt,
     build_merge_prompt,
     build_summary_prompt,
-    render_goal_block,
+    latest_artifacts,
+    render_pinned_block,
 )
 
+ARTIFACTS = (ArtifactView("created", "src/auth/login.ts"), ArtifactView("modified", "src/routes/api.ts"))
 MESSAGES = [PromptMessage("assistant", "We chose JWT."), PromptMessage("tool", "read_file -> ok")]
 GOAL = GoalView(
     description="Implement user authentication system",
@@ -30,7 +32,6 @@ GOAL = GoalView(
         GoalCheckpointView("User registration", "pending"),
     ),
     decisions=(DecisionView("Use JWT for authentication", True), DecisionView("Maybe Redis", False)),
-    artifacts=(ArtifactView("created", "src/auth/login.ts"), ArtifactView("modified", "src/routes/api.ts")),
     next_step="Complete JWT token generation",
 )
 
@@ -83,8 +84,8 @@ def test_merge_prompt_numbers_parts_oldest_first():
     assert INJECTION_GUARD in prompt
 
 
-def test_goal_block():
-    assert render_goal_block(GOAL) == (
+def test_pinned_block_with_a_goal():
+    assert render_pinned_block(goal=GOAL, locked_decisions=["Use JWT for authentication"], artifacts=ARTIFACTS) == (
         "ACTIVE GOAL: Implement user authentication system\n"
         "Priority: high | Status: active\n"
         "Checkpoints:\n"
@@ -101,7 +102,40 @@ def test_goal_block():
 
 
 def test_bare_goal_block():
-    assert render_goal_block(GoalView("Ship", "low", "paused")) == "ACTIVE GOAL: Ship\nPriority: low | Status: paused"
+    bare = render_pinned_block(goal=GoalView("Ship", "low", "paused"), locked_decisions=[], artifacts=[])
+    assert bare == "ACTIVE GOAL: Ship\nPriority: low | Status: paused"
+
+
+def test_artifacts_are_pinned_without_a_goal():
+    """An artifact recorded in the side panel belongs to no goal; it is pinned all the same."""
+    assert render_pinned_block(goal=None, locked_decisions=["Never use eval()"], artifacts=ARTIFACTS) == (
+        "Locked decisions (never change these):\n"
+        "🔒 Never use eval()\n"
+        "Artifacts:\n"
+        "Created src/auth/login.ts\n"
+        "Modified src/routes/api.ts"
+    )
+    assert render_pinned_block(goal=None, locked_decisions=[], artifacts=ARTIFACTS[:1]) == (
+        "Artifacts:\nCreated src/auth/login.ts"
+    )
+
+
+def test_nothing_to_pin_is_an_empty_block():
+    assert render_pinned_block(goal=None, locked_decisions=[], artifacts=[]) == ""
+
+
+def test_a_path_recorded_twice_is_pinned_once_with_its_latest_action_where_it_first_appeared():
+    recorded = [
+        ArtifactView("created", "a.py"),
+        ArtifactView("created", "b.py"),
+        ArtifactView("modified", "a.py"),
+    ]
+    assert latest_artifacts(recorded) == (ArtifactView("modified", "a.py"), ArtifactView("created", "b.py"))
+    assert render_pinned_block(goal=None, locked_decisions=[], artifacts=recorded).splitlines() == [
+        "Artifacts:",
+        "Modified a.py",
+        "Created b.py",
+    ]
 
 
 @settings(max_examples=100, deadline=None)
@@ -115,7 +149,7 @@ def test_builders_accept_any_unicode(content, description):
     assert description in build_goal_summary_prompt(goal, messages)
     assert content in build_aging_prompt(content, to_level=Level.OLD, target_tokens=10)
     assert content in build_merge_prompt([content], target_tokens=10)
-    assert description in render_goal_block(goal)
+    assert description in render_pinned_block(goal=goal, locked_decisions=[content], artifacts=[])
 
 
 def test_one_megabyte_message():

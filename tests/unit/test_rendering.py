@@ -87,11 +87,30 @@ def test_an_event_that_lacks_a_figure_leaves_it_out_and_counts_in_words():
     assert describe_event("checkpoint-created", {}) == "Checkpoint created"
 
 
-def test_reliability_chart_maps_scores_to_the_box():
-    chart = reliability_chart([1.0, 0.5, 0.0])
-    assert chart.points == "0.0,0.0 160.0,40.0 320.0,80.0"
-    assert [percent for _, _, percent in chart.dots] == [100, 50, 0]
-    assert chart.bands[0] == ("High", 12.0)
+def test_reliability_chart_maps_scores_to_the_plot():
+    chart = reliability_chart([1.0, 0.5, 0.0, 1.2])
+    # Plot: x from 34 to 292, 100% at y 24 and 0% at y 156; a score over 1 stays in the box.
+    assert chart.points == "34.0,24.0 120.0,90.0 206.0,156.0 292.0,24.0"
+    assert [percent for _, _, percent in chart.dots] == [100, 50, 0, 120]
+    assert chart.y_ticks[0] == (156.0, 0)
+    assert chart.y_ticks[-1] == (24.0, 100)
+    assert chart.x_ticks == ((34.0, 0), (120.0, 1), (206.0, 2), (292.0, 3))
+
+
+def test_the_chart_names_the_thresholds_of_the_levels():
+    bands = reliability_chart([0.3]).bands
+    assert [(band.label, band.kind) for band in bands] == [
+        ("High ≥ 85%", "high"),
+        ("Low < 60%", "low"),
+        ("Critical < 40%", "critical"),
+    ]
+    assert [band.y for band in bands] == [43.8, 76.8, 103.2]
+
+
+def test_a_long_history_labels_a_few_compressions_only():
+    chart = reliability_chart([0.5] * 31)
+    assert [count for _, count in chart.x_ticks] == [0, 5, 10, 15, 20, 25, 30]
+    assert reliability_chart([]).x_ticks == ((34, 0),)
 
 
 def test_a_lone_checkpoint_aging_into_ultra_is_not_called_a_merge():

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from search.query import MAX_TERMS, fts5_query, parse_query, tsquery
+from search.query import MAX_TERMS, Term, fts5_query, parse_query, tsquery
 
 
 def test_words_phrases_exclusions_and_or():
@@ -41,3 +41,14 @@ def test_size_limits():
     assert parse_query("-only -excluded").empty
     assert parse_query("OR OR").empty
     assert parse_query("").empty
+
+
+def test_the_terms_to_mark_are_the_querys_whole_terms_each_once():
+    parsed = parse_query('eu-west-1 Login login "refresh token" -redis a OR b')
+    assert parsed.terms == (
+        Term(("eu", "west", "1"), prefix=True),
+        Term(("login",), prefix=True),
+        Term(("refresh", "token"), prefix=False),
+        Term(("a",), prefix=True),
+        Term(("b",), prefix=True),
+    )
