@@ -9,18 +9,30 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
 from chat.models import Message, Session
-from contextmgr.admin import ReadOnlyInline
+from chat.templatetags import chat_extras
+from contextmgr.admin import EventColumns, ReadOnlyInline
 from contextmgr.core.reliability import ReliabilityLevel, reliability_level, score_percent
-from contextmgr.models import Checkpoint, ContextEvent
+from contextmgr.models import Checkpoint, ContextEvent, Decision, Goal, Snapshot
 from contextmgr.resources import context_profiles
 from contextmgr.selectors import session_context_line
 from search.selectors import search_session_ids_all_users
 
 
-class MessageInline(ReadOnlyInline):
+class MessageColumns:
+    """Where a message stands, in the words of the full history page."""
+
+    @admin.display(description="context")
+    def context_state(self, message: Message) -> str:
+        return chat_extras.context_state(message)
+
+
+class MessageInline(MessageColumns, ReadOnlyInline):
     model = Message
-    readonly_fields = ("position", "role", "content", "tokens", "tokens_exact", "compressed_into", "created_at")
+    readonly_fields = ("position", "role", "content", "tokens", "tokens_exact", "context_state", "created_at")
     fields = readonly_fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Message]:
+        return super().get_queryset(request).select_related("compressed_into")
 
 
 class CheckpointInline(ReadOnlyInline):
@@ -37,11 +49,31 @@ class CheckpointInline(ReadOnlyInline):
     fields = readonly_fields
 
 
-class ContextEventInline(ReadOnlyInline):
-    model = ContextEvent
-    readonly_fields = ("created_at", "type", "payload")
+class GoalInline(ReadOnlyInline):
+    model = Goal
+    readonly_fields = ("description", "priority", "status", "next_step", "updated_at")
     fields = readonly_fields
-    show_change_link = False
+
+
+class SessionDecisionInline(ReadOnlyInline):
+    model = Decision
+    readonly_fields = ("description", "goal", "locked", "updated_at")
+    fields = readonly_fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Decision]:
+        return super().get_queryset(request).select_related("goal")
+
+
+class SnapshotInline(ReadOnlyInline):
+    model = Snapshot
+    readonly_fields = ("created_at", "kind", "reason", "token_count", "message_count", "checkpoint_count", "model")
+    fields = readonly_fields
+
+
+class ContextEventInline(EventColumns, ReadOnlyInline):
+    model = ContextEvent
+    readonly_fields = ("created_at", "type", "what_happened")
+    fields = readonly_fields
 
 
 class TierFilter(admin.SimpleListFilter):
@@ -103,7 +135,7 @@ class SessionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         "max_tokens",
         "system_prompt_tokens",
         "compression_count",
-        "reliability_score",
+        "reliability",
         "created_at",
         "last_activity",
         "context",
@@ -121,11 +153,13 @@ class SessionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         "system_prompt_tokens",
         "settings",
         "compression_count",
-        "reliability_score",
+        "reliability",
         "created_at",
         "last_activity",
     ]
-    inlines = [CheckpointInline, MessageInline, ContextEventInline]
+    # All read-only: goals and decisions change through their services, which move the pinned
+    # block's version with every edit, and a snapshot never changes once taken.
+    inlines = [GoalInline, SessionDecisionInline, CheckpointInline, SnapshotInline, MessageInline, ContextEventInline]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         # Sessions are started from the dashboard, which counts tokens and sets the budget.
@@ -158,12 +192,35 @@ class SessionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         return f"{level.emoji} {level.label} ({score_percent(obj.reliability_score)}%)"
 
 
+class ContextStateFilter(admin.SimpleListFilter):
+    title = "context"
+    parameter_name = "context"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [
+            ("active", "in the context"),
+            ("compressed", "compressed into a checkpoint"),
+            ("history", "history only"),
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Message]) -> QuerySet[Message]:
+        # The same precedence as the wording: a message in a checkpoint reads as compressed.
+        if self.value() == "active":
+            return queryset.filter(compressed_into__isnull=True, excluded_from_context=False)
+        if self.value() == "compressed":
+            return queryset.filter(compressed_into__isnull=False)
+        if self.value() == "history":
+            return queryset.filter(compressed_into__isnull=True, excluded_from_context=True)
+        return queryset
+
+
 @admin.register(Message)
-class MessageAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    list_display = ["session", "position", "role", "tokens", "compressed_into", "created_at"]
-    list_filter = ["role"]
+class MessageAdmin(MessageColumns, admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ["session", "position", "role", "tokens", "context_state", "created_at"]
+    list_filter = [ContextStateFilter, "role"]
     search_fields = ["content", "session__title"]
     list_select_related = ["session", "compressed_into"]
+    readonly_fields = ["context_state"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -42,13 +42,13 @@ from ollm_site.pagination import Pages
 router = Router(tags=["sessions"])
 
 
-@router.get("/models", response=list[ModelOut], tags=["models"])
+@router.get("/models", response=list[ModelOut], tags=["models"], summary="List the models you can chat with")
 def models_list(request: HttpRequest) -> Any:
     """Every model of every backend that answers now."""
     return models_available()
 
 
-@router.get("/context-sizes", response=list[ContextSizeOut], tags=["models"])
+@router.get("/context-sizes", response=list[ContextSizeOut], tags=["models"], summary="List the context sizes")
 def context_sizes_list(request: HttpRequest) -> Any:
     """The selectable context sizes with their num_ctx and tier."""
     return [
@@ -63,8 +63,10 @@ def context_sizes_list(request: HttpRequest) -> Any:
     ]
 
 
-@router.post("/sessions", response={201: SessionOut})
+@router.post("/sessions", response={201: SessionOut}, summary="Start a session")
 def session_create_view(request: HttpRequest, payload: SessionIn) -> Any:
+    """A new conversation with a model one of the backends has (422 for any other), its budget set
+    from the context size and the system prompt's tokens."""
     session = session_start(
         owner=api_user(request),
         model=payload.model,
@@ -75,7 +77,7 @@ def session_create_view(request: HttpRequest, payload: SessionIn) -> Any:
     return Status(201, session)
 
 
-@router.get("/sessions", response=list[SessionOut])
+@router.get("/sessions", response=list[SessionOut], summary="List your sessions")
 @paginate(Pages)
 def sessions_list(request: HttpRequest) -> QuerySet[Session]:
     """The caller's sessions, most recently active first."""
@@ -85,6 +87,7 @@ def sessions_list(request: HttpRequest) -> QuerySet[Session]:
 @router.post(
     "/sessions/import",
     response={201: SessionOut},
+    summary="Import a session file",
     openapi_extra={
         "requestBody": {
             "content": {
@@ -133,12 +136,13 @@ def session_import_view(
     return Status(201, session)
 
 
-@router.get("/sessions/{session_id}", response=SessionOut)
+@router.get("/sessions/{session_id}", response=SessionOut, summary="Get a session")
 def session_detail(request: HttpRequest, session_id: UUID) -> Session:
+    """Its settings, budget, compression count and reliability score."""
     return session_for_owner(user=api_user(request), session_id=session_id)
 
 
-@router.patch("/sessions/{session_id}", response=SessionOut)
+@router.patch("/sessions/{session_id}", response=SessionOut, summary="Change a session")
 def session_patch(request: HttpRequest, session_id: UUID, payload: SessionPatch) -> Session:
     """Change the session; a new model or context size re-evaluates the budget at once."""
     session = session_for_owner(user=api_user(request), session_id=session_id)
@@ -153,19 +157,26 @@ def session_patch(request: HttpRequest, session_id: UUID, payload: SessionPatch)
     )
 
 
-@router.delete("/sessions/{session_id}", response={204: None})
+@router.delete("/sessions/{session_id}", response={204: None}, summary="Delete a session")
 def session_delete_view(request: HttpRequest, session_id: UUID) -> Any:
+    """With its whole history, checkpoints, goals, snapshots and events."""
     session_delete(session=session_for_owner(user=api_user(request), session_id=session_id))
     return Status(204, None)
 
 
-@router.get("/sessions/{session_id}/export", response=SessionFile, by_alias=True, exclude_none=True)
+@router.get(
+    "/sessions/{session_id}/export",
+    response=SessionFile,
+    by_alias=True,
+    exclude_none=True,
+    summary="Export a session file",
+)
 def session_export(request: HttpRequest, session_id: UUID) -> Any:
     """The OLLM session file: every message and tool call, compressed or not."""
     return session_file_build(session=session_for_owner(user=api_user(request), session_id=session_id))
 
 
-@router.get("/sessions/{session_id}/messages", response=list[MessageOut])
+@router.get("/sessions/{session_id}/messages", response=list[MessageOut], summary="List a session's messages")
 @paginate(Pages)
 def messages_list(request: HttpRequest, session_id: UUID, include_compressed: bool = False) -> QuerySet[Message]:
     """The messages of the active context in order, or with ``include_compressed`` the full history."""
@@ -175,7 +186,7 @@ def messages_list(request: HttpRequest, session_id: UUID, include_compressed: bo
     return active_messages(session=session)
 
 
-@router.post("/sessions/{session_id}/messages", response=TurnOut)
+@router.post("/sessions/{session_id}/messages", response=TurnOut, summary="Send a message and get the reply")
 def message_send(request: HttpRequest, session_id: UUID, payload: MessageIn, wait_compression: bool = False) -> Any:
     """One full turn without streaming: the message is stored first, then the reply.
 

@@ -15,6 +15,23 @@ from contextmgr.models import (
     GoalCheckpoint,
     Snapshot,
 )
+from contextmgr.presentation import describe_event, percent
+
+
+class EventColumns:
+    """An event's timeline line, for the events' pages and the session's."""
+
+    @admin.display(description="what happened")
+    def what_happened(self, event: ContextEvent) -> str:
+        return describe_event(event.type, event.payload)
+
+
+class RetentionColumns:
+    """Retention as the timeline shows it, a whole percent, rather than a long float."""
+
+    @admin.display(description="retention")
+    def retention_percent(self, row: Checkpoint | CheckpointRevision) -> str:
+        return percent(row.retention) or "not measured"
 
 
 class ReadOnlyInline(admin.TabularInline):  # type: ignore[type-arg]
@@ -39,15 +56,15 @@ class ReviewOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         return False
 
 
-class RevisionInline(ReadOnlyInline):
+class RevisionInline(RetentionColumns, ReadOnlyInline):
     model = CheckpointRevision
-    readonly_fields = ("created_at", "reason", "level", "tokens", "retention", "summary")
+    readonly_fields = ("created_at", "reason", "level", "tokens", "retention_percent", "summary")
     fields = readonly_fields
     show_change_link = False
 
 
 @admin.register(Checkpoint)
-class CheckpointAdmin(ReviewOnlyAdmin):
+class CheckpointAdmin(RetentionColumns, ReviewOnlyAdmin):
     list_display = [
         "__str__",
         "session",
@@ -61,6 +78,8 @@ class CheckpointAdmin(ReviewOnlyAdmin):
     list_filter = ["level", "strategy"]
     search_fields = ["summary", "session__title"]
     list_select_related = ["session", "merged_into"]
+    exclude = ["retention"]
+    readonly_fields = ["retention_percent"]
     inlines = [RevisionInline]
 
 
@@ -122,8 +141,9 @@ class SnapshotAdmin(ReviewOnlyAdmin):
 
 
 @admin.register(ContextEvent)
-class ContextEventAdmin(ReviewOnlyAdmin):
-    list_display = ["created_at", "type", "session"]
+class ContextEventAdmin(EventColumns, ReviewOnlyAdmin):
+    list_display = ["created_at", "type", "what_happened", "session"]
     list_filter = ["type"]
     search_fields = ["session__title"]
     list_select_related = ["session"]
+    readonly_fields = ["what_happened"]

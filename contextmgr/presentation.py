@@ -1,4 +1,5 @@
-"""Plain-language lines and a small chart for the timeline; pure functions over stored data."""
+"""Plain-language lines and a small chart for the timeline, the history and the admin; pure
+functions over stored data, so that every page says the same thing in the same words."""
 
 from __future__ import annotations
 
@@ -86,7 +87,31 @@ def _level(value: Any) -> str:
 def _kept(data: dict[str, Any]) -> str:
     """The share of its messages' facts the next prompt held, when measured."""
     retention = data.get("retention")
-    return f"; {round(retention * 100)}% of its facts in the prompt" if isinstance(retention, int | float) else ""
+    return f"; {percent(retention)} of its facts in the prompt" if isinstance(retention, int | float) else ""
+
+
+def percent(value: float | None) -> str:
+    """A share (retention, say) as a whole percent; empty when it was never measured."""
+    return "" if value is None else f"{round(value * 100)}%"
+
+
+def level_name(level: int) -> str:
+    """A checkpoint level as shown: "level 2 (old)", or "ultra" for the merged one."""
+    return Level(level).display
+
+
+def describe_message_state(
+    *, checkpoint_number: int | None, checkpoint_level: int | None, merged: bool, excluded: bool
+) -> str:
+    """Where a stored message stands: in the active context, summarized in a checkpoint (the
+    checkpoint's number, level and whether it was merged into the ultra one), or in the full
+    history only (after a restore, or too long for the context)."""
+    if checkpoint_number is not None and checkpoint_level is not None:
+        into_ultra = ", merged into the ultra checkpoint" if merged else ""
+        return f"compressed into checkpoint #{checkpoint_number}, {level_name(checkpoint_level)}{into_ultra}"
+    if excluded:
+        return "history only, not in the context"
+    return "in the active context"
 
 
 @dataclass(frozen=True)

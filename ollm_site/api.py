@@ -27,7 +27,7 @@ api = NinjaAPI(
     title="ollm-site API",
     version="1",
     description="Long conversations with small-context local LLMs. Authenticate with "
-    "`Authorization: Bearer <token>` (create one at /account/tokens/ or with "
+    "`Authorization: Bearer <token>` (create one at [/account/tokens/](/account/tokens/) or with "
     "`python manage.py create_api_token <username>`) or with the session cookie plus its CSRF token.",
     auth=[TokenAuth(), CookieAuth()],
     urls_namespace="api",

@@ -62,6 +62,8 @@ class SearchResultsOut(Schema):
 
 @router.get("", response=SearchResultsOut, summary="Search the full history of your sessions")
 def search(request: HttpRequest, params: Query[SearchParams]) -> SearchResultsOut:
+    """Every message (compressed or not), checkpoint, goal, decision and artifact of your sessions,
+    best matches first; each snippet marks the matching words."""
     page = search_history(
         user=api_user(request),
         query=params.q,

@@ -3,8 +3,9 @@ from __future__ import annotations
 from django import template
 from django.utils.safestring import SafeString
 
+from chat.models import Message
 from chat.rendering import render_markdown
-from contextmgr.core.aging import Level
+from contextmgr import presentation
 
 register = template.Library()
 
@@ -16,12 +17,24 @@ def markdown_filter(text: str) -> SafeString:
 
 @register.filter
 def level_name(level: int) -> str:
-    return Level(level).display
+    return presentation.level_name(level)
 
 
 @register.filter
 def percent(value: float | None) -> str:
-    return "" if value is None else f"{round(value * 100)}%"
+    return presentation.percent(value)
+
+
+@register.filter
+def context_state(message: Message) -> str:
+    """Where the message stands; its checkpoint should be fetched with it (select_related)."""
+    checkpoint = message.compressed_into
+    return presentation.describe_message_state(
+        checkpoint_number=None if checkpoint is None else checkpoint.number,
+        checkpoint_level=None if checkpoint is None else checkpoint.level,
+        merged=checkpoint is not None and checkpoint.merged_into_id is not None,
+        excluded=message.excluded_from_context,
+    )
 
 
 # Longer messages are shown collapsed, with "Show all": a pasted log must not push the

@@ -1,19 +1,24 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from django.conf import settings
+from django.contrib.staticfiles.views import serve
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.test import RequestFactory
 from django.urls import reverse
 
-from chat.models import Session
-from chat.services import session_create
+from chat.models import Message, Session
+from chat.services import message_leave_context, session_create
 from contextmgr.core.aging import Level
-from contextmgr.models import Checkpoint, ContextEvent, Decision, Snapshot
+from contextmgr.models import Checkpoint, CheckpointRevision, ContextEvent, Decision, EventType, Goal, Snapshot
+from contextmgr.services.events import event_record
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,6 +86,151 @@ def test_admin_review_pages(client, admin, demo):
     for name in ["goal", "decision", "artifact", "snapshot", "contextevent", "checkpoint"]:
         assert client.get(reverse(f"admin:contextmgr_{name}_changelist")).status_code == 200
     assert client.get(reverse("admin:chat_message_changelist") + "?q=JWT").status_code == 200
+
+
+def _cells(html: str, column: str) -> list[str]:
+    """The text of every cell of one column of an admin table (a changelist or a tabular inline)."""
+    return [
+        re.sub(r"<[^>]+>", "", cell).strip()
+        for cell in re.findall(rf'<td class="field-{column}">(.*?)</td>', html, re.S)
+    ]
+
+
+def test_every_review_page_renders_for_the_demo_session(client, admin, demo):
+    client.force_login(admin)
+    rows = {
+        "chat_session": demo,
+        "chat_message": demo.messages.first(),
+        "contextmgr_contextevent": demo.events.first(),
+        "contextmgr_goal": demo.goals.first(),
+        "contextmgr_snapshot": demo.snapshots.first(),
+        "contextmgr_checkpoint": demo.checkpoints.first(),
+        "contextmgr_decision": demo.decisions.first(),
+    }
+    for name, row in rows.items():
+        assert client.get(reverse(f"admin:{name}_changelist")).status_code == 200, name
+        assert client.get(reverse(f"admin:{name}_change", args=[row.pk])).status_code == 200, name
+
+
+def test_the_reliability_score_is_a_rounded_percent_with_its_level(client, admin, demo):
+    Session.objects.filter(pk=demo.pk).update(reliability_score=0.13999999999999999)
+    client.force_login(admin)
+    change = client.get(reverse("admin:chat_session_change", args=[demo.id])).content.decode()
+    assert "🔴 Critical (14%)" in change
+    assert "0.1399" not in change
+    changelist = client.get(reverse("admin:chat_session_changelist")).content.decode()
+    assert _cells(changelist, "reliability") == ["🔴 Critical (14%)"]
+
+
+def test_retention_is_a_percent_on_a_checkpoint_and_its_revisions(client, admin, demo):
+    checkpoint = demo.checkpoints.order_by("number").first()
+    Checkpoint.objects.filter(pk=checkpoint.pk).update(retention=2 / 3)
+    CheckpointRevision.objects.filter(checkpoint=checkpoint).update(retention=None)
+    client.force_login(admin)
+    page = client.get(reverse("admin:contextmgr_checkpoint_change", args=[checkpoint.pk])).content.decode()
+    assert "67%" in page
+    assert "0.666" not in page
+    assert set(_cells(page, "retention_percent")) == {"not measured"}
+
+
+def test_messages_say_whether_they_are_in_the_context(client, admin, demo):
+    user_message = demo.messages.filter(role="user").order_by("position").first()
+    message_leave_context(message=user_message)
+    compressed = demo.messages.filter(compressed_into__isnull=False).order_by("position").first()
+    checkpoint = compressed.compressed_into
+    client.force_login(admin)
+
+    changelist = reverse("admin:chat_message_changelist")
+    states = _cells(client.get(changelist).content.decode(), "context_state")
+    assert states.count("history only, not in the context") == 1
+    assert f"compressed into checkpoint #{checkpoint.number}, ultra" in states
+    assert "compressed into checkpoint #4, level 3 (recent)" in states
+    assert "in the active context" in states
+    counts = {
+        value: len(_cells(client.get(f"{changelist}?context={value}").content.decode(), "context_state"))
+        for value in ("active", "compressed", "history")
+    }
+    assert counts == {
+        "active": Message.objects.filter(compressed_into__isnull=True, excluded_from_context=False).count(),
+        "compressed": Message.objects.filter(compressed_into__isnull=False).count(),
+        "history": 1,
+    }
+    assert counts["active"] > 0
+    assert counts["compressed"] > 0
+    history_only = _cells(client.get(f"{changelist}?context=history").content.decode(), "position")
+    assert history_only == [str(user_message.position)]
+
+    change = client.get(reverse("admin:chat_message_change", args=[compressed.pk])).content.decode()
+    assert f"compressed into checkpoint #{checkpoint.number}, ultra" in change
+    session_page = client.get(reverse("admin:chat_session_change", args=[demo.id])).content.decode()
+    inline = _cells(session_page, "context_state")
+    assert len(inline) == demo.messages.count()
+    assert inline[user_message.position - 1] == "history only, not in the context"
+
+
+def test_events_say_what_happened_in_the_timeline_words_escaped(client, admin, demo):
+    event_record(session=demo, type=EventType.COMPRESSION_ERROR, payload={"reason": "<b>model</b> said no"})
+    client.force_login(admin)
+    changelist = client.get(reverse("admin:contextmgr_contextevent_changelist")).content.decode()
+    lines = _cells(changelist, "what_happened")
+    assert len(lines) == demo.events.count()
+    assert "Compression #1: 7 messages, 1,463 → 778 tokens in context, 0.0 s (truncate)" in lines
+    assert "&lt;b&gt;model&lt;/b&gt; said no" in changelist
+    assert "<b>model</b>" not in changelist
+    aged = demo.events.filter(type="checkpoint-aged").first()
+    detail = client.get(reverse("admin:contextmgr_contextevent_change", args=[aged.pk])).content.decode()
+    assert "Checkpoint #1 at level 3 → 2: 404 → 250 tokens; 100% of its facts in the prompt" in detail
+    session_page = client.get(reverse("admin:chat_session_change", args=[demo.id])).content.decode()
+    assert "Snapshot 1 (1,463 tokens) Before compression 1" in _cells(session_page, "what_happened")
+
+
+def test_the_session_page_shows_its_goals_decisions_and_snapshots_read_only(client, admin, demo):
+    client.force_login(admin)
+    page = client.get(reverse("admin:chat_session_change", args=[demo.id])).content.decode()
+    goal = Goal.objects.get(session=demo)
+    assert _cells(page, "description").count(goal.description) == 1
+    assert _cells(page, "next_step") == [goal.next_step]
+    decisions = set(Decision.objects.filter(session=demo).values_list("description", flat=True))
+    assert decisions <= set(_cells(page, "description"))
+    assert _cells(page, "reason")[:2] == ["Before compression 4", "Before the last compression"]
+    assert len(_cells(page, "token_count")) == Snapshot.objects.filter(session=demo).count()
+    # Nothing on the page can be typed into, ticked for deletion or added.
+    assert not re.search(
+        r'<(input(?![^>]*type="hidden")|textarea|select)[^>]*name="(goals|decisions|snapshots)-\d', page
+    )
+    for prefix in ("goals", "decisions", "snapshots"):
+        assert f'name="{prefix}-MAX_NUM_FORMS" value="0"' in page, prefix
+    snapshot = Snapshot.objects.filter(session=demo).earliest("id")
+    assert (
+        client.post(reverse("admin:contextmgr_snapshot_change", args=[snapshot.pk]), {"reason": "x"}).status_code == 403
+    )
+    assert Snapshot.objects.get(pk=snapshot.pk).reason == snapshot.reason
+
+
+def test_admin_pages_link_a_favicon_that_is_served(client, admin, demo):
+    client.force_login(admin)
+    icons = set()
+    for url in [
+        reverse("admin:index"),
+        reverse("admin:chat_session_changelist"),
+        reverse("admin:chat_session_change", args=[demo.id]),
+        reverse("admin:contextmgr_snapshot_changelist"),
+        reverse("chat:session_list"),
+    ]:
+        found = re.findall(r'<link rel="icon" href="([^"]+)"', client.get(url).content.decode())
+        assert len(found) == 1, url
+        icons.update(found)
+    client.logout()
+    icons.update(re.findall(r'<link rel="icon" href="([^"]+)"', client.get(reverse("admin:login")).content.decode()))
+    assert len(icons) == 1
+    href = icons.pop()
+    assert href.startswith(settings.STATIC_URL)
+    path = href.removeprefix(settings.STATIC_URL)
+    # The staticfiles finders, as in development; WhiteNoise serves the same file once collected.
+    response = serve(RequestFactory().get(href), path, insecure=True)
+    assert response.status_code == 200
+    assert response["Content-Type"] == "image/svg+xml"
+    assert b"<svg" in b"".join(response)
 
 
 def test_session_list_needs_login_and_shows_only_own_sessions(client, user, other_user):

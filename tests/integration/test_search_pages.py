@@ -110,7 +110,7 @@ def test_the_full_history_page(client, user, other_user, sessions):
     html = response.content.decode()
     assert html.count('class="msg msg-') == 312
     assert f'id="msg-{reply.id}"' in html
-    assert "compressed into checkpoint #1 (level 3 (recent))" in html
+    assert "compressed into checkpoint #1, level 3 (recent)" in html
     assert html.count("in the active context") == 311
     assert "@media print" not in html  # printing is the stylesheet's job
     assert html.index("line 0") < html.index("line 309")

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from chat.rendering import render_markdown
-from contextmgr.presentation import describe_event, reliability_chart
+from contextmgr.presentation import describe_event, describe_message_state, reliability_chart
 
 
 def test_everything_is_escaped_before_markup_is_added():
@@ -121,3 +121,22 @@ def test_a_lone_checkpoint_aging_into_ultra_is_not_called_a_merge():
     assert line == "Checkpoint #1 aged from level 1 (ancient) → ultra: 35 → 29 tokens"
     merged = describe_event("checkpoint-aged", {"number": 1, "merged": [7, 8], "from_level": 1, "to_level": 0})
     assert merged.startswith("2 checkpoints merged into #1")
+
+
+def test_a_message_state_names_its_checkpoint_and_level():
+    assert (
+        describe_message_state(checkpoint_number=3, checkpoint_level=2, merged=True, excluded=False)
+        == "compressed into checkpoint #3, level 2 (old), merged into the ultra checkpoint"
+    )
+    assert (
+        describe_message_state(checkpoint_number=1, checkpoint_level=0, merged=False, excluded=True)
+        == "compressed into checkpoint #1, ultra"
+    )
+    assert (
+        describe_message_state(checkpoint_number=None, checkpoint_level=None, merged=False, excluded=True)
+        == "history only, not in the context"
+    )
+    assert (
+        describe_message_state(checkpoint_number=None, checkpoint_level=None, merged=False, excluded=False)
+        == "in the active context"
+    )
