@@ -1,4 +1,5 @@
-"""Writes to API tokens: create, revoke, and the use that authenticates a request."""
+"""Writes to accounts: the first account from the browser, and API tokens (create, revoke, and the
+use that authenticates a request)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import secrets
 from datetime import timedelta
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -18,6 +20,32 @@ from contextmgr.core.text import storable_text
 # A request with a token refreshes ``last_used_at`` at most this often, so a busy
 # script does not turn every read into a write.
 LAST_USED_PRECISION = timedelta(minutes=1)
+# The PostgreSQL advisory lock that makes "no account yet? then create it" one step ("ollm").
+FIRST_ACCOUNT_LOCK = 0x6F6C6C6D
+
+
+class AccountsExist(Exception):
+    """The first account is made once: an account exists already."""
+
+
+@transaction.atomic
+def first_account_create(*, username: str, password: str) -> Any:
+    """The install's first account, its administrator (staff and superuser), made while no account exists.
+
+    Preconditions: ``username`` and ``password`` passed the first-account form (Django's username
+    rules, the password typed twice alike, ``AUTH_PASSWORD_VALIDATORS``). Raises ``AccountsExist``
+    when any account exists, even one a concurrent request has just made: the check and the create
+    run under one lock, so two requests at once make one administrator, never two.
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [FIRST_ACCOUNT_LOCK])
+    # On SQLite every transaction begins IMMEDIATE (settings.DATABASES): this one holds the
+    # database's write lock from its start, and a concurrent one waits at its BEGIN for this commit.
+    users = get_user_model().objects
+    if users.exists():
+        raise AccountsExist("An account exists already: log in, or ask the administrator for one.")
+    return users.create_superuser(username=username, email="", password=password)
 
 
 def token_hash(raw: str) -> str:

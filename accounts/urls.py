@@ -6,6 +6,7 @@ from accounts import views
 
 app_name = "accounts"
 urlpatterns = [
+    path("first/", views.first_account, name="first_account"),
     path("tokens/", views.tokens, name="tokens"),
     path("tokens/<int:token_id>/revoke/", views.token_revoke, name="token_revoke"),
 ]

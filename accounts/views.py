@@ -5,8 +5,10 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import login
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.forms import AuthenticationForm
+from django.contrib.auth.forms import AuthenticationForm, UserCreationForm
 from django.core.exceptions import ValidationError
 from django.db.models import Max, Sum
 from django.http import HttpRequest, HttpResponse
@@ -15,8 +17,8 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
-from accounts.selectors import tokens_for_user
-from accounts.services import api_token_create, api_token_revoke
+from accounts.selectors import accounts_exist, tokens_for_user
+from accounts.services import AccountsExist, api_token_create, api_token_revoke, first_account_create
 
 # The session key that carries a new token from the POST that made it to the one GET that shows it.
 NEW_TOKEN_SESSION_KEY = "accounts_new_api_token"
@@ -52,6 +54,42 @@ def tokens(request: HttpRequest) -> HttpResponse:
 def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
     api_token_revoke(token=get_object_or_404(tokens_for_user(user=request.user), pk=token_id))
     return redirect("accounts:tokens")
+
+
+# --- the first account, and the login page ------------------------------------------------------
+
+
+@never_cache
+@require_http_methods(["GET", "POST"])
+def first_account(request: HttpRequest) -> HttpResponse:
+    """While no account exists, make the first one, the administrator, and log it in.
+
+    Open without a login only then: once any account exists this page is gone and sends
+    everyone, on every method, to the login page.
+    """
+    if accounts_exist():
+        return redirect("login")
+    form: UserCreationForm[Any] = UserCreationForm(request.POST if request.method == "POST" else None)
+    if form.is_valid():
+        try:
+            user = first_account_create(username=form.cleaned_data["username"], password=form.cleaned_data["password1"])
+        except AccountsExist:  # another request made it between the check above and this one
+            return redirect("login")
+        # The account was made with this password a moment ago: no credentials to check (nor to throttle).
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        return redirect("chat:session_list")
+    status = 422 if form.is_bound else 200
+    return render(request, "registration/first_account.html", {"form": form}, status=status)
+
+
+class LoginView(auth_views.LoginView):
+    """Django's login page, except while no account exists: no one can log in yet, so it sends
+    the visitor (and ``/``, which sends anonymous visitors here) to make the first account."""
+
+    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not accounts_exist():
+            return redirect("accounts:first_account")
+        return super().get(request, *args, **kwargs)
 
 
 # --- brute-force protection on login (django-axes, see AXES_* in the settings) ------------------

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -30,9 +31,9 @@ CHROMIUM_ARGS = [
 ]
 
 
-@pytest.fixture(scope="session")
-def live_url(tmp_path_factory: pytest.TempPathFactory, model_server: ModelServerProcess) -> Iterator[str]:
-    work = tmp_path_factory.mktemp("e2e")
+@contextmanager
+def serve(work: Path, model_server: ModelServerProcess, *, with_user: bool) -> Iterator[str]:
+    """A daphne server on a new SQLite file in ``work``, migrated, with the e2e user when ``with_user``."""
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "ollm_site.settings",
@@ -49,11 +50,12 @@ def live_url(tmp_path_factory: pytest.TempPathFactory, model_server: ModelServer
     manage = [python, str(ROOT / "manage.py")]
     subprocess.run([*manage, "migrate", "--noinput"], env=env, check=True, capture_output=True)
     subprocess.run([*manage, "collectstatic", "--noinput", "--verbosity", "0"], env=env, check=True)
-    create = (
-        "from django.contrib.auth import get_user_model; "
-        f"get_user_model().objects.create_user('{E2E_USERNAME}', password='{E2E_PASSWORD}')"
-    )
-    subprocess.run([*manage, "shell", "-c", create], env=env, check=True)
+    if with_user:
+        create = (
+            "from django.contrib.auth import get_user_model; "
+            f"get_user_model().objects.create_user('{E2E_USERNAME}', password='{E2E_PASSWORD}')"
+        )
+        subprocess.run([*manage, "shell", "-c", create], env=env, check=True)
     port = free_port()
     log = (work / "daphne.log").open("w")
     server = subprocess.Popen(
@@ -72,15 +74,31 @@ def live_url(tmp_path_factory: pytest.TempPathFactory, model_server: ModelServer
             if server.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the server did not start: {(work / 'daphne.log').read_text()}") from None
             time.sleep(0.2)
-    yield f"http://127.0.0.1:{port}"
-    server.terminate()
     try:
-        server.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        # A compression thread still talking to the model holds daphne's shutdown: nothing is left to keep.
-        server.kill()
-        server.wait()
-    log.close()
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            # A compression thread still talking to the model holds daphne's shutdown: nothing is left to keep.
+            server.kill()
+            server.wait()
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def live_url(tmp_path_factory: pytest.TempPathFactory, model_server: ModelServerProcess) -> Iterator[str]:
+    """The server the dashboard tests share, with the e2e user."""
+    with serve(tmp_path_factory.mktemp("e2e"), model_server, with_user=True) as url:
+        yield url
+
+
+@pytest.fixture
+def empty_live_url(tmp_path: Path, model_server: ModelServerProcess) -> Iterator[str]:
+    """A server of its own on a database with no account at all: a fresh install's first run."""
+    with serve(tmp_path, model_server, with_user=False) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -12,10 +12,11 @@ import uuid
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
-from django.test import override_settings
+from django.test import Client, override_settings
 from django.utils import timezone
 
 from chat.models import Message, Session
+from chat.rendering import render_markdown
 from chat.services import message_create, session_create
 from contextmgr.llm.embedded import MODEL_NAME
 from tests.factories import SOCKET_TIMEOUT, frames_until, socket
@@ -104,6 +105,48 @@ async def test_the_goals_panel_comes_with_the_turn_only_when_the_reply_changed_i
     assert 'id="goals-panel"' not in plain
     assert 'id="goals-panel" class="panel" hx-swap-oob="true"' in marked
     assert "Ship the login form" in marked
+
+
+MARKDOWN_REPLY = (
+    "## Steps\n\n1. Pour the **C35/45** mix\n2. Check `tide < 3.2 m`\n\n"
+    "| part | length |\n|---|--:|\n| pier | 240 m |\n\n"
+    "See [the plan](https://example.com/plan) <img src=x onerror=alert(1)>"
+)
+
+
+def message_body(html_text: str, message_id: int) -> str:
+    match = re.search(rf'id="msg-{message_id}".*?<div class="body">(.*?)</div>', html_text, re.S)
+    assert match, f"msg-{message_id} is not in the page"
+    return match.group(1)
+
+
+async def test_a_streamed_reply_ends_rendered_as_the_stored_one_is(user, use_gateway, fake_ollama):
+    """The deltas carry the reply as text; the last frame swaps in the stored message, rendered as
+    markdown exactly as the chat page renders it after a reload."""
+    session, communicator = await fake_ollama_chat(user, use_gateway, fake_ollama)
+    fake_ollama.behaviour.canned_reply = MARKDOWN_REPLY
+    await communicator.send_to(text_data=json.dumps({"message": "How do we build the pier?"}))
+    frames = await frames_until(communicator, 'id="context-meter"')
+    await communicator.disconnect()
+    reply = await Message.objects.filter(session=session, role="assistant").aget()
+    assert reply.content == MARKDOWN_REPLY
+    assert streamed_text(frames, "reply-1") == MARKDOWN_REPLY
+
+    def chat_page() -> str:
+        client = Client()
+        client.force_login(user)
+        return client.get(f"/sessions/{session.pk}/").content.decode()
+
+    streamed = message_body(frames[-1], reply.id)
+    stored = message_body(await sync_to_async(chat_page)(), reply.id)
+    assert streamed == stored == render_markdown(reply.content)
+    assert "<h2>Steps</h2>" in stored
+    assert "<strong>C35/45</strong>" in stored
+    assert "<code>tide &lt; 3.2 m</code>" in stored
+    assert '<td style="text-align:right">240 m</td>' in stored
+    assert '<a href="https://example.com/plan" rel="noopener noreferrer nofollow" target="_blank">' in stored
+    assert "&lt;img src=x onerror=alert(1)&gt;" in stored
+    assert "<img" not in stored
 
 
 async def test_a_goal_set_elsewhere_while_the_reply_streams_comes_with_the_turn(user, use_gateway, fake_ollama):

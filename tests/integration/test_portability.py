@@ -1,4 +1,4 @@
-"""The bundled inference library asks no more of a CPU than AVX2.
+"""The bundled inference library (and nh3, the HTML sanitizer's native code) asks no more of a CPU than AVX2.
 
 An AMD development machine runs AVX-512 code happily, and no machine here has
 AMX: a library built for the building CPU would pass every other test here and
@@ -36,6 +36,16 @@ def test_the_installed_inference_library_holds_nothing_beyond_avx2():
     libraries = native_libraries(installed_llama_cpp())
     names = {library.name.split(".so")[0] for library in libraries}
     assert {"libggml-cpu", "libllama"} <= names, f"the native libraries were not found: {names}"
+    assert violations(libraries) == {}
+
+
+def test_the_html_sanitizer_holds_nothing_beyond_avx2():
+    """nh3 is a native wheel too (Rust); its AVX2 code is memchr's, chosen at run time by CPUID."""
+    spec = importlib.util.find_spec("nh3")
+    assert spec is not None, "nh3 is not installed"
+    assert spec.origin is not None
+    libraries = native_libraries(Path(str(spec.origin)).parent)
+    assert [library.name for library in libraries] == ["nh3.abi3.so"]
     assert violations(libraries) == {}
 
 

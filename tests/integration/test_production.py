@@ -409,10 +409,12 @@ def test_the_start_script_serves_the_app_and_the_healthcheck_sees_it(tmp_path):
     try:
         wait_until_up(process, f"{base}/health", log)
         assert fetch(f"{base}/health") == (200, b'{"status": "ok"}')
-        status, body = fetch(f"{base}/accounts/login/")
-        assert status == 200
-        assert b"<h1>Log in</h1>" in body
+        # A fresh database has no account: the login page sends the visitor to make the first one.
         assert fetch(f"{base}/")[0] == 302  # to the login page
+        assert fetch(f"{base}/accounts/login/")[0] == 302
+        status, body = fetch(f"{base}/account/first/")
+        assert status == 200
+        assert b"<h1>Create the first account</h1>" in body
         assert fetch(f"{base}/static/css/site.css")[0] == 200  # collected, and served with DEBUG off
         healthcheck = [sys.executable, "scripts/healthcheck.py"]
         assert subprocess.run(healthcheck, cwd=ROOT, env={**env, "PORT": str(port)}, timeout=60).returncode == 0
@@ -426,7 +428,8 @@ def test_the_start_script_serves_the_app_and_the_healthcheck_sees_it(tmp_path):
     output = log.read_text()
     assert "Applying chat.0001_initial" in output
     assert f"ollm-site is starting on http://127.0.0.1:{port}/" in output
-    assert "No admin account yet" in output
+    assert f"No account yet: open http://127.0.0.1:{port}/ and create the first one" in output
+    assert "make admin" in output
     down = subprocess.run(healthcheck, cwd=ROOT, env={**env, "PORT": str(port)}, capture_output=True, timeout=60)
     assert down.returncode == 1
 

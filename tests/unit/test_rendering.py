@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from chat.rendering import render_markdown
+from chat.rendering import render_markdown, sanitize_html
 from contextmgr.presentation import describe_event, describe_message_state, reliability_chart
 
 
@@ -14,9 +14,16 @@ def test_everything_is_escaped_before_markup_is_added():
 
 def test_code_blocks_keep_their_text_and_language():
     html = render_markdown("Here:\n```python\nif a < b:\n    print('<x>')\n```\nDone.")
-    assert '<pre><code class="language-python">if a &lt; b:\n    print(&#x27;&lt;x&gt;&#x27;)</code></pre>' in html
+    assert '<pre><code class="language-python">if a &lt; b:\n    print(&#x27;&lt;x&gt;&#x27;)\n</code></pre>' in html
     assert html.startswith("<p>Here:</p>")
-    assert html.endswith("<p>Done.</p>")
+    assert html.endswith("<p>Done.</p>\n")
+
+
+def test_markdown_inside_a_code_block_stays_text():
+    html = render_markdown("```\n# not a heading\n- [link](https://example.com) <b>x</b> **y**\n```")
+    assert html == (
+        "<pre><code># not a heading\n- [link](https://example.com) &lt;b&gt;x&lt;/b&gt; **y**\n</code></pre>\n"
+    )
 
 
 def test_an_unclosed_fence_runs_to_the_end_and_a_hostile_language_is_escaped():
@@ -26,7 +33,74 @@ def test_an_unclosed_fence_runs_to_the_end_and_a_hostile_language_is_escaped():
 
 
 def test_paragraphs_and_line_breaks():
-    assert render_markdown("a\nb\n\nc") == "<p>a<br>b</p><p>c</p>"
+    assert render_markdown("a\nb\n\nc") == "<p>a<br>\nb</p>\n<p>c</p>\n"
+
+
+def test_lists_headings_and_emphasis_render():
+    html = render_markdown("## Plan\n\n- one\n- *two*\n\n3. three\n4. four\n\n> quoted\n\n---")
+    assert "<h2>Plan</h2>" in html
+    assert "<ul>\n<li>one</li>\n<li><em>two</em></li>\n</ul>" in html
+    assert '<ol start="3">\n<li>three</li>\n<li>four</li>\n</ol>' in html
+    assert "<blockquote>\n<p>quoted</p>\n</blockquote>" in html
+    assert "<hr>" in html
+
+
+def test_tables_render_with_their_alignment():
+    html = render_markdown("| name | size |\n|:--|--:|\n| pier | 240 m |\n| `a<b` | 3 |")
+    assert '<thead>\n<tr>\n<th style="text-align:left">name</th>\n<th style="text-align:right">size</th>' in html
+    assert '<td style="text-align:left">pier</td>\n<td style="text-align:right">240 m</td>' in html
+    assert '<td style="text-align:left"><code>a&lt;b</code></td>' in html
+
+
+def test_links_open_beside_the_chat_without_referrer_or_opener():
+    html = render_markdown(
+        '[docs](https://example.com/a?b=1&c=2 "the docs"), <http://example.org>, [me](mailto:me@example.com)'
+    )
+    rel = 'rel="noopener noreferrer nofollow" target="_blank"'
+    assert f'<a href="https://example.com/a?b=1&amp;c=2" {rel} title="the docs">docs</a>' in html
+    assert f'<a href="http://example.org" {rel}>http://example.org</a>' in html
+    assert f'<a href="mailto:me@example.com" {rel}>me</a>' in html
+
+
+def test_links_that_are_not_http_https_or_mailto_lose_their_target():
+    html = render_markdown(
+        "[a](javascript:alert(1)) [b](JaVaScRiPt:alert(1)) [c](data:text/html,x) [d](vbscript:x) "
+        "[e](/admin/) [f](file:///etc/passwd) [g](ftp://example.com)"
+    )
+    assert "href" not in html
+    assert "javascript:" not in html.replace("(javascript:alert(1))", "")
+
+
+def test_raw_html_stays_text():
+    html = render_markdown(
+        '<script>alert(1)</script>\n\n<img src=x onerror=alert(1)>\n\n<a href="javascript:x">y</a> '
+        '<div onclick="x">z</div> <iframe src="https://example.com"></iframe> <!-- c -->'
+    )
+    for raw in ("<script", "<img", "<a ", "<div", "<iframe", "<!--"):
+        assert raw not in html
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html
+    assert "&lt;a href=&quot;javascript:x&quot;&gt;y&lt;/a&gt;" in html
+
+
+def test_images_show_their_alt_text_and_load_nothing():
+    html = render_markdown('![a *pier* <b>](https://example.com/pier.png "t") and ![](http://example.com/x.gif)')
+    assert html == "<p>a pier &lt;b&gt; and </p>\n"
+
+
+def test_the_sanitizer_keeps_only_the_allow_list_whatever_the_renderer_hands_it():
+    """The second line: markup the markdown renderer should never make is still taken out."""
+    html = sanitize_html(
+        '<p onclick="x" style="color:red" class="c">t</p><a href="javascript:alert(1)" onmouseover="x">a</a>'
+        '<a href="https://example.com" target="_self" rel="opener">b</a><img src="https://example.com/x.png" '
+        'onerror="alert(1)"><script>alert(1)</script><style>p{}</style><svg onload="x"></svg>'
+        '<td style="text-align:right;background:url(https://example.com)">c</td><code class="x y">d</code>'
+        '<pre><code class="language-py">e</code></pre>'
+    )
+    assert html == (
+        '<p>t</p><a rel="noopener noreferrer nofollow" target="_blank">a</a>'
+        '<a href="https://example.com" rel="noopener noreferrer nofollow" target="_blank">b</a>'
+        'c<code>d</code><pre><code class="language-py">e</code></pre>'
+    )
 
 
 def test_events_read_as_sentences():

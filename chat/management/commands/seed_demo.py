@@ -83,7 +83,9 @@ class Command(BaseCommand):
         else:
             owner = users.filter(is_superuser=True).order_by("id").first()
             if owner is None:
-                raise CommandError("Create an admin first: python manage.py createsuperuser")
+                raise CommandError(
+                    "Create an admin first: the site's first account (open it in a browser), or make admin"
+                )
         session = seed_demo_session(owner=owner)
         budget = session_budget(session=session)
         self.stdout.write(
