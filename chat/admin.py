@@ -14,7 +14,7 @@ from contextmgr.admin import EventColumns, ReadOnlyInline
 from contextmgr.core.reliability import ReliabilityLevel, reliability_level, score_percent
 from contextmgr.models import Checkpoint, ContextEvent, Decision, Goal, Snapshot
 from contextmgr.resources import context_profiles
-from contextmgr.selectors import session_context_line
+from contextmgr.selectors import session_context
 from search.selectors import search_session_ids_all_users
 
 
@@ -105,7 +105,7 @@ class ReliabilityFilter(admin.SimpleListFilter):
     parameter_name = "reliability"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [(level.name, f"{level.emoji} {level.label}") for level in ReliabilityLevel]
+        return [(level.name, level.label) for level in ReliabilityLevel]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Session]) -> QuerySet[Session]:
         if self.value() not in ReliabilityLevel.__members__:
@@ -184,12 +184,14 @@ class SessionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     @admin.display(description="context")
     def context(self, obj: Session) -> str:
-        return session_context_line(session=obj)
+        budget = session_context(session=obj).budget
+        return f"{budget.used:,} / {budget.max_tokens:,} tokens"
 
     @admin.display(description="reliability", ordering="reliability_score")
     def reliability(self, obj: Session) -> str:
         level = reliability_level(obj.reliability_score)
-        return f"{level.emoji} {level.label} ({score_percent(obj.reliability_score)}%)"
+        # Words, not the spec's coloured emoji: they render as empty boxes without an emoji font.
+        return f"{level.label} ({score_percent(obj.reliability_score)}%)"
 
 
 class ContextStateFilter(admin.SimpleListFilter):

@@ -32,7 +32,6 @@ def context_panel(session: Session) -> dict[str, Any]:
     )
     return {
         "meter": context_meter(session=session, budget=report.budget),
-        "context_line": report.display,
         "exact": report.messages_exact,
         "reliability": reliability,
         "compression_count": report.compression_count,

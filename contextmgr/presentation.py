@@ -73,9 +73,12 @@ def describe_event(event_type: str, payload: Any) -> str:
         return str(data.get("reason", "no reason recorded"))
     if event_type in ("snapshot-created", "auto-snapshot-created"):
         size = f" ({data['tokens']:,} tokens)" if isinstance(data.get("tokens"), int) else ""
-        return f"{numbered('Snapshot', 'snapshot')}{size} {data.get('reason', '')}".strip()
+        snapshot = f" {data['snapshot']}" if isinstance(data.get("snapshot"), int) else ""
+        return f"Snapshot{snapshot}{size} {data.get('reason', '')}".strip()
     if event_type == "snapshot-restored":
-        return f"Restored {numbered('snapshot', 'snapshot')}"
+        return (
+            f"Restored snapshot {data['snapshot']}" if isinstance(data.get("snapshot"), int) else "Restored a snapshot"
+        )
     return event_type
 
 

@@ -18,7 +18,7 @@ from contextmgr.services.goals import artifact_record, decision_record, goal_app
 
 pytestmark = pytest.mark.django_db
 
-METER_LINE = re.compile(r'<strong class="context-line">Context: ([\d,]+)/([\d,]+) ')
+METER_LINE = re.compile(r'<strong class="context-usage">([\d,]+) / ([\d,]+) tokens')
 PAGE_TOTAL = re.compile(r'<strong class="prompt-tokens">([\d,]+)</strong> tokens of ([\d,]+)')
 BLOCK_TOKENS = re.compile(r"· (\d+) tokens</span></header>")
 

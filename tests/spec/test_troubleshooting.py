@@ -41,7 +41,8 @@ def test_poor_reliability_shows_the_solutions(user):
     panel = context_panel(session)
     assert panel["reliability_low"]
     html = render_to_string("chat/_warning.html", {**panel, "session": session})
-    assert "⚠️ Context Compression Warning" in html
+    assert "icon-warning" in html  # the spec's ⚠️, drawn as an inline SVG (no emoji font needed)
+    assert "Context Compression Warning" in html
     assert "Start new conversation if seeing hallucinations" in html
     assert "Use larger model for complex long-term tasks" in html
 
