@@ -385,3 +385,88 @@ async def test_a_message_too_long_for_the_context_is_kept_and_explained(user, ap
     assert 'value="retry"' not in frames[-1]
     await communicator.disconnect()
     assert await Message.objects.filter(session=session, role="user").acount() == 1
+
+
+async def test_regenerate_answers_again_and_keeps_the_old_reply_in_the_history(user, use_gateway, fake_ollama):
+    session, communicator = await fake_ollama_chat(user, use_gateway, fake_ollama)
+    fake_ollama.behaviour.canned_reply = "First answer."
+    await communicator.send_to(text_data=json.dumps({"action": "send", "message": "Which pier?"}))
+    await frames_until(communicator, 'data-streaming="0"')
+    fake_ollama.behaviour.canned_reply = "Second answer."
+    await communicator.send_to(text_data=json.dumps({"action": "regenerate"}))
+    frames = await frames_until(communicator, 'data-streaming="0"')
+    await communicator.disconnect()
+    rows = [m async for m in Message.objects.filter(session=session).order_by("position")]
+    assert [(m.role, m.content, m.excluded_from_context) for m in rows] == [
+        ("user", "Which pier?", False),
+        ("assistant", "First answer.", True),
+        ("assistant", "Second answer.", False),
+    ]
+    assert 'data-action="regenerate"' in frames[-1], "the new reply can be regenerated in turn"
+    # The old reply is out of the prompt: the second call saw the question only.
+    chats = [r for r in fake_ollama.behaviour.requests if r["path"] == "/api/chat"]
+    assert "First answer." not in json.dumps(chats[-1]["messages"])
+
+
+async def test_edit_replaces_the_message_and_what_followed_in_the_context_only(user, use_gateway, fake_ollama):
+    session, communicator = await fake_ollama_chat(user, use_gateway, fake_ollama)
+    fake_ollama.behaviour.canned_reply = "Noted."
+    for text in ("The pier is 240 m.", "And the crane?"):
+        await communicator.send_to(text_data=json.dumps({"action": "send", "message": text}))
+        await frames_until(communicator, 'data-streaming="0"')
+    first = await Message.objects.aget(session=session, position=1)
+    edit = {"action": "edit", "message_id": first.pk, "message": "The pier is 260 m."}
+    await communicator.send_to(text_data=json.dumps(edit))
+    await frames_until(communicator, 'data-streaming="0"')
+    await communicator.disconnect()
+    rows = [
+        (m.content, m.excluded_from_context) async for m in Message.objects.filter(session=session).order_by("position")
+    ]
+    assert rows == [
+        ("The pier is 240 m.", True),
+        ("Noted.", True),
+        ("And the crane?", True),
+        ("Noted.", True),
+        ("The pier is 260 m.", False),
+        ("Noted.", False),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("frame", "error"),
+    [
+        ({"action": "regenerate"}, "Only the latest reply can be regenerated."),
+        ({"action": "edit", "message": "x"}, "An edit names the message it replaces."),
+        ({"action": "edit", "message_id": 999_999, "message": "x"}, "There is no such message in this session."),
+    ],
+)
+async def test_regenerate_and_edit_refuse_what_they_cannot_do(small_session, user, frame, error):
+    await sync_to_async(message_create)(session=small_session, role="user", content="unanswered")
+    communicator = await socket(small_session.pk, user)
+    assert (await communicator.connect())[0]
+    await communicator.send_to(text_data=json.dumps(frame))
+    assert error in html.unescape(await communicator.receive_from(timeout=SOCKET_TIMEOUT))
+    await communicator.disconnect()
+    assert await Message.objects.filter(session=small_session, excluded_from_context=True).acount() == 0
+
+
+async def test_a_message_older_than_a_compression_cannot_be_edited(chat_session_with_checkpoint, user):
+    session, question = chat_session_with_checkpoint
+    communicator = await socket(session.pk, user)
+    assert (await communicator.connect())[0]
+    await communicator.send_to(text_data=json.dumps({"action": "edit", "message_id": question.pk, "message": "x"}))
+    assert "older than the last compression" in await communicator.receive_from(timeout=SOCKET_TIMEOUT)
+    await communicator.disconnect()
+    assert await Message.objects.filter(session=session, excluded_from_context=True).acount() == 0
+
+
+@pytest.fixture
+def chat_session_with_checkpoint(user):
+    from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
+
+    session = session_create(owner=user, model="llama3.2:3b", context_size=16384)
+    question = message_create(session=session, role="user", content="q1")
+    reply = message_create(session=session, role="assistant", content="a1 " * 40)
+    message_create(session=session, role="user", content="q2")
+    compression_commit(session=session, message_ids=[reply.id], draft=CheckpointDraft(summary="a1"))
+    return session, question
