@@ -60,9 +60,9 @@ def test_an_artifact_recorded_in_the_side_panel_is_in_the_context_window(live_ur
 
     page.goto(f"{live_url}/sessions/{session_id}/context/")
     assert "Created docs/harbour-plan.md" in page.locator(".block-goal pre").inner_text()
-    meter = page.locator("#context-meter .context-line").inner_text()
+    meter = page.locator("#context-meter .context-usage").inner_text()
     total = page.locator("#prompt-total .prompt-tokens").inner_text()
-    assert meter.startswith(f"Context: {total}/"), (meter, total)
+    assert meter.startswith(f"{total} / "), (meter, total)
 
 
 @pytest.mark.parametrize(

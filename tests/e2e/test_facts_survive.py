@@ -25,7 +25,7 @@ NOTES = (
 
 def compressions(page) -> int:
     text = page.locator("#context-meter").inner_text()
-    match = re.search(r"\((\d+) compressions?\)", text)
+    match = re.search(r"· (\d+) compressions?", text)
     return int(match.group(1)) if match else 0
 
 
