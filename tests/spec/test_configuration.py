@@ -86,6 +86,10 @@ def test_a_session_stores_the_specs_names_in_one_spelling(user):
     assert changed.settings == {"compression": {"summary_max_tokens": 150}}
     with pytest.raises(ValidationError, match="the same setting twice"):
         session_update(session=changed, settings={"snapshots": {"autoCreate": True, "auto_create": False}})
+    with override_settings(OLLM_CONTEXT_DEFAULTS={"compression": {"summaryMaxTokens": 512}}):
+        assert session_config(session_create(owner=user, model="llama3.2:3b", context_size=8192)).compression == (
+            CompressionConfig(summary_max_tokens=512)
+        ), "the global defaults take the spec's names too"
 
 
 @pytest.mark.django_db
