@@ -20,7 +20,6 @@ from chat.session_file import (
     SessionFileToolCall,
     SessionFileToolResult,
 )
-from contextmgr.selectors import session_budget
 
 
 def session_file_build(*, session: Session) -> SessionFile:
@@ -53,7 +52,9 @@ def session_file_build(*, session: Session) -> SessionFile:
             if m.role == Message.Role.TOOL
         ],
         metadata=SessionFileMetadata(
-            token_count=session_budget(session=session).used,
+            # The file is the full history, "never affected by compression": its tokens are those
+            # of every message and tool call in it, not of the active context.
+            token_count=sum(m.tokens for m in messages),
             compression_count=session.compression_count,
             title=session.title,
             context_size=session.context_size,

@@ -43,7 +43,8 @@ class SessionPatch(Schema):
     settings: dict[str, Any] | None = Field(
         None,
         description='The spec\'s configuration overrides, e.g. {"compression": {"strategy": "truncate"}}; '
-        "replaces the session's previous overrides.",
+        "replaces the session's previous overrides. Keys in the spec's camelCase (preserveRecent) or snake_case, "
+        "stored in snake_case.",
     )
 
 

@@ -22,7 +22,7 @@ from chat.models import (
     Session,
 )
 from chat.selectors import ModelFacts, model_facts
-from contextmgr.core.config import ConfigError, context_config_from_mapping
+from contextmgr.core.config import ConfigError, canonical_settings, context_config_from_mapping
 from contextmgr.core.reliability import parameter_size_from_tag
 from contextmgr.core.text import storable_text
 from contextmgr.core.tiers import UnknownContextSize
@@ -72,6 +72,8 @@ def session_create(
     _check_length("system_prompt", system_prompt, MAX_SYSTEM_PROMPT_CHARS)
     max_tokens = _max_tokens(context_size, model, context_limit)
     try:
+        # Stored in one spelling (snake_case) whichever the caller used.
+        settings = canonical_settings(settings)
         context_config_from_mapping(settings)
     except ConfigError as exc:
         raise ValidationError({"settings": str(exc)}) from exc
@@ -91,7 +93,7 @@ def session_create(
         system_prompt=system_prompt,
         system_prompt_tokens=system_tokens,
         summary_model=summary_model,
-        settings=settings or {},
+        settings=settings,
     )
     session_refresh_reliability(session=session)
     return session

@@ -221,7 +221,9 @@ class SessionFileToolCall(_FileModel):
 
 class SessionFileMetadata(_FileModel):
     # Not imported (an import derives both again), so not held to strict types either.
-    token_count: int = Field(default=0, strict=False, description="Tokens of the active context.")
+    token_count: int = Field(
+        default=0, strict=False, description="Tokens of the full history: every message and tool call in the file."
+    )
     compression_count: int = Field(default=0, strict=False, description="Compressions so far; an import starts at 0.")
     title: Title | None = Field(default=None, description="ollm-site: the session's title.")
     context_size: int | None = Field(

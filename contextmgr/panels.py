@@ -7,7 +7,12 @@ from typing import Any
 
 from chat.models import Session
 from contextmgr.core.config import STRATEGIES
-from contextmgr.core.reliability import ReliabilityLevel, low_reliability_warning
+from contextmgr.core.reliability import (
+    RECOMMENDATIONS,
+    WARNING_HEADING,
+    ReliabilityLevel,
+    low_reliability_warning,
+)
 from contextmgr.models import Artifact, Goal
 from contextmgr.selectors import (
     artifacts_of_session,
@@ -36,6 +41,9 @@ def context_panel(session: Session) -> dict[str, Any]:
         "reliability": reliability,
         "compression_count": report.compression_count,
         "warning": warning,
+        "warning_heading": WARNING_HEADING,
+        # A low score alone (no warning yet for the model's size) shows the spec's recommendations too.
+        "recommendations": warning.recommendations if warning else RECOMMENDATIONS,
         # Before any compression nothing is compressed to distrust, whatever the model's size.
         "reliability_low": report.compression_count > 0
         and reliability.level in (ReliabilityLevel.LOW, ReliabilityLevel.CRITICAL),

@@ -24,6 +24,7 @@ ORDER = [
     "test_compression_trigger",
     "test_checkpoint_system",
     "test_llm_summarization",
+    "test_model_size_quality",
     "test_compression_rules",
     "test_goal_aware_compression",
     "test_goal_markers",

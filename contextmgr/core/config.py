@@ -2,7 +2,9 @@
 
 ``context_config_from_mapping`` is the one place settings coming from outside
 (environment, a session's stored settings, an API body) are validated, so every
-entry point gives the same clear error for the same mistake.
+entry point gives the same clear error for the same mistake. It takes the spec's
+camelCase names (``preserveRecent``) as well as the snake_case ones stored here
+(``preserve_recent``); ``canonical_settings`` is that translation.
 """
 
 from __future__ import annotations
@@ -56,6 +58,13 @@ class ContextConfig:
 
 DEFAULT_CONFIG = ContextConfig()
 
+# The spec's camelCase names of the keys whose stored (snake_case) name differs;
+# ``enabled`` and ``strategy`` are spelled the same in both.
+SPEC_KEY_NAMES: dict[str, dict[str, str]] = {
+    "compression": {"preserveRecent": "preserve_recent", "summaryMaxTokens": "summary_max_tokens"},
+    "snapshots": {"autoCreate": "auto_create", "autoThreshold": "auto_threshold"},
+}
+
 
 def _bool(section: str, key: str, value: Any) -> bool:
     if not isinstance(value, bool):
@@ -80,11 +89,33 @@ def _merge(section: str, defaults: Mapping[str, Any], given: Any) -> dict[str, A
     return {**defaults, **given}
 
 
+def _canonical_section(section: str, given: Any) -> Any:
+    if not isinstance(given, Mapping):
+        return given  # ``_merge`` names the mistake
+    names = SPEC_KEY_NAMES[section]
+    both = sorted(spec for spec, stored in names.items() if spec in given and stored in given)
+    if both:
+        pairs = ", ".join(f"{spec} and {names[spec]}" for spec in both)
+        raise ConfigError(f"{section} gives the same setting twice, in the spec's and the stored spelling: {pairs}")
+    return {names.get(key, key): value for key, value in given.items()}
+
+
+def canonical_settings(data: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``data`` with the spec's camelCase keys renamed to the stored snake_case ones (values
+    unchecked: ``context_config_from_mapping`` checks them). A section giving one setting in
+    both spellings is refused, as neither could be said to win."""
+    return {
+        section: _canonical_section(section, given) if section in SPEC_KEY_NAMES else given
+        for section, given in (data or {}).items()
+    }
+
+
 def context_config_from_mapping(
     data: Mapping[str, Any] | None, *, base: ContextConfig = DEFAULT_CONFIG
 ) -> ContextConfig:
-    """Validate ``data`` (partial settings, e.g. ``{"compression": {"strategy": "truncate"}}``) over ``base``."""
-    data = data or {}
+    """Validate ``data`` (partial settings, e.g. ``{"compression": {"strategy": "truncate"}}``,
+    keys in either spelling, see ``canonical_settings``) over ``base``."""
+    data = canonical_settings(data)
     unknown = sorted(set(data) - {"compression", "snapshots"})
     if unknown:
         raise ConfigError(f"unknown settings sections: {', '.join(map(str, unknown))}")

@@ -20,8 +20,6 @@ from enum import Enum
 from contextmgr.core.aging import Level
 
 LEVEL_PRIOR_RETENTION = {Level.RECENT: 0.9, Level.OLD: 0.75, Level.ANCIENT: 0.6, Level.ULTRA: 0.45}
-SMALL_MODEL_MAX_B = 7.0
-WARN_AFTER_COMPRESSIONS = 3
 
 
 class ReliabilityLevel(Enum):
@@ -131,18 +129,74 @@ def context_line(*, used: int, max_tokens: int, reliability: Reliability, compre
     )
 
 
-def low_reliability_warning(*, model: str, parameter_size_b: float | None, compression_count: int) -> str | None:
-    """The spec's warning once a small model has compressed the conversation three times or more."""
-    if compression_count < WARN_AFTER_COMPRESSIONS or (parameter_size_b or 0.0) >= SMALL_MODEL_MAX_B:
+@dataclass(frozen=True)
+class SizeBand:
+    """One of the spec's "Compression Quality by Model Size" bands and the compressions it recommends at most."""
+
+    name: str
+    sizes: str
+    recommend: str
+    warn_after: int
+
+
+# The spec's bands, smallest first. The warning starts at the lower end of each recommended
+# range (2, 3, 5): the user hears of it once the conversation is within the range the spec
+# gives as the most to make, not only past it.
+SMALL_MODELS = SizeBand("Small", "3B-7B", "2-3 compressions max", warn_after=2)
+MEDIUM_MODELS = SizeBand("Medium", "13B-30B", "3-5 compressions", warn_after=3)
+LARGE_MODELS = SizeBand("Large", "70B+", "5-7 compressions", warn_after=5)
+# The lowest size of each band but the first; a size between two bands (8B-12B, 31B-69B)
+# belongs to the smaller one, as the spec's model factor groups them (below 13B counts as
+# 7B, below 70B as 30B). Below 3B and unknown sizes count as small, the cautious choice,
+# as the model factor counts an unknown size as the smallest.
+MEDIUM_MODEL_MIN_B = 13.0
+LARGE_MODEL_MIN_B = 70.0
+
+WARNING_HEADING = "Context Compression Warning"
+RECOMMENDATIONS = (
+    "Continue if making good progress",
+    "Start new conversation if seeing hallucinations",
+    "Use larger model for complex long-term tasks",
+)
+
+
+def size_band(parameter_size_b: float | None) -> SizeBand:
+    """The spec's band of a model of ``parameter_size_b`` billion parameters (None: unknown)."""
+    size = parameter_size_b or 0.0
+    if size >= LARGE_MODEL_MIN_B:
+        return LARGE_MODELS
+    if size >= MEDIUM_MODEL_MIN_B:
+        return MEDIUM_MODELS
+    return SMALL_MODELS
+
+
+@dataclass(frozen=True)
+class CompressionWarning:
+    """The spec's "Warning for Low Reliability" in parts, so a page can set its own icon
+    before ``WARNING_HEADING`` rather than the spec's emoji; ``lines`` are its sentences."""
+
+    lines: tuple[str, ...]
+    recommendations: tuple[str, ...]
+    band: SizeBand
+
+
+def low_reliability_warning(
+    *, model: str, parameter_size_b: float | None, compression_count: int
+) -> CompressionWarning | None:
+    """The spec's warning once the conversation has been compressed as often as its model's
+    size band recommends at most (``size_band``: from 2 times for small models, 3 for medium,
+    5 for large); None before."""
+    band = size_band(parameter_size_b)
+    if compression_count < band.warn_after:
         return None
-    return (
-        "⚠️ Context Compression Warning\n"
-        f"Your model ({model}) has compressed the conversation {compression_count} times.\n"
-        "Small models may lose context accuracy after multiple compressions.\n\n"
-        "Recommendations:\n"
-        "- Continue if making good progress\n"
-        "- Start new conversation if seeing hallucinations\n"
-        "- Use larger model for complex long-term tasks"
+    return CompressionWarning(
+        lines=(
+            f"Your model ({model}) has compressed the conversation {compression_count} times.",
+            f"{band.name} models may lose context accuracy after multiple compressions.",
+            f"Recommend: {band.recommend} ({band.name.lower()} models, {band.sizes}).",
+        ),
+        recommendations=RECOMMENDATIONS,
+        band=band,
     )
 
 

@@ -11,7 +11,7 @@ from django.db import transaction
 
 from chat.models import Session
 from contextmgr.core.aging import Level
-from contextmgr.core.config import ConfigError, context_config_from_mapping
+from contextmgr.core.config import ConfigError, canonical_settings, context_config_from_mapping
 from contextmgr.core.ranges import carried_over
 from contextmgr.core.retention import facts_to_json
 from contextmgr.core.truncate import shorten_extractive
@@ -33,9 +33,11 @@ def session_set_context_settings(*, session: Session, settings: Mapping[str, Any
     session's budget can hold (a third and a sixth of the context after the
     system prompt, ``contextmgr.core.config.session_limits``) is refused with the
     largest value it accepts; a value left out follows the context size. The
-    caller (``chat.services.session_update``) checks the budget again afterwards.
+    caller (``chat.services.session_update``) checks the budget again afterwards. The spec's
+    camelCase keys are taken and stored in the snake_case spelling, so one form is stored.
     """
     try:
+        settings = canonical_settings(settings)
         config = context_config_from_mapping(settings, base=default_config())
     except ConfigError as exc:
         raise ValidationError({"settings": str(exc)}) from exc
@@ -55,8 +57,8 @@ def session_set_context_settings(*, session: Session, settings: Mapping[str, Any
                     "context leaves after the system prompt)."
                 }
             )
-    Session.objects.filter(pk=session.pk).update(settings=dict(settings))
-    session.settings = dict(settings)
+    Session.objects.filter(pk=session.pk).update(settings=settings)
+    session.settings = settings
     return session
 
 

@@ -177,6 +177,25 @@ def test_patch_sets_the_spec_configuration_and_refuses_bad_values(api, chat_sess
     assert chat_session.title == "New conversation"
 
 
+def test_patch_takes_the_specs_key_names_and_stores_them_snake_case(api, chat_session):
+    url = f"/api/sessions/{chat_session.id}"
+    spec = {"compression": {"preserveRecent": 512, "summaryMaxTokens": 300}, "snapshots": {"autoThreshold": 0.5}}
+    response = api.patch(url, {"settings": spec}, content_type=JSON)
+    assert response.status_code == 200, response.json()
+    stored = {"compression": {"preserve_recent": 512, "summary_max_tokens": 300}, "snapshots": {"auto_threshold": 0.5}}
+    assert response.json()["settings"] == stored
+    chat_session.refresh_from_db()
+    assert chat_session.settings == stored
+    both = {"compression": {"preserveRecent": 512, "preserve_recent": 256}}
+    refused = api.patch(url, {"settings": both}, content_type=JSON)
+    assert refused.status_code == 422
+    assert "preserveRecent and preserve_recent" in str(refused.json()["detail"])
+    # The session's limits apply to the spec's spelling too.
+    too_big = api.patch(url, {"settings": {"compression": {"preserveRecent": 99_999}}}, content_type=JSON)
+    assert too_big.status_code == 422
+    assert "compression.preserve_recent is 99,999 tokens" in str(too_big.json()["detail"])
+
+
 def test_every_door_starts_a_session_the_same_way(user, owner_client, api, use_gateway, fake_ollama, monkeypatch):
     """Page, API, terminal and import all ask Ollama about the model (``session_start``): a model
     whose tag says nothing of its size gets the size /api/show reports, and the same score."""

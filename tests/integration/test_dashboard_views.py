@@ -328,3 +328,19 @@ def test_the_meter_adds_up_to_what_the_prompt_holds(session, goal):
 def test_a_crafted_around_is_no_message_not_an_error(session, owner_client, around):
     response = owner_client.get(reverse("chat:chat", args=[session.pk]), {"around": around})
     assert response.status_code == 200
+
+
+def test_the_chat_page_shows_the_specs_warning_for_a_7b_model_from_two_compressions(user, owner_client, app_gateway):
+    from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
+
+    session = session_create(owner=user, model="mistral:7b", context_size=16384, parameter_size_b=7.0)
+    url = reverse("chat:chat", args=[session.pk])
+    for n in range(2):
+        reply = message_create(session=session, role="assistant", content=f"Answer {n}. " * 30)
+        compression_commit(session=session, message_ids=[reply.id], draft=CheckpointDraft(summary=f"Answer {n}."))
+        page = owner_client.get(url).content.decode()
+        shown = "Your model (mistral:7b) has compressed the conversation 2 times." in page
+        assert shown == (n == 1), n
+    assert "Recommend: 2-3 compressions max (small models, 3B-7B)." in page
+    assert "icon-warning" in page
+    assert "⚠" not in page

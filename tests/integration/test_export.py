@@ -46,7 +46,9 @@ def test_the_session_file_holds_the_full_history_even_after_compression(chat_ses
         {"llmContent": "contents"},
     )
     assert data["metadata"]["compressionCount"] == 1
-    assert data["metadata"]["tokenCount"] > 0
+    # The full history's tokens, the compressed reply's included; not the active context's.
+    assert data["metadata"]["tokenCount"] == sum(chat_session.messages.values_list("tokens", flat=True))
+    assert reply.tokens > 0
 
 
 def test_export_sessions_writes_one_file_per_session(tmp_path, user, other_user):

@@ -6,7 +6,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.test import override_settings
 
-from chat.services import session_create
+from chat.services import session_create, session_update
 from contextmgr.core.config import (
     DEFAULT_CONFIG,
     CompressionConfig,
@@ -42,7 +42,7 @@ def test_default_values():
         ({"snapshots": {"auto_create": 1}}, r"snapshots.auto_create must be true or false"),
         ({"snapshots": {"auto_threshold": 0}}, r"snapshots.auto_threshold must be a number in \(0, 1\]"),
         ({"snapshots": {"auto_threshold": 1.01}}, r"snapshots.auto_threshold must be a number in \(0, 1\]"),
-        ({"compression": {"preserveRecent": 10}}, r"compression has unknown settings: preserveRecent"),
+        ({"compression": {"preserveRecnt": 10}}, r"compression has unknown settings: preserveRecnt"),
     ],
 )
 def test_config_types_are_validated(data, message):
@@ -50,6 +50,46 @@ def test_config_types_are_validated(data, message):
     "summaryMaxTokens: number; // Max tokens for summary", "autoThreshold: number; // Trigger at % of context"."""
     with pytest.raises(ConfigError, match=message):
         context_config_from_mapping(data)
+
+
+SPEC_SPELLING = {
+    "compression": {"enabled": True, "strategy": "truncate", "preserveRecent": 300, "summaryMaxTokens": 200},
+    "snapshots": {"enabled": True, "autoCreate": False, "autoThreshold": 0.5},
+}
+STORED_SPELLING = {
+    "compression": {"enabled": True, "strategy": "truncate", "preserve_recent": 300, "summary_max_tokens": 200},
+    "snapshots": {"enabled": True, "auto_create": False, "auto_threshold": 0.5},
+}
+
+
+def test_the_specs_key_names_are_accepted():
+    """Spec: "interface CompressionConfig { enabled: boolean; strategy: ...; preserveRecent: number; summaryMaxTokens:
+    number; }" and "interface SnapshotConfig { enabled: boolean; autoCreate: boolean; autoThreshold: number; }"."""
+    config = context_config_from_mapping(SPEC_SPELLING)
+    assert config == context_config_from_mapping(STORED_SPELLING)
+    assert (config.compression.preserve_recent, config.compression.summary_max_tokens) == (300, 200)
+    assert (config.snapshots.auto_create, config.snapshots.auto_threshold) == (False, 0.5)
+    with pytest.raises(ConfigError, match="compression gives the same setting twice"):
+        context_config_from_mapping({"compression": {"preserveRecent": 300, "preserve_recent": 400}})
+
+
+@pytest.mark.django_db
+def test_a_session_stores_the_specs_names_in_one_spelling(user):
+    """Spec: "preserveRecent: number; // Tokens to preserve" — given by a session in the spec's spelling, stored
+    in the one spelling this product keeps (snake_case), whichever door it came through."""
+    started = session_create(owner=user, model="llama3.2:3b", context_size=8192, settings=SPEC_SPELLING)
+    started.refresh_from_db()
+    assert started.settings == STORED_SPELLING
+    assert session_config(started).compression.preserve_recent == 300
+    changed = session_update(session=started, settings={"compression": {"summaryMaxTokens": 150}})
+    changed.refresh_from_db()
+    assert changed.settings == {"compression": {"summary_max_tokens": 150}}
+    with pytest.raises(ValidationError, match="the same setting twice"):
+        session_update(session=changed, settings={"snapshots": {"autoCreate": True, "auto_create": False}})
+    with override_settings(OLLM_CONTEXT_DEFAULTS={"compression": {"summaryMaxTokens": 512}}):
+        assert session_config(session_create(owner=user, model="llama3.2:3b", context_size=8192)).compression == (
+            CompressionConfig(summary_max_tokens=512)
+        ), "the global defaults take the spec's names too"
 
 
 @pytest.mark.django_db

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from django.template.loader import render_to_string
 
-from chat.services import session_create
+from chat.services import message_create, session_create
 from contextmgr.core.aging import Level
 from contextmgr.core.reliability import (
     LEVEL_PRIOR_RETENTION,
+    WARNING_HEADING,
     CheckpointRetention,
     Reliability,
     ReliabilityLevel,
@@ -20,6 +22,7 @@ from contextmgr.core.reliability import (
     parameter_size_from_tag,
     reliability_level,
 )
+from contextmgr.panels import context_panel
 from contextmgr.selectors import session_reliability
 from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
 
@@ -112,21 +115,51 @@ def test_ui_display_string():
     assert one.endswith("(1 compression)")
 
 
+SPEC_WARNING = """⚠️ Context Compression Warning
+Your model (llama3.2:3b) has compressed the conversation 3 times.
+Small models may lose context accuracy after multiple compressions.
+
+Recommendations:
+- Continue if making good progress
+- Start new conversation if seeing hallucinations
+- Use larger model for complex long-term tasks"""
+
+
 def test_low_reliability_warning_text():
     """Spec: "⚠️ Context Compression Warning" / "Your model (llama3.2:3b) has compressed the conversation 3 times." /
-    "Small models may lose context accuracy after multiple compressions." and the three recommendations."""
+    "Small models may lose context accuracy after multiple compressions." and the three recommendations.
+
+    The page draws the ⚠️ as an inline SVG, so the function gives the text in parts (the heading is
+    ``WARNING_HEADING``) and adds the band's recommendation from "Compression Quality by Model Size"."""
     warning = low_reliability_warning(model="llama3.2:3b", parameter_size_b=3.0, compression_count=3)
-    assert warning == (
-        "⚠️ Context Compression Warning\n"
-        "Your model (llama3.2:3b) has compressed the conversation 3 times.\n"
-        "Small models may lose context accuracy after multiple compressions.\n\n"
-        "Recommendations:\n"
-        "- Continue if making good progress\n"
-        "- Start new conversation if seeing hallucinations\n"
-        "- Use larger model for complex long-term tasks"
+    assert warning is not None
+    first, second, band_line = warning.lines
+    rebuilt = "\n".join(
+        [f"⚠️ {WARNING_HEADING}", first, second, "", "Recommendations:", *(f"- {r}" for r in warning.recommendations)]
     )
-    assert low_reliability_warning(model="llama3.2:3b", parameter_size_b=3.0, compression_count=2) is None
-    assert low_reliability_warning(model="llama3:70b", parameter_size_b=70.0, compression_count=3) is None
+    assert rebuilt == SPEC_WARNING
+    assert band_line == "Recommend: 2-3 compressions max (small models, 3B-7B)."
+
+
+@pytest.mark.django_db
+def test_the_page_shows_the_specs_warning_escaped(user):
+    """Spec: "**Warning for Low Reliability:**" — its text on the chat page, from ``low_reliability_warning``,
+    with an inline SVG for the ⚠️ and every part escaped."""
+    session = session_create(owner=user, model="llama3.2:3b<b>", context_size=16384, parameter_size_b=3.0)
+    for n in range(2):
+        reply = message_create(session=session, role="assistant", content=f"Answer {n}. " * 30)
+        compression_commit(session=session, message_ids=[reply.id], draft=CheckpointDraft(summary=f"Answer {n}."))
+    session.refresh_from_db()
+    html = render_to_string("chat/_warning.html", {**context_panel(session), "session": session, "can_write": True})
+    assert "icon-warning" in html
+    assert "⚠" not in html
+    assert "Your model (llama3.2:3b&lt;b&gt;) has compressed the conversation 2 times." in html
+    assert "<b>" not in html
+    assert "Small models may lose context accuracy after multiple compressions." in html
+    assert "Recommend: 2-3 compressions max (small models, 3B-7B)." in html
+    assert html.count("<li>") == 3
+    assert "Use larger model for complex long-term tasks" in html
+    assert "Start a new conversation from here" in html
 
 
 def test_model_size_is_read_from_the_tag():

@@ -9,6 +9,7 @@ import pytest
 from django.core.management import call_command
 
 from chat.export import session_file
+from chat.imports import session_import
 from chat.models import Message
 from chat.services import message_create
 from contextmgr.core.window import chat_messages
@@ -110,8 +111,10 @@ def test_full_history_is_never_affected_by_compression(due_session, gateway, fak
     assert after["messages"] == before["messages"], "ALL messages (uncompressed)"
     assert chat_messages(session_window(session=due_session)) != prompt_before, "the active context did change"
     assert after["metadata"]["compressionCount"] == before["metadata"]["compressionCount"] + 1
-    assert after["metadata"]["tokenCount"] == session_budget(session=due_session).used
-    assert after["metadata"]["tokenCount"] < before["metadata"]["tokenCount"]
+    # "Metadata (tokens, compressions)" of the full history: compression does not change its tokens.
+    assert after["metadata"]["tokenCount"] == before["metadata"]["tokenCount"]
+    assert after["metadata"]["tokenCount"] == sum(due_session.messages.values_list("tokens", flat=True))
+    assert after["metadata"]["tokenCount"] > session_budget(session=due_session).used, "more than the active context"
 
 
 def test_active_context_contents(due_session, gateway, fake_ollama):
@@ -147,3 +150,22 @@ def test_full_history_is_saved_to_ollm_sessions(chat_session, tmp_path, monkeypa
     assert data == json.loads(json.dumps(session_file(session=chat_session)))
     assert len(data["messages"]) == 2
     assert len(data["toolCalls"]) == 1
+
+
+def test_the_files_token_count_is_the_full_historys_and_an_import_counts_again(due_session, gateway, fake_ollama):
+    """Spec: "Metadata (tokens, compressions)" of the "Full History (Disk)", in the session file as
+    "metadata": { "tokenCount": 8500, "compressionCount": 2 }.
+
+    ``tokenCount`` counts every message and tool call of the file; an import ignores the file's
+    ``tokenCount`` and ``compressionCount`` and derives both from what it stores."""
+    fake_ollama.behaviour.canned_reply = "Recap."
+    assert compression_run(session_id=due_session.pk, gateway=gateway).status == "compressed"
+    exported = session_file(session=due_session)
+    full = sum(due_session.messages.values_list("tokens", flat=True))
+    assert exported["metadata"]["tokenCount"] == full
+    exported["metadata"].update(tokenCount=1, compressionCount=7)
+    imported = session_import(owner=due_session.owner, data=exported, gateway=gateway)
+    again = session_file(session=imported)
+    assert again["metadata"]["compressionCount"] == 0
+    assert again["metadata"]["tokenCount"] == sum(imported.messages.values_list("tokens", flat=True))
+    assert again["metadata"]["tokenCount"] > 1

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from contextmgr.core.config import (
@@ -9,6 +11,7 @@ from contextmgr.core.config import (
     SessionLimits,
     SnapshotConfig,
     auto_snapshot_due,
+    canonical_settings,
     context_config_from_mapping,
     effective_preserve_recent,
     effective_summary_max_tokens,
@@ -40,6 +43,45 @@ def test_override_over_a_custom_base():
     config = context_config_from_mapping({"snapshots": {"enabled": False}}, base=base)
     assert config.compression.preserve_recent == 512
     assert not config.snapshots.enabled
+
+
+def test_the_specs_camel_case_names_are_read_as_the_stored_snake_case_ones():
+    spec = {
+        "compression": {"enabled": False, "strategy": "truncate", "preserveRecent": 300, "summaryMaxTokens": 200},
+        "snapshots": {"enabled": True, "autoCreate": False, "autoThreshold": 0.5},
+    }
+    assert canonical_settings(spec) == {
+        "compression": {"enabled": False, "strategy": "truncate", "preserve_recent": 300, "summary_max_tokens": 200},
+        "snapshots": {"enabled": True, "auto_create": False, "auto_threshold": 0.5},
+    }
+    assert context_config_from_mapping(spec) == context_config_from_mapping(canonical_settings(spec))
+    assert context_config_from_mapping(spec).compression == CompressionConfig(False, "truncate", 300, 200)
+
+
+def test_canonical_settings_leaves_other_shapes_for_validation_to_name():
+    assert canonical_settings(None) == {}
+    assert canonical_settings({"compression": [], "speed": {"x": 1}}) == {"compression": [], "speed": {"x": 1}}
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            {"compression": {"preserveRecent": 1, "preserve_recent": 1}},
+            "compression gives the same setting twice, in the spec's and the stored spelling: "
+            "preserveRecent and preserve_recent",
+        ),
+        (
+            {"snapshots": {"autoThreshold": 0.5, "auto_threshold": 0.6, "autoCreate": True, "auto_create": True}},
+            "snapshots gives the same setting twice, in the spec's and the stored spelling: "
+            "autoCreate and auto_create, autoThreshold and auto_threshold",
+        ),
+        ({"compression": {"preserveRecnt": 10}}, "compression has unknown settings: preserveRecnt"),
+    ],
+)
+def test_a_setting_in_both_spellings_or_misspelt_is_refused(data, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        context_config_from_mapping(data)
 
 
 @pytest.mark.parametrize(

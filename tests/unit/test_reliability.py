@@ -4,6 +4,10 @@ import pytest
 
 from contextmgr.core.aging import Level
 from contextmgr.core.reliability import (
+    LARGE_MODELS,
+    MEDIUM_MODELS,
+    RECOMMENDATIONS,
+    SMALL_MODELS,
     CheckpointRetention,
     Reliability,
     ReliabilityLevel,
@@ -15,6 +19,7 @@ from contextmgr.core.reliability import (
     model_factor,
     parameter_size_from_tag,
     reliability_level,
+    size_band,
 )
 
 
@@ -100,16 +105,33 @@ def test_specs_display_string():
     )
 
 
-def test_warning_for_small_models_after_three_compressions():
-    warning = low_reliability_warning(model="llama3.2:3b", parameter_size_b=3, compression_count=3)
+@pytest.mark.parametrize(
+    ("size", "band"),
+    [
+        (None, SMALL_MODELS),
+        (0.0, SMALL_MODELS),
+        (7.0, SMALL_MODELS),
+        (12.99, SMALL_MODELS),
+        (13.0, MEDIUM_MODELS),
+        (69.99, MEDIUM_MODELS),
+        (70.0, LARGE_MODELS),
+    ],
+)
+def test_size_band_bounds(size, band):
+    assert size_band(size) is band
+
+
+@pytest.mark.parametrize(("size", "quiet", "warned"), [(3, 1, 2), (8, 1, 2), (None, 1, 2), (13, 2, 3), (70, 4, 5)])
+def test_the_warning_starts_at_the_bands_lower_end(size, quiet, warned):
+    assert low_reliability_warning(model="m", parameter_size_b=size, compression_count=quiet) is None
+    warning = low_reliability_warning(model="m", parameter_size_b=size, compression_count=warned)
     assert warning is not None
-    assert warning.startswith(
-        "⚠️ Context Compression Warning\nYour model (llama3.2:3b) has compressed the conversation 3 times."
-    )
-    assert "- Use larger model for complex long-term tasks" in warning
-    assert low_reliability_warning(model="llama3.2:3b", parameter_size_b=3, compression_count=2) is None
-    assert low_reliability_warning(model="llama3.1:8b", parameter_size_b=8, compression_count=5) is None
-    assert low_reliability_warning(model="mystery", parameter_size_b=None, compression_count=3) is not None
+    assert warning.band is size_band(size)
+    assert warning.lines[0] == f"Your model (m) has compressed the conversation {warned} times."
+    assert warning.lines[1] == f"{warning.band.name} models may lose context accuracy after multiple compressions."
+    assert warning.lines[2].startswith(f"Recommend: {warning.band.recommend} (")
+    assert warning.recommendations == RECOMMENDATIONS
+    assert "⚠" not in " ".join(warning.lines), "the page draws its own icon"
 
 
 @pytest.mark.parametrize(
