@@ -7,12 +7,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from django.conf import settings
 from django.db.models import Max, QuerySet, Sum
 from django.shortcuts import get_object_or_404
 
 from chat.models import Message, Session
 from contextmgr.core.aging import Level
 from contextmgr.core.budget import Budget
+from contextmgr.core.config import ContextConfig, context_config_from_mapping
 from contextmgr.core.meter import Meter, build_meter
 from contextmgr.core.prompts import (
     ArtifactView,
@@ -45,6 +47,16 @@ from contextmgr.models import (
     Snapshot,
 )
 from contextmgr.resources import count_text_tokens
+
+
+def default_config() -> ContextConfig:
+    """The global defaults: the spec's, with ``OLLM_CONTEXT_DEFAULTS`` over them."""
+    return context_config_from_mapping(settings.OLLM_CONTEXT_DEFAULTS)
+
+
+def session_config(session: Session) -> ContextConfig:
+    """The session's settings over the global defaults."""
+    return context_config_from_mapping(session.settings, base=default_config())
 
 
 def active_checkpoints(*, session: Session) -> QuerySet[Checkpoint]:

@@ -44,6 +44,7 @@ def test_snapshot_then_changes_then_restore_gives_the_same_prompt(due_session, g
     assert changed != before
 
     undo = snapshot_restore(snapshot=snapshot)
+    assert undo is not None
     due_session.refresh_from_db()
     assert prompt(due_session) == before
     assert session_budget(session=due_session) == budget_before

@@ -11,8 +11,8 @@ from contextmgr.models import Checkpoint, ContextEvent, ImmutableError, Snapshot
 from contextmgr.selectors import session_budget, session_snapshots
 from contextmgr.services.compression import compression_run
 from contextmgr.services.goals import decision_record, goal_create
-from contextmgr.services.snapshots import snapshot_create, snapshot_restore
-from tests.factories import converse, event_types, prompt, until_due
+from contextmgr.services.snapshots import SnapshotError, snapshot_create, snapshot_restore
+from tests.factories import converse, event_types, prompt, small_session, until_due
 
 pytestmark = pytest.mark.django_db
 
@@ -95,6 +95,7 @@ def test_restore_can_itself_be_undone(due_session, gateway, fake_ollama):
     until_due(due_session, start=300)
     compressed = prompt(due_session)
     undo = snapshot_restore(snapshot=first)
+    assert undo is not None
     assert prompt(due_session) != compressed
     snapshot_restore(snapshot=undo)
     assert prompt(due_session) == compressed
@@ -158,3 +159,28 @@ def test_deleting_a_session_deletes_its_snapshots(chat_session):
     session_delete(session=chat_session)
     assert not Session.objects.filter(pk=chat_session.pk).exists()
     assert not Snapshot.objects.filter(session_id=chat_session.pk).exists()
+
+
+def test_snapshot_config_enabled_false_means_no_snapshot_of_any_kind(user, gateway, fake_ollama):
+    """Spec: "interface SnapshotConfig { enabled: boolean; autoCreate: boolean; ... }": ``enabled``
+    switches snapshots off, ``autoCreate`` only the automatic ones. Off, neither a compression nor
+    "Snapshot now" takes one, and a restore of an earlier snapshot takes no undo snapshot and says so."""
+    from contextmgr.services.session_settings import session_set_context_settings
+
+    fake_ollama.behaviour.canned_reply = "Recap."
+    session = small_session(user, compression={"summary_max_tokens": 128})
+    earlier = snapshot_create(session=session, kind=Snapshot.Kind.MANUAL, reason="while on")
+    captured = _captured(session)
+    session_set_context_settings(session=session, settings={"snapshots": {"enabled": False}})
+    until_due(session)
+    assert compression_run(session_id=session.pk, gateway=gateway).status == "compressed"
+    with pytest.raises(SnapshotError, match="snapshots are off in this session's settings"):
+        snapshot_create(session=session, kind=Snapshot.Kind.MANUAL)
+    assert list(Snapshot.objects.filter(session=session)) == [earlier]
+
+    assert snapshot_restore(snapshot=earlier) is None
+    assert _captured(session) == captured
+    assert list(Snapshot.objects.filter(session=session)) == [earlier]
+    restored = ContextEvent.objects.filter(session=session, type="snapshot-restored").get()
+    assert restored.payload["undo_snapshot"] is None
+    assert "auto-snapshot-created" not in event_types(session)
