@@ -29,13 +29,12 @@ from contextmgr.core.tokens import TokenCount, TokenCounter
 from contextmgr.core.window import WindowBlock, chat_messages
 from contextmgr.llm import ChatMessage, ChatResult, ContextOverflow, Gateway, LLMError, LLMTimeout, get_gateway
 from contextmgr.resources import TiktokenCounter
-from contextmgr.selectors import ContextReport, session_context, session_window
+from contextmgr.selectors import ContextReport, session_config, session_context, session_window
 from contextmgr.services.compression import (
     compression_maybe_schedule,
     compression_run,
     compression_running,
     compression_wait,
-    session_config,
 )
 from contextmgr.services.goals import goal_apply_markers
 

@@ -228,6 +228,7 @@ def session_settings(request: HttpRequest, session_id: UUID) -> HttpResponse:
             "settings_saved": not error,
             **settings_context(session),
             **context_panel(session),
+            **snapshots_context(session),  # its wording follows snapshots.enabled and auto_create
         },
         status=422 if error else 200,
     )

@@ -198,14 +198,15 @@ def snapshots_list(request: HttpRequest, session_id: UUID) -> QuerySet[Snapshot]
 
 @router.post("/sessions/{session_id}/snapshots", response={201: SnapshotOut}, summary="Take a snapshot")
 def snapshot_create_view(request: HttpRequest, session_id: UUID, payload: SnapshotIn) -> Any:
-    """An immutable snapshot of the session's whole state."""
+    """An immutable snapshot of the session's whole state; 409 when the session's snapshots are off."""
     session = session_for_owner(user=api_user(request), session_id=session_id)
     return Status(201, snapshot_create(session=session, kind=Snapshot.Kind.MANUAL, reason=payload.reason))
 
 
 @router.post("/snapshots/{snapshot_id}/restore", response=RestoreOut, summary="Restore a snapshot")
 def snapshot_restore_view(request: HttpRequest, snapshot_id: ObjectId) -> Any:
-    """Return the active context to the snapshot's; a snapshot of the state before is taken first (the undo)."""
+    """Return the active context to the snapshot's; a snapshot of the state before is taken first (the undo),
+    unless the session's snapshots are off (then `undo_snapshot` is null and the restore cannot be undone)."""
     snapshot = owned_snapshot(user=api_user(request), snapshot_id=snapshot_id)
     undo = snapshot_restore(snapshot=snapshot)
     session = snapshot.session

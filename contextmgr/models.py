@@ -242,8 +242,18 @@ class ImmutableError(RuntimeError):
     pass
 
 
+class SnapshotQuerySet(models.QuerySet["Snapshot"]):
+    def update(self, **kwargs: Any) -> int:
+        # bulk_update() goes through here too: no path rewrites a snapshot in place.
+        raise ImmutableError("a snapshot never changes after it is created")
+
+
 class Snapshot(models.Model):
-    """The full state of a session at one moment; never changes after creation."""
+    """The full state of a session at one moment; never changes after creation.
+
+    Each snapshot is self-contained (``state`` holds every message's context
+    state), so deleting one never affects restoring another.
+    """
 
     class Kind(models.TextChoices):
         AUTO = "auto"
@@ -259,6 +269,8 @@ class Snapshot(models.Model):
     model = models.CharField(max_length=200)
     tier = models.PositiveSmallIntegerField()
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = SnapshotQuerySet.as_manager()
 
     class Meta:
         ordering = ["session", "-created_at", "-id"]

@@ -18,11 +18,12 @@ from contextmgr.selectors import (
     artifacts_of_session,
     context_meter,
     decisions_of_session,
+    session_config,
     session_context,
     session_goals,
     session_snapshots,
 )
-from contextmgr.services.compression import session_config, session_effective_limits
+from contextmgr.services.compression import session_effective_limits
 
 
 def context_panel(session: Session) -> dict[str, Any]:
@@ -63,7 +64,10 @@ def goals_context(session: Session) -> dict[str, Any]:
 
 def snapshots_context(session: Session) -> dict[str, Any]:
     # The panel lists when, what kind and how big; each state (JSON) is read only by a restore.
-    return {"snapshots": session_snapshots(session=session).defer("state")[:20]}
+    return {
+        "snapshots": session_snapshots(session=session).defer("state")[:20],
+        "snapshot_config": session_config(session).snapshots,
+    }
 
 
 def settings_context(session: Session) -> dict[str, Any]:

@@ -274,7 +274,10 @@ class SnapshotOut(Schema):
 
 class RestoreOut(Schema):
     restored: SnapshotOut
-    undo_snapshot: SnapshotOut = Field(description="Taken just before the restore: restore it to undo.")
+    undo_snapshot: SnapshotOut | None = Field(
+        description="Taken just before the restore: restore it to undo. None when the session's "
+        "snapshots are off: that restore cannot be undone."
+    )
     context: ContextOut
 
 

@@ -6,14 +6,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
-from uuid import UUID
 
+from django.conf import settings
 from django.db.models import Max, QuerySet, Sum
 from django.shortcuts import get_object_or_404
 
 from chat.models import Message, Session
 from contextmgr.core.aging import Level
 from contextmgr.core.budget import Budget
+from contextmgr.core.config import ContextConfig, context_config_from_mapping
 from contextmgr.core.meter import Meter, build_meter
 from contextmgr.core.prompts import (
     ArtifactView,
@@ -46,6 +47,16 @@ from contextmgr.models import (
     Snapshot,
 )
 from contextmgr.resources import count_text_tokens
+
+
+def default_config() -> ContextConfig:
+    """The global defaults: the spec's, with ``OLLM_CONTEXT_DEFAULTS`` over them."""
+    return context_config_from_mapping(settings.OLLM_CONTEXT_DEFAULTS)
+
+
+def session_config(session: Session) -> ContextConfig:
+    """The session's settings over the global defaults."""
+    return context_config_from_mapping(session.settings, base=default_config())
 
 
 def active_checkpoints(*, session: Session) -> QuerySet[Checkpoint]:
@@ -201,11 +212,6 @@ def _context_report(
     )
 
 
-def session_context_version(*, session_id: UUID) -> int:
-    """The session's context version as stored now."""
-    return Session.objects.values_list("context_version", flat=True).get(pk=session_id)
-
-
 def session_context_line(*, session: Session) -> str:
     """``Context: 5,234/13,600 🟡 65% (2 compressions)``."""
     return session_context(session=session).display
@@ -282,42 +288,28 @@ def session_last_event_id(*, session: Session) -> int:
 
 
 def message_states(*, session: Session) -> dict[str, Any]:
-    """The messages' context state as a delta on the session's latest snapshot.
+    """Every message's context state, so a snapshot restores without any other snapshot.
 
-    Only messages whose state changed since that snapshot (``context_version``)
-    are listed, so a snapshot costs what changed, not the length of the
-    history; ``snapshot_message_states`` rebuilds the whole map from the chain.
-    The version is read before the rows, so a concurrent change is at worst
-    listed twice, never missed.
+    ``states`` lists ``[id, compressed_into, excluded_from_context]`` for each
+    message in position order; ``last_position`` is the newest message's.
+    bench/snapshot_size.py measures what it costs: about 17 bytes a message (170 KB at 10,000).
     """
-    version = session_context_version(session_id=session.pk)
-    base = (
-        Snapshot.objects.filter(session=session).order_by("-id").values_list("id", "state__messages__version").first()
-    )
-    base_id, base_version = base if base is not None else (None, 0)
-    changed = (
-        Message.objects.filter(session=session, context_version__gt=base_version)
+    rows = (
+        Message.objects.filter(session=session)
         .order_by("position")
         .values_list("id", "compressed_into_id", "excluded_from_context")
     )
-    return {
-        "base": base_id,
-        "version": version,
-        "last_position": Message.objects.filter(session=session).aggregate(last=Max("position"))["last"] or 0,
-        "changed": [list(row) for row in changed],
-    }
+    states = [list(row) for row in rows]
+    last = Message.objects.filter(session=session).aggregate(last=Max("position"))["last"] or 0
+    return {"last_position": last, "states": states}
 
 
 def snapshot_message_states(*, snapshot: Snapshot) -> dict[int, tuple[int | None, bool]]:
-    """Every message's ``(compressed_into, excluded_from_context)`` as of ``snapshot``."""
-    chain = [snapshot.state["messages"]]
-    while chain[-1]["base"] is not None:
-        chain.append(Snapshot.objects.only("state").get(pk=chain[-1]["base"]).state["messages"])
-    states: dict[int, tuple[int | None, bool]] = {}
-    for part in reversed(chain):
-        for message_id, compressed_into, excluded in part["changed"]:
-            states[message_id] = (compressed_into, excluded)
-    return states
+    """Every message's ``(compressed_into, excluded_from_context)`` as of ``snapshot``, from it alone."""
+    return {
+        message_id: (compressed_into, excluded)
+        for message_id, compressed_into, excluded in snapshot.state["messages"]["states"]
+    }
 
 
 def session_state(*, session: Session) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from contextmgr.selectors import (
     owned_snapshot,
     reliability_history,
     session_checkpoints,
+    session_config,
     session_events,
 )
 from contextmgr.services.compression import (
@@ -183,9 +184,16 @@ def artifact_new(request: HttpRequest, session_id: UUID) -> HttpResponse:
 @require_POST
 def snapshot_new(request: HttpRequest, session_id: UUID) -> HttpResponse:
     session = session_for_owner(user=request.user, session_id=session_id)
-    snapshot_create(session=session, kind=Snapshot.Kind.MANUAL, reason="created from the dashboard")
+    error = ""
+    try:
+        snapshot_create(session=session, kind=Snapshot.Kind.MANUAL, reason="created from the dashboard")
+    except SnapshotError as exc:
+        error = str(exc)
     return render(
-        request, "chat/_snapshots.html", {"session": session, "can_write": True, **snapshots_context(session)}
+        request,
+        "chat/_snapshots.html",
+        {"session": session, "can_write": True, "snapshot_error": error, **snapshots_context(session)},
+        status=409 if error else 200,
     )
 
 
@@ -210,6 +218,7 @@ def snapshot_restore_page(request: HttpRequest, snapshot_id: int) -> HttpRespons
             "session": session,
             "snapshot": snapshot,
             "written_after": written_after,
+            "undo_taken": session_config(session).snapshots.enabled,
             "error": error,
             **context_panel(session),
         },

@@ -149,7 +149,7 @@ def frozen(session: Session) -> tuple[Any, ...]:
     checkpoints, the goal state and the prompt the next call would send."""
     session.refresh_from_db()
     state = session_state(session=session)
-    del state["messages"]  # a delta on the latest snapshot, which a compression may add
+    del state["messages"]  # compared message by message in ``history`` below
     history = list(
         Message.objects.filter(session=session)
         .order_by("position")

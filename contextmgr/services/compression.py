@@ -30,7 +30,6 @@ from contextmgr.core.config import (
     SessionLimits,
     Strategy,
     auto_snapshot_due,
-    context_config_from_mapping,
     session_limits,
 )
 from contextmgr.core.ledger import Ledger, ledger_budget, render_ledger
@@ -65,6 +64,7 @@ from contextmgr.selectors import (
     active_messages,
     goal_view,
     session_budget,
+    session_config,
 )
 from contextmgr.services.checkpoints import (
     AgedSummary,
@@ -90,16 +90,6 @@ class CompressionOutcome:
     status: Literal["compressed", "rolled-over", "skipped", "error"]
     reason: str
     checkpoint_id: int | None = None
-
-
-def default_config() -> ContextConfig:
-    """The global defaults: the spec's, with ``OLLM_CONTEXT_DEFAULTS`` over them."""
-    return context_config_from_mapping(settings.OLLM_CONTEXT_DEFAULTS)
-
-
-def session_config(session: Session) -> ContextConfig:
-    """The session's settings over the global defaults."""
-    return context_config_from_mapping(session.settings, base=default_config())
 
 
 def session_effective_limits(

@@ -17,16 +17,28 @@ from contextmgr.models import (
     GoalCheckpoint,
     Snapshot,
 )
-from contextmgr.selectors import session_budget, session_state, snapshot_message_states
+from contextmgr.selectors import session_budget, session_config, session_state, snapshot_message_states
 from contextmgr.services.events import event_record
 from contextmgr.services.lease import lease_acquire, lease_release
 from contextmgr.services.reliability import session_refresh_reliability
 
+SNAPSHOTS_OFF = "snapshots are off in this session's settings"
+
+
+class SnapshotError(RuntimeError):
+    """A snapshot cannot be taken or restored; nothing was changed."""
+
 
 @transaction.atomic
 def snapshot_create(*, session: Session, kind: Snapshot.Kind, reason: str = "") -> Snapshot:
-    """Capture the session's full state as an immutable snapshot and record the event."""
+    """Capture the session's full state as an immutable snapshot and record the event.
+
+    Precondition for an automatic one: ``auto_snapshot_due`` said so. Raises SnapshotError
+    when the session's ``snapshots.enabled`` is off: then it takes no snapshot of any kind.
+    """
     session.refresh_from_db()  # the caller's copy may predate a compression
+    if not session_config(session).snapshots.enabled:
+        raise SnapshotError(f"no snapshot was taken: {SNAPSHOTS_OFF}")
     state = session_state(session=session)
     snapshot = Snapshot.objects.create(
         session=session,
@@ -47,10 +59,6 @@ def snapshot_create(*, session: Session, kind: Snapshot.Kind, reason: str = "") 
     return snapshot
 
 
-class SnapshotError(RuntimeError):
-    """A snapshot cannot be restored; nothing was changed."""
-
-
 def _restore_rows(model: type[Any], session: Session, rows: list[dict[str, Any]], fields: list[str]) -> None:
     """Make the session's rows of ``model`` exactly ``rows``: same ids, same fields, none more."""
     model.objects.filter(session=session).exclude(pk__in=[row["id"] for row in rows]).delete()
@@ -60,10 +68,13 @@ def _restore_rows(model: type[Any], session: Session, rows: list[dict[str, Any]]
         )
 
 
-def snapshot_restore(*, snapshot: Snapshot) -> Snapshot:
+def snapshot_restore(*, snapshot: Snapshot) -> Snapshot | None:
     """Return the session's active context to the snapshot's; returns the snapshot taken just before.
 
-    The current state is snapshotted first, so a restore can itself be undone.
+    The current state is snapshotted first, so a restore can itself be undone;
+    when the session's ``snapshots.enabled`` is off none is taken, None is
+    returned and the ``snapshot-restored`` event's ``undo_snapshot`` is None:
+    such a restore cannot be undone (the restore page says so before).
     Messages written after the snapshot stay in the full history, out of the
     active context; checkpoints created after it are retired. It takes the
     session's lease, so it never overlaps a compression. All of it
@@ -91,15 +102,18 @@ def snapshot_restore(*, snapshot: Snapshot) -> Snapshot:
 
 
 @transaction.atomic
-def _restore(snapshot: Snapshot) -> Snapshot:
+def _restore(snapshot: Snapshot) -> Snapshot | None:
     """Precondition: called by snapshot_restore. Locks the session row for the transaction."""
     session = Session.objects.select_for_update().get(pk=snapshot.session_id)
     state = snapshot.state
     saved_session = state["session"]
     messages = snapshot_message_states(snapshot=snapshot)
     checkpoints = {row["id"]: row for row in state["checkpoints"]}
-    before = snapshot_create(
-        session=session, kind=Snapshot.Kind.AUTO, reason=f"Before restoring snapshot {snapshot.id}"
+    # Decided by the settings now, not the snapshot's (which the restore brings back).
+    before = (
+        snapshot_create(session=session, kind=Snapshot.Kind.AUTO, reason=f"Before restoring snapshot {snapshot.id}")
+        if session_config(session).snapshots.enabled
+        else None
     )
 
     Session.objects.filter(pk=session.pk).update(
@@ -195,7 +209,7 @@ def _restore(snapshot: Snapshot) -> Snapshot:
         type=EventType.SNAPSHOT_RESTORED,
         payload={
             "snapshot": snapshot.id,
-            "undo_snapshot": before.id,
+            "undo_snapshot": before.id if before is not None else None,
             "messages_excluded": excluded,
             "checkpoints_retired": retired,
         },

@@ -209,3 +209,26 @@ def test_every_write_to_the_goal_block_raises_the_context_version(chat_session):
     # A reply without markers locks nothing and leaves the version alone.
     goal_apply_markers(session=chat_session, text="No markers in this reply.")
     assert version() == seen[-1]
+
+
+def test_with_snapshots_off_the_pages_and_the_api_say_so(chat_session, owner_client, api):
+    from django.urls import reverse
+
+    from contextmgr.services.session_settings import session_set_context_settings
+
+    earlier = snapshot_create(session=chat_session, kind=Snapshot.Kind.MANUAL)
+    session_set_context_settings(session=chat_session, settings={"snapshots": {"enabled": False}})
+    chat = owner_client.get(reverse("chat:chat", args=[chat_session.pk])).content.decode()
+    assert "Snapshots are off in this session's settings" in chat
+    assert "Snapshot now</button>" not in chat
+    refused = owner_client.post(reverse("contextmgr:snapshot_new", args=[chat_session.pk]), HTTP_HX_REQUEST="true")
+    assert refused.status_code == 409
+    assert "no snapshot was taken: snapshots are off" in refused.content.decode()
+    assert (
+        api.post(f"/api/sessions/{chat_session.pk}/snapshots", {}, content_type="application/json").status_code == 409
+    )
+    confirm = owner_client.get(reverse("contextmgr:snapshot_restore", args=[earlier.pk])).content.decode()
+    assert "This restore cannot be undone" in confirm
+    restored = api.post(f"/api/snapshots/{earlier.pk}/restore").json()
+    assert restored["undo_snapshot"] is None
+    assert list(Snapshot.objects.filter(session=chat_session)) == [earlier]

@@ -11,9 +11,9 @@ from chat.models import Session
 from chat.services import message_create, session_continue, session_create
 from contextmgr.core.budget import Budget
 from contextmgr.models import Checkpoint, ContextEvent, Decision, Goal
-from contextmgr.selectors import session_budget, session_prompt
+from contextmgr.selectors import session_budget, session_config, session_prompt
 from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
-from contextmgr.services.compression import compression_run, session_config, session_effective_limits
+from contextmgr.services.compression import compression_run, session_effective_limits
 from contextmgr.services.goals import decision_record, goal_checkpoint_set, goal_create
 from contextmgr.services.session_settings import session_set_context_settings
 from tests.support.model_server import SERVED_MODEL

@@ -1,6 +1,11 @@
 from __future__ import annotations
 
+import importlib
+
 import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+from django.urls import reverse
 
 from chat.models import Message
 from chat.services import message_create
@@ -39,6 +44,7 @@ def test_snapshot_then_changes_then_restore_gives_the_same_prompt(due_session, g
     assert changed != before
 
     undo = snapshot_restore(snapshot=snapshot)
+    assert undo is not None
     due_session.refresh_from_db()
     assert prompt(due_session) == before
     assert session_budget(session=due_session) == budget_before
@@ -104,3 +110,81 @@ def test_a_restore_waits_for_no_compression(due_session):
         snapshot_restore(snapshot=snapshot)
     assert ContextEvent.objects.filter(session=due_session, type="snapshot-error").count() == 1
     assert not ContextEvent.objects.filter(session=due_session, type="snapshot-restored").exists()
+
+
+MIGRATION = importlib.import_module("contextmgr.migrations.0008_self_contained_snapshots")
+
+
+def _historical_snapshots():
+    """The Snapshot model as the migration sees it: no immutable queryset, so it can rewrite rows."""
+    state = MigrationExecutor(connection).loader.project_state(("contextmgr", "0008_self_contained_snapshots"))
+    return state.apps
+
+
+def test_migration_0008_turns_a_chain_of_deltas_into_full_snapshots(due_session, gateway, fake_ollama):
+    fake_ollama.behaviour.canned_reply = "A summary."
+    taken = []
+    for round_ in range(3):
+        snapshot = snapshot_create(session=due_session, kind=Snapshot.Kind.MANUAL)
+        due_session.refresh_from_db()
+        taken.append((snapshot, snapshot.state, prompt(due_session)))
+        compression_run(session_id=due_session.pk, gateway=gateway, force=True)
+        for index in range(2):
+            message_create(session=due_session, role="user", content=f"Round {round_} question {index}")
+    # Written as before 0008: each snapshot only what changed since the one before.
+    apps = _historical_snapshots()
+    Historical = apps.get_model("contextmgr", "Snapshot")
+    previous: dict[int, list[object]] = {}
+    for version, (snapshot, state, _) in enumerate(taken, start=1):
+        rows = state["messages"]["states"]
+        changed = [row for row in rows if previous.get(row[0]) != row]
+        base = taken[version - 2][0].id if version > 1 else None
+        last = state["messages"]["last_position"]
+        old = {"base": base, "version": version, "last_position": last, "changed": changed}
+        Historical.objects.filter(pk=snapshot.pk).update(state={**state, "messages": old})
+        previous = {row[0]: row for row in rows}
+    assert len(Snapshot.objects.get(pk=taken[2][0].pk).state["messages"]["changed"]) < len(previous)
+
+    MIGRATION.chain_to_full(apps, None)
+    for snapshot, state, _ in taken:
+        assert Snapshot.objects.get(pk=snapshot.pk).state == state
+    # Going back writes chains of one that hold the same states; forward again restores them.
+    MIGRATION.full_to_chain(apps, None)
+    assert Snapshot.objects.get(pk=taken[2][0].pk).state["messages"]["changed"] == taken[2][1]["messages"]["states"]
+    MIGRATION.chain_to_full(apps, None)
+    for snapshot, _, captured in [taken[1], taken[0], taken[2]]:
+        snapshot_restore(snapshot=Snapshot.objects.get(pk=snapshot.pk))
+        assert prompt(due_session) == captured
+
+
+@pytest.fixture
+def admin_client(client, django_user_model):
+    client.force_login(
+        django_user_model.objects.create_superuser(username="root", password="pw-root-123", email="r@example.com")
+    )
+    return client
+
+
+def test_the_admin_reviews_snapshots_and_a_deletion_breaks_no_other(admin_client, due_session, gateway, fake_ollama):
+    fake_ollama.behaviour.canned_reply = "A summary."
+    first = snapshot_create(session=due_session, kind=Snapshot.Kind.MANUAL, reason="first")
+    compression_run(session_id=due_session.pk, gateway=gateway, force=True)
+    middle = snapshot_create(session=due_session, kind=Snapshot.Kind.MANUAL, reason="middle")
+    message_create(session=due_session, role="user", content="After the middle snapshot")
+    last = snapshot_create(session=due_session, kind=Snapshot.Kind.MANUAL, reason="last")
+    due_session.refresh_from_db()
+    captured = prompt(due_session)
+
+    change = reverse("admin:contextmgr_snapshot_change", args=[middle.pk])
+    page = admin_client.get(change)
+    assert page.status_code == 200
+    assert b'name="reason"' not in page.content  # shown, not editable
+    assert admin_client.post(change, {"reason": "edited"}).status_code == 403
+    assert Snapshot.objects.get(pk=middle.pk).reason == "middle"
+
+    delete = reverse("admin:contextmgr_snapshot_delete", args=[middle.pk])
+    assert admin_client.post(delete, {"post": "yes"}).status_code == 302
+    assert not Snapshot.objects.filter(pk=middle.pk).exists()
+    snapshot_restore(snapshot=first)
+    snapshot_restore(snapshot=last)
+    assert prompt(due_session) == captured

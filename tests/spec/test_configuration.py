@@ -17,8 +17,8 @@ from contextmgr.core.config import (
 from contextmgr.core.selection import ContextMessage, select_for_compression
 from contextmgr.models import Snapshot
 from contextmgr.resources import count_text_tokens
-from contextmgr.selectors import session_budget
-from contextmgr.services.compression import compression_run, session_config
+from contextmgr.selectors import session_budget, session_config
+from contextmgr.services.compression import compression_run
 from tests.factories import converse, created, event_types, small_session, until_due
 
 

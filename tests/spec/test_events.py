@@ -106,6 +106,7 @@ def test_snapshot_restored(chat_session):
     """Spec: "`snapshot-restored` - Snapshot restored"."""
     snapshot = snapshot_create(session=chat_session, kind=Snapshot.Kind.MANUAL)
     undo = snapshot_restore(snapshot=snapshot)
+    assert undo is not None
     assert event_types(chat_session)[-1] == "snapshot-restored"
     assert last(chat_session, "snapshot-restored")["snapshot"] == snapshot.id
     assert last(chat_session, "snapshot-restored")["undo_snapshot"] == undo.id
