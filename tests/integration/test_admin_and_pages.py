@@ -183,7 +183,8 @@ def test_events_say_what_happened_in_the_timeline_words_escaped(client, admin, d
     line = "Checkpoint #1 aged from level 3 (recent) → level 2 (old): 404 → 250 tokens; 100% of its facts in the prompt"
     assert line in detail
     session_page = client.get(reverse("admin:chat_session_change", args=[demo.id])).content.decode()
-    assert "Snapshot 1 (1,463 tokens) Before compression 1" in _cells(session_page, "what_happened")
+    first = demo.snapshots.order_by("created_at", "id")[0]  # its id depends on the database's sequence
+    assert f"Snapshot {first.pk} (1,463 tokens) Before compression 1" in _cells(session_page, "what_happened")
 
 
 def test_the_session_page_shows_its_goals_decisions_and_snapshots_read_only(client, admin, demo):

@@ -222,15 +222,9 @@ class Frames:
 
     def turn_done(self, since: int) -> bool:
         """Whether a turn ended (done, error or stopped) in the frames from index ``since``."""
-        return any(
-            # The last frame of a turn swaps the stored reply in (or the whole history) and clears the status.
-            (
-                '<div id="chat-status" class="status"></div>' in t
-                and ('hx-swap-oob="outerHTML:#reply-' in t or 'id="history" hx-swap-oob="true"' in t)
-            )
-            or 'class="status error"' in t
-            for t in self.texts[since:]
-        )
+        # The last frame of a turn tells the page it may send again (#turn-state); the first frame of a
+        # retry also re-sends the whole history, so that alone says nothing.
+        return any('data-streaming="0"' in t or 'class="status error"' in t for t in self.texts[since:])
 
 
 class WebSocket:
