@@ -31,6 +31,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from chat.models import Message, Session
 from chat.selectors import HISTORY_WINDOW
+from contextmgr.core.text import storable_text
 from search.models import SearchDocument
 from search.query import ParsedQuery, Term, fts5_query, parse_query, tsquery
 
@@ -112,7 +113,8 @@ def _filtered(documents: QuerySet[SearchDocument], filters: SearchFilters) -> Qu
     if filters.session is not None:
         documents = documents.filter(session_id=filters.session)
     if filters.model:
-        documents = documents.filter(session__model=filters.model)
+        # Stored names went through storable_text; a NUL in the filter (PostgreSQL refuses it) matches none.
+        documents = documents.filter(session__model=storable_text(filters.model))
     if filters.since is not None:
         documents = documents.filter(created_at__gte=_day_start(filters.since))
     if filters.until is not None:
@@ -185,7 +187,7 @@ class _SqliteMatches:
         if filters.session is not None:
             where("d.session_id = %s", filters.session.hex)
         if filters.model:
-            where("s.model = %s", filters.model)
+            where("s.model = %s", storable_text(filters.model))
         if filters.since is not None:
             where("d.created_at >= %s", connection.ops.adapt_datetimefield_value(_day_start(filters.since)))
         if filters.until is not None:

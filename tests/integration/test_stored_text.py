@@ -104,3 +104,10 @@ def test_an_event_payload_with_a_nul_is_stored_sanitised(chat_session):
         session=chat_session, type=EventType.COMPRESSION_ERROR, payload={"error": f"model said {UNSTORABLE}"}
     )
     assert ContextEvent.objects.get(pk=event.pk).payload == {"error": f"model said {STORED}"}
+
+
+def test_a_search_filter_with_a_nul_matches_nothing_instead_of_failing(api, chat_session):
+    # On PostgreSQL a NUL in a query parameter was a 500 (schemathesis found it in the model filter).
+    response = api.get("/api/search", {"q": "hello", "model": "llama\x00x"})
+    assert response.status_code == 200, response.content
+    assert response.json()["total"] == 0
