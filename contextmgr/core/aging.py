@@ -1,11 +1,14 @@
 """Checkpoint aging.
 
 A new checkpoint is level 3 (recent) with a target of ``summary_max_tokens``.
-At every later compression each existing checkpoint steps down one level with
-its token target halved: 3 -> 2 (old) -> 1 (ancient) -> ultra, and all ultra
-checkpoints merge into one. A tier keeps at most ``max_checkpoints`` non-ultra
-checkpoints; beyond that the oldest merge into the ultra checkpoint too. A tier
-that keeps none rolls the context over instead.
+At every later compression each existing checkpoint steps down one level and is
+compressed to the spec's share of its current size: to 60% into level 2 (old),
+to 50% into level 1 (ancient), to 40% into the ultra checkpoint, never above the
+level's own target (60%, 30% and 12% of ``summary_max_tokens``: 1,024 -> 614 ->
+307 -> 122 by default, the spec's ~600/~300/~150). All ultra checkpoints merge
+into one. A tier keeps at most ``max_checkpoints`` non-ultra checkpoints; beyond
+that the oldest merge into the ultra checkpoint too. A tier that keeps none
+rolls the context over instead.
 """
 
 from __future__ import annotations
@@ -36,10 +39,18 @@ class Level(IntEnum):
 
 MIN_TARGET_TOKENS = 16
 
+# The spec's "Compress to 60%" (3 -> 2), "to 50%" (2 -> 1) and "to 40%" (1 -> ultra):
+# the share of its size a checkpoint keeps when it steps down into the level.
+STEP_SHARE = {Level.OLD: 0.6, Level.ANCIENT: 0.5, Level.ULTRA: 0.4}
+
 
 def level_target(level: Level, summary_max_tokens: int) -> int:
-    """The token target of a level: ``summary_max_tokens`` halved once per step below recent."""
-    return max(MIN_TARGET_TOKENS, summary_max_tokens >> (Level.RECENT - level))
+    """The token target of a level: ``summary_max_tokens`` times the step shares down to it."""
+    target = float(summary_max_tokens)
+    for below in (Level.OLD, Level.ANCIENT, Level.ULTRA):
+        if below >= level:
+            target *= STEP_SHARE[below]
+    return max(MIN_TARGET_TOKENS, int(target))
 
 
 @dataclass(frozen=True)
@@ -75,8 +86,10 @@ class AgingPlan:
 
 
 def aged_target(info: CheckpointInfo, summary_max_tokens: int) -> int:
-    """Half the current size, never above the next level's target."""
-    return max(MIN_TARGET_TOKENS, min(level_target(info.level.aged(), summary_max_tokens), info.tokens // 2))
+    """The next level's share of the current size, never above that level's target."""
+    to_level = info.level.aged()
+    share = int(info.tokens * STEP_SHARE[to_level])
+    return max(MIN_TARGET_TOKENS, min(level_target(to_level, summary_max_tokens), share))
 
 
 def plan_aging(checkpoints: Sequence[CheckpointInfo], *, summary_max_tokens: int, max_checkpoints: int) -> AgingPlan:

@@ -21,12 +21,12 @@ from contextmgr.core.window import chat_messages
 from contextmgr.llm.gateway import Gateway
 from contextmgr.llm.ollama_backend import OllamaBackend
 from contextmgr.models import Checkpoint, ContextEvent, Snapshot
-from contextmgr.selectors import session_budget, session_window
+from contextmgr.selectors import active_checkpoints, session_budget, session_window
 from contextmgr.services.compression import compression_maybe_schedule, compression_run, compression_wait
 from contextmgr.services.events import event_record
 from contextmgr.services.goals import decision_record, goal_create
 from contextmgr.tasks import compress_session
-from tests.factories import LOGIN_ANSWER, event_types, frozen, summary_requests
+from tests.factories import LOGIN_ANSWER, event_types, frozen, summary_requests, until_due
 from tests.support.model_server import SERVED_MODEL
 
 
@@ -55,6 +55,22 @@ def test_a_due_session_is_compressed_with_a_real_summary(due_session, gateway):
     # Every user message is still in the active context, verbatim.
     prompt_users = [c for r, c in chat_messages(session_window(session=due_session)) if r == "user"]
     assert prompt_users == [f"Question {i} about logins?" for i in range(18)]
+
+
+@pytest.mark.django_db
+def test_an_8k_session_ages_a_checkpoint_through_every_level(due_session, gateway, fake_ollama):
+    """Tier 2 (8K) keeps three checkpoints besides the ultra one, so its first checkpoint steps
+    3 -> 2 -> 1 -> ultra over four compressions instead of jumping to ultra at the second."""
+    assert due_session.tier == 2
+    fake_ollama.behaviour.canned_reply = "A recap of the login answers so far."
+    levels = []
+    turn = 100
+    for _ in range(4):
+        assert compression_run(session_id=due_session.pk, gateway=gateway).status == "compressed"
+        levels.append(Checkpoint.objects.get(session=due_session, number=1).level)
+        turn = until_due(due_session, start=turn)
+    assert levels == [Level.RECENT, Level.OLD, Level.ANCIENT, Level.ULTRA]
+    assert [cp.level for cp in active_checkpoints(session=due_session)] == [Level.ULTRA, Level.ANCIENT, Level.OLD, Level.RECENT]
 
 
 @pytest.mark.django_db

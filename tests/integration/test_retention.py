@@ -115,8 +115,8 @@ def test_aging_remeasures_against_the_original_facts_and_drives_reliability(plan
     checkpoint.refresh_from_db()
     revisions = list(checkpoint.revisions.order_by("id"))
     first, aged = (r.retention or 0.0 for r in revisions)
-    # Tier 2 keeps one checkpoint: at the next compression the old one merges into the ultra one.
-    assert [r.level for r in revisions] == [Level.RECENT, Level.ULTRA]
+    # Tier 2 keeps three checkpoints: at the next compression the old one ages to level 2.
+    assert [r.level for r in revisions] == [Level.RECENT, Level.OLD]
     # The aged summary lost facts; the ledger, which aging never touches, still holds them.
     assert aged == first == created == 1.0
     assert revisions[1].ledger_dropped == []

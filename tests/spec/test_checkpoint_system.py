@@ -59,23 +59,17 @@ def test_checkpoint_structure(chat_session):
     assert checkpoint.next_steps == ["Add refresh tokens"]
 
 
-def test_new_checkpoint_target_and_aging_halves():
+def test_new_checkpoint_target_and_aging_shares():
     """Spec: "Target: ~1200 tokens", "Compress to 60%" ~600, "Compress to 50%" ~300, "Compress to 40%" ~150.
 
-    Differs, see docs/conformance.md: "Aging ratios" — each step halves the target, from ``summary_max_tokens``
-    (1,024 by default): 1,024 -> 512 -> 256 -> 128."""
+    Differs, see docs/conformance.md: "Aging sizes" — the new checkpoint's target is ``summary_max_tokens``
+    (1,024 by default): 1,024 -> 614 -> 307 -> 122."""
     assert [level_target(level, 1024) for level in (Level.RECENT, Level.OLD, Level.ANCIENT, Level.ULTRA)] == [
         1024,
-        512,
-        256,
-        128,
+        614,
+        307,
+        122,
     ]
-    assert [level_target(level, 1200) for level in (Level.RECENT, Level.OLD, Level.ANCIENT, Level.ULTRA)] == [
-        1200,
-        600,
-        300,
-        150,
-    ], "the spec's own ~1200/~600/~300/~150"
 
 
 def test_existing_checkpoints_age_one_level_per_compression():
@@ -88,11 +82,11 @@ def test_existing_checkpoints_age_one_level_per_compression():
     ]
     plan = plan_aging(existing, summary_max_tokens=1200, max_checkpoints=10)
     moves = {step.checkpoint_id: (step.from_level, step.to_level, step.target_tokens) for step in plan.steps}
-    assert moves[2] == (Level.OLD, Level.ANCIENT, 300)
-    assert moves[3] == (Level.RECENT, Level.OLD, 600)
+    assert moves[2] == (Level.OLD, Level.ANCIENT, 300), "to 50% of 600"
+    assert moves[3] == (Level.RECENT, Level.OLD, 720), "to 60% of 1,200"
     assert plan.merge is not None, "checkpoint 1 becomes the ultra checkpoint"
     assert plan.merge.checkpoint_ids == (1,)
-    assert plan.merge.target_tokens == 150
+    assert plan.merge.target_tokens == 144, "the ultra target, 40% of the ancient one (360)"
     assert not plan.rollover
 
 

@@ -8,7 +8,7 @@ from contextmgr.resources import PROFILES_FILE, context_profile, context_profile
 EXPECTED = {
     2048: (1700, 1, "Minimal", 0),
     4096: (3400, 1, "Minimal", 0),
-    8192: (6800, 2, "Basic", 1),
+    8192: (6800, 2, "Basic", 3),
     16384: (13600, 3, "Standard", 3),
     32768: (27200, 4, "Premium", 10),
     65536: (54400, 5, "Ultra", 15),
