@@ -54,7 +54,9 @@ def describe_event(event_type: str, payload: Any) -> str:
         if moved := tokens("tokens_before", "tokens_after"):
             parts.append(f"{moved} in context")
         parts.append(f"{seconds:.1f} s" + (f" ({how})" if how else ""))
-        return ", ".join(parts) + ledger
+        updates = data.get("goal_updates")
+        goals = f"; the summary updated the goal: {', '.join(map(str, updates))}" if isinstance(updates, list) else ""
+        return ", ".join(parts) + ledger + goals
     if event_type == "checkpoint-created":
         where = f" for {data['range']}" if isinstance(data.get("range"), str) else ""
         size = tokens("original_tokens", "tokens")

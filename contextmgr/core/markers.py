@@ -13,7 +13,7 @@ quoting; lines that do not form a complete marker are ignored. It never raises.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -153,4 +153,74 @@ def marker_facts(texts: Iterable[str]) -> MarkerFacts:
         key_decisions=tuple(dict.fromkeys(u.description for u in updates if isinstance(u, DecisionUpdate))),
         files_modified=tuple(dict.fromkeys(u.path for u in updates if isinstance(u, ArtifactRecord))),
         next_steps=tuple(dict.fromkeys(u.text for u in updates if isinstance(u, NextStep))),
+    )
+
+
+# How far along a goal checkpoint is: a summary only ever moves one forward.
+CHECKPOINT_PROGRESS: dict[GoalCheckpointStatus, int] = {"pending": 0, "in-progress": 1, "completed": 2}
+# "<path>", "<decision>": the request's own placeholders, copied by a model instead of filled in.
+_PLACEHOLDER = re.compile(r"^<[^<>]*>$")
+
+
+@dataclass(frozen=True)
+class SummaryOutput:
+    """A goal-aware summary split into its prose and the marker lines it ends with
+    (``prompts.SUMMARY_MARKERS_REQUEST``)."""
+
+    prose: str
+    checkpoints: tuple[CheckpointUpdate, ...] = ()
+    decisions: tuple[DecisionUpdate, ...] = ()
+    artifacts: tuple[ArtifactRecord, ...] = ()
+    next_steps: tuple[str, ...] = ()
+
+
+def split_summary(summary: str) -> SummaryOutput:
+    """The prose of ``summary`` (its marker lines removed; the whole text if nothing else is left)
+    and what those lines name, placeholders left unfilled dropped. A ``[GOAL]`` line is dropped
+    too: a summary never changes the goal."""
+    prose_lines: list[str] = []
+    updates: list[GoalUpdate] = []
+    for line in summary.splitlines():
+        update = _parse_line(line) if len(line) <= MAX_MARKER_LINE else None
+        if update is None:
+            prose_lines.append(line)
+        elif not _PLACEHOLDER.match(_marker_text(update)):
+            updates.append(update)
+    prose = "\n".join(prose_lines).strip()
+    return SummaryOutput(
+        prose=prose or summary.strip(),
+        checkpoints=tuple(u for u in updates if isinstance(u, CheckpointUpdate)),
+        decisions=tuple(u for u in updates if isinstance(u, DecisionUpdate)),
+        artifacts=tuple(u for u in updates if isinstance(u, ArtifactRecord)),
+        next_steps=tuple(dict.fromkeys(u.text for u in updates if isinstance(u, NextStep))),
+    )
+
+
+def _marker_text(update: GoalUpdate) -> str:
+    if isinstance(update, NextStep):
+        return update.text
+    if isinstance(update, ArtifactRecord):
+        return update.path
+    return update.description
+
+
+def checkpoint_advances(
+    updates: Iterable[CheckpointUpdate], stored: Mapping[str, GoalCheckpointStatus]
+) -> tuple[CheckpointUpdate, ...]:
+    """The ``updates`` that move a goal checkpoint of ``stored`` (description -> status) further
+    along, matched without regard to case and named as stored; the furthest one per checkpoint.
+    A summary may copy an older reply's "IN PROGRESS" or invent a checkpoint: neither applies."""
+    names = {description.casefold(): description for description in stored}
+    furthest: dict[str, CheckpointUpdate] = {}
+    for update in updates:
+        name = names.get(update.description.casefold())
+        if name is None:
+            continue
+        best = furthest.get(name)
+        if best is None or CHECKPOINT_PROGRESS[update.status] > CHECKPOINT_PROGRESS[best.status]:
+            furthest[name] = CheckpointUpdate(name, update.status)
+    return tuple(
+        update
+        for name, update in furthest.items()
+        if CHECKPOINT_PROGRESS[update.status] > CHECKPOINT_PROGRESS[stored[name]]
     )

@@ -107,8 +107,21 @@ def build_goal_summary_prompt(goal: GoalView, messages: Sequence[PromptMessage])
         "- Exploratory conversations\n"
         "- Debugging steps that succeeded\n"
         "- Repeated information\n\n"
-        "Provide a concise summary that maintains essential information for continuing work on the goal."
+        "Provide a concise summary that maintains essential information for continuing work on the goal.\n\n"
+        f"{SUMMARY_MARKERS_REQUEST}"
     )
+
+
+# The structured part of a goal-aware summary: what it says the messages settled, in the goal
+# markers' own syntax, so that the compression can apply it to the goal (core.markers.split_summary).
+SUMMARY_MARKERS_REQUEST = (
+    "After the summary, add one line for each checkpoint the conversation completed, decision it made "
+    "and file it created or modified, in this form, and nothing else:\n"
+    "[CHECKPOINT] <checkpoint> - COMPLETED\n"
+    "[DECISION] <decision>\n"
+    "[ARTIFACT] Created <path>\n"
+    "[ARTIFACT] Modified <path>"
+)
 
 
 AGING_STYLE = {

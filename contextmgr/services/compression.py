@@ -12,7 +12,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 from uuid import UUID
@@ -33,7 +33,7 @@ from contextmgr.core.config import (
     session_limits,
 )
 from contextmgr.core.ledger import Ledger, ledger_budget, render_ledger
-from contextmgr.core.markers import marker_facts
+from contextmgr.core.markers import SummaryOutput, marker_facts, split_summary
 from contextmgr.core.prompts import (
     PromptMessage,
     build_aging_prompt,
@@ -76,6 +76,7 @@ from contextmgr.services.checkpoints import (
     rollover_commit,
 )
 from contextmgr.services.events import event_record, progress_publish
+from contextmgr.services.goals import goal_apply_summary
 from contextmgr.services.lease import LeaseHeartbeat, lease_acquire, lease_held, lease_release
 from contextmgr.services.snapshots import snapshot_create
 
@@ -301,8 +302,9 @@ class KeptFacts:
     def how(self) -> str:
         return self.shrunk.how
 
-    def draft(self, *, trigger: str, started: float) -> CheckpointDraft:
-        """The checkpoint to commit, with what its event reports (how, trigger, duration, ledger)."""
+    def draft(self, *, trigger: str, started: float, goal_updates: Sequence[str] = ()) -> CheckpointDraft:
+        """The checkpoint to commit, with what its event reports (how, trigger, duration, ledger,
+        and the ``goal_updates`` its summary made)."""
         return CheckpointDraft(
             summary=self.view.summary,
             strategy=self.shrunk.strategy,
@@ -316,6 +318,7 @@ class KeptFacts:
                 "trigger": trigger,
                 "duration_ms": round((time.perf_counter() - started) * 1000),
                 **self.payload,
+                **({"goal_updates": list(goal_updates)} if goal_updates else {}),
             },
         )
 
@@ -343,6 +346,11 @@ def _keep_facts(
             "ledger_dropped": len(ledger.dropped),
         },
     )
+
+
+def _joined(first: Iterable[str], second: Iterable[str]) -> tuple[str, ...]:
+    """Both, in order, each once."""
+    return tuple(dict.fromkeys([*first, *second]))
 
 
 def _transcript(messages: Sequence[Message]) -> list[PromptMessage]:
@@ -386,6 +394,9 @@ def _compress(
     )
     shrunk = summarizer.shrink(text, prompt, target, strategy=config.compression.strategy)
     markers = marker_facts(m.content for m in chosen)
+    # Only the model's goal-aware summary has marker lines of its own; an extract's are the
+    # replies', which were applied when they arrived.
+    output = split_summary(shrunk.text) if goal and shrunk.strategy == "summarize" else SummaryOutput(shrunk.text)
     facts = extract_facts(m.content for m in chosen)
     kept = _keep_facts(
         session,
@@ -393,10 +404,10 @@ def _compress(
             number=session.compression_count + 1,
             level=Level.RECENT,
             range_label="",
-            summary=shrunk.text,
-            key_decisions=markers.key_decisions,
-            files_modified=markers.files_modified,
-            next_steps=markers.next_steps,
+            summary=output.prose,
+            key_decisions=_joined(markers.key_decisions, (d.description for d in output.decisions)),
+            files_modified=_joined(markers.files_modified, (a.path for a in output.artifacts)),
+            next_steps=_joined(markers.next_steps, output.next_steps),
         ),
         facts,
         ledger_facts=facts,
@@ -433,14 +444,16 @@ def _compress(
         )
         merged = MergedSummary(plan.merge.checkpoint_ids, joined.text, joined.how)
 
-    checkpoint = compression_commit(
-        session=session,
-        message_ids=selection.message_ids,
-        draft=kept.draft(trigger=reason, started=started),
-        aged=aged,
-        merged=merged,
-        counter=counter,
-    )
+    with transaction.atomic():  # the goal updates stand or fall with the compression
+        goal_updates = goal_apply_summary(session=session, output=output)
+        checkpoint = compression_commit(
+            session=session,
+            message_ids=selection.message_ids,
+            draft=kept.draft(trigger=reason, started=started, goal_updates=goal_updates),
+            aged=aged,
+            merged=merged,
+            counter=counter,
+        )
     if rollover_due(session_budget(session=session)):
         # Even compressed, the uncompressible part leaves no room: roll over.
         try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, cast
 from uuid import UUID
 
 from django.core.exceptions import ValidationError
@@ -10,7 +10,17 @@ from django.db import transaction
 from django.utils import timezone
 
 from chat.models import Session
-from contextmgr.core.markers import ArtifactRecord, CheckpointUpdate, DecisionUpdate, GoalSet, NextStep, parse_markers
+from contextmgr.core.markers import (
+    ArtifactRecord,
+    CheckpointUpdate,
+    DecisionUpdate,
+    GoalSet,
+    NextStep,
+    SummaryOutput,
+    checkpoint_advances,
+    parse_markers,
+)
+from contextmgr.core.prompts import GoalCheckpointStatus
 from contextmgr.core.text import storable_text
 from contextmgr.models import MAX_GOAL_CHARS, MAX_PATH_CHARS, Artifact, Decision, Goal, GoalCheckpoint
 from contextmgr.selectors import active_goal
@@ -181,6 +191,45 @@ def goal_apply_markers(*, session: Session, text: str) -> int:
             goal.save(update_fields=["next_step", "updated_at"])
         applied += 1
     return applied
+
+
+@transaction.atomic
+def goal_apply_summary(*, session: Session, output: SummaryOutput) -> list[str]:
+    """Apply what a compression's goal-aware summary says its messages settled (the spec's
+    "Updated During Compression": checkpoint status, new decisions, new artifacts), as a marker in
+    a reply would: a goal checkpoint it names moves forward (never back, never a new one), a
+    decision is recorded (a locked one never changes), an artifact is recorded. Returns one line
+    per change, for the compression's event; nothing for what is already so.
+
+    Precondition: called inside the compression's transaction, so that a failed compression
+    leaves the goals as they were. Locks the session row first, as every writer of the context.
+    """
+    if not (output.checkpoints or output.decisions or output.artifacts):
+        return []
+    _pinned_block_changes(session.pk)
+    changes = []
+    goal = active_goal(session=session)
+    if goal is not None:
+        stored = {cp.description: cp for cp in goal.checkpoints.all()}
+        statuses = {name: cast(GoalCheckpointStatus, cp.status) for name, cp in stored.items()}
+        for update in checkpoint_advances(output.checkpoints, statuses):
+            goal_checkpoint_update(checkpoint=stored[update.description], status=update.status)
+            changes.append(f"checkpoint “{update.description}” {update.status}")
+    for decision in output.decisions:
+        existing = Decision.objects.filter(session=session, description__iexact=decision.description).first()
+        if existing is not None and (existing.locked or not decision.locked):
+            continue
+        decision_record(
+            session=session, description=decision.description, locked=decision.locked, goal=goal, source="marker"
+        )
+        changes.append(f"decision “{decision.description}”{' locked' if decision.locked else ''}")
+    for artifact in output.artifacts:
+        latest = Artifact.objects.filter(session=session, path=artifact.path).order_by("-id").first()
+        if latest is not None and latest.action == artifact.action:
+            continue
+        artifact_record(session=session, path=artifact.path, action=artifact.action, goal=goal)
+        changes.append(f"artifact {artifact.action} {artifact.path}")
+    return changes
 
 
 @transaction.atomic

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from chat.services import session_update
 from contextmgr.core.prompts import (
+    SUMMARY_MARKERS_REQUEST,
     DecisionView,
     GoalCheckpointView,
     GoalView,
@@ -12,9 +14,10 @@ from contextmgr.core.prompts import (
     build_goal_summary_prompt,
 )
 from contextmgr.core.window import chat_messages
-from contextmgr.models import Goal
+from contextmgr.models import Artifact, Checkpoint, ContextEvent, Decision, Goal
 from contextmgr.selectors import session_window
 from contextmgr.services.compression import compression_run
+from contextmgr.services.events import event_record
 from contextmgr.services.goals import (
     artifact_record,
     decision_record,
@@ -67,9 +70,11 @@ def test_goal_aware_prompt_instructions():
     )
     assert preserve in prompt
     assert aggressive in prompt
-    assert prompt.endswith(
-        "Provide a concise summary that maintains essential information for continuing work on the goal."
-    )
+    assert (
+        "Provide a concise summary that maintains essential information for continuing work on the goal.\n\n"
+        + SUMMARY_MARKERS_REQUEST
+    ) in prompt, "the spec's text, then the request for its structured part (docs/conformance.md)"
+    assert prompt.endswith(SUMMARY_MARKERS_REQUEST)
     assert prompt.index("focusing on progress") < prompt.index("We built") < prompt.index("PRESERVE:")
 
 
@@ -182,3 +187,96 @@ def test_compression_records_new_decisions_and_artifacts(due_session, gateway, f
     system = chat_messages(session_window(session=due_session))[0][1]
     assert "Decisions: Store tokens in httpOnly cookies" in system
     assert "Files: src/auth/jwt.ts" in system
+
+
+# What a goal-aware summary ends with (SUMMARY_MARKERS_REQUEST), as a model answers it: one
+# checkpoint completed, one copied back as in progress, one invented, the request's placeholder
+# copied, a new decision, the locked decision said unlocked, a new artifact.
+SUMMARY_WITH_MARKERS = """The login endpoint was built and tested; tokens are next.
+[CHECKPOINT] implement login endpoint - COMPLETED
+[CHECKPOINT] Design the flow - IN PROGRESS
+[CHECKPOINT] Invent a checkpoint - COMPLETED
+[CHECKPOINT] <checkpoint> - COMPLETED
+[DECISION] Rate-limit logins per address
+[DECISION] Argon2 only - UNLOCKED
+[ARTIFACT] Created src/auth/login.py
+[ARTIFACT] Modified <path>"""
+
+
+def _goal_with_progress(session):
+    goal = goal_create(session=session, description="Ship secure logins", priority="high")
+    goal_checkpoint_set(goal=goal, description="Design the flow", status="completed")
+    goal_checkpoint_set(goal=goal, description="Implement login endpoint", status="in-progress")
+    decision_record(session=session, description="Argon2 only", locked=True, goal=goal)
+    return goal
+
+
+@pytest.mark.django_db
+def test_compression_updates_the_goal_from_the_summary(due_session, gateway, fake_ollama):
+    """Spec: "**Updated During Compression:**" "Checkpoint status (marked as completed)", "New decisions added",
+    "New artifacts recorded"; "[DECISION] Use JWT for authentication - LOCKED" is never changed.
+
+    The summary's structured part (docs/conformance.md, "Goals updated during compression") is applied as a
+    marker in a reply would, and the compression's event says what it changed."""
+    goal = _goal_with_progress(due_session)
+    fake_ollama.behaviour.canned_reply = SUMMARY_WITH_MARKERS
+    checkpoint = created(compression_run(session_id=due_session.pk, gateway=gateway))
+
+    statuses = {cp.description: cp.status for cp in goal.checkpoints.all()}
+    assert statuses == {"Design the flow": "completed", "Implement login endpoint": "completed"}, (
+        "forward only, never back, never an invented checkpoint or a placeholder"
+    )
+    decisions = {d.description: d.locked for d in Decision.objects.filter(session=due_session)}
+    assert decisions == {"Argon2 only": True, "Rate-limit logins per address": False}
+    assert [(a.action, a.path) for a in Artifact.objects.filter(session=due_session)] == [
+        ("created", "src/auth/login.py")
+    ]
+    event = ContextEvent.objects.get(session=due_session, type="compressed")
+    assert event.payload["goal_updates"] == [
+        "checkpoint “Implement login endpoint” completed",
+        "decision “Rate-limit logins per address”",
+        "artifact created src/auth/login.py",
+    ]
+    # The checkpoint keeps the prose as its summary and what the markers named as its structure.
+    assert checkpoint.summary == "The login endpoint was built and tested; tokens are next."
+    assert "Rate-limit logins per address" in checkpoint.key_decisions
+    assert "src/auth/login.py" in checkpoint.files_modified
+    # The next prompt pins what the summary settled.
+    system = chat_messages(session_window(session=due_session))[0][1]
+    assert "✅ Implement login endpoint" in system
+    assert "Created src/auth/login.py" in system
+
+
+@pytest.mark.django_db
+def test_a_failed_compression_leaves_the_goal_as_it_was(due_session, gateway, fake_ollama, monkeypatch):
+    """Spec: "compression-error - Compression failed": the goal updates of a summary belong to its compression
+    and are undone with it."""
+    goal = _goal_with_progress(due_session)
+    fake_ollama.behaviour.canned_reply = SUMMARY_WITH_MARKERS
+
+    def fail_on_compressed(**kwargs):
+        if kwargs["type"] == "compressed":
+            raise RuntimeError("database went away")
+        return event_record(**kwargs)
+
+    monkeypatch.setattr("contextmgr.services.checkpoints.event_record", fail_on_compressed)
+    outcome = compression_run(session_id=due_session.pk, gateway=gateway)
+    assert outcome.status == "error"
+    assert not Checkpoint.objects.filter(session=due_session).exists()
+    assert {cp.description: cp.status for cp in goal.checkpoints.all()} == {
+        "Design the flow": "completed",
+        "Implement login endpoint": "in-progress",
+    }
+    assert list(Decision.objects.filter(session=due_session).values_list("description", flat=True)) == ["Argon2 only"]
+    assert not Artifact.objects.filter(session=due_session).exists()
+
+
+@pytest.mark.django_db
+def test_an_extract_updates_no_goal(due_session, gateway, fake_ollama):
+    """Spec: "strategy: 'summarize' | 'truncate'": the truncate strategy writes no summary of its own, so
+    nothing in it is applied to the goal (the replies' markers were applied when they arrived)."""
+    goal = _goal_with_progress(due_session)
+    session_update(session=due_session, settings={"compression": {"strategy": "truncate"}})
+    created(compression_run(session_id=due_session.pk, gateway=gateway))
+    assert {cp.description: cp.status for cp in goal.checkpoints.all()}["Implement login endpoint"] == "in-progress"
+    assert "goal_updates" not in ContextEvent.objects.get(session=due_session, type="compressed").payload

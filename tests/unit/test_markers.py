@@ -10,9 +10,13 @@ from contextmgr.core.markers import (
     GoalSet,
     MarkerFacts,
     NextStep,
+    SummaryOutput,
+    checkpoint_advances,
     marker_facts,
     parse_markers,
+    split_summary,
 )
+from contextmgr.core.prompts import GoalCheckpointStatus
 
 SPEC_EXAMPLE = """[GOAL] Implement user authentication system
 [CHECKPOINT] Design authentication flow - COMPLETED
@@ -135,3 +139,38 @@ def test_marker_facts_collect_decisions_paths_and_next_steps_once():
         files_modified=("src/auth/login.ts", "src/auth/jwt.ts", "src/routes/api.ts"),
         next_steps=("Complete JWT token generation, then move to user registration",),
     )
+
+
+def test_split_summary_keeps_the_prose_and_reads_the_marker_lines():
+    output = split_summary(
+        "Built the login.\n[CHECKPOINT] Login - COMPLETED\nTokens next.\n[DECISION] Use JWT - LOCKED\n"
+        "[ARTIFACT] Modified src/app.py\n[NEXT] Add refresh tokens\n[GOAL] Something else"
+    )
+    assert output.prose == "Built the login.\nTokens next."
+    assert output.checkpoints == (CheckpointUpdate("Login", "completed"),)
+    assert output.decisions == (DecisionUpdate("Use JWT", locked=True),)
+    assert output.artifacts == (ArtifactRecord("modified", "src/app.py"),)
+    assert output.next_steps == ("Add refresh tokens",)
+
+
+def test_split_summary_drops_copied_placeholders_and_keeps_a_markers_only_text():
+    output = split_summary("[CHECKPOINT] <checkpoint> - COMPLETED\n[DECISION] <decision>\n[ARTIFACT] Created <path>")
+    assert (output.checkpoints, output.decisions, output.artifacts) == ((), (), ())
+    assert output.prose.startswith("[CHECKPOINT] <checkpoint>"), "nothing else left: the text stays whole"
+    assert split_summary("Just prose.") == SummaryOutput("Just prose.")
+
+
+def test_checkpoint_advances_only_forward_on_known_checkpoints():
+    stored: dict[str, GoalCheckpointStatus] = {"Design": "completed", "Build": "in-progress", "Ship": "pending"}
+    updates = [
+        CheckpointUpdate("design", "in-progress"),  # back: ignored
+        CheckpointUpdate("BUILD", "completed"),
+        CheckpointUpdate("ship", "in-progress"),
+        CheckpointUpdate("Ship", "pending"),  # the furthest of the two counts
+        CheckpointUpdate("Invented", "completed"),
+    ]
+    assert checkpoint_advances(updates, stored) == (
+        CheckpointUpdate("Build", "completed"),
+        CheckpointUpdate("Ship", "in-progress"),
+    )
+    assert checkpoint_advances([CheckpointUpdate("Build", "in-progress")], stored) == ()

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from contextmgr.core.aging import Level
 from contextmgr.core.prompts import (
     INJECTION_GUARD,
+    SUMMARY_MARKERS_REQUEST,
     ArtifactView,
     DecisionView,
     GoalCheckpointView,
@@ -58,7 +59,7 @@ def test_goal_aware_prompt_lists_progress_and_locked_decisions_only():
     assert "SUMMARIZE AGGRESSIVELY:\n- Off-topic discussions" in prompt
     assert INJECTION_GUARD in prompt
     assert prompt.index("focusing on progress toward the goal") < prompt.index("assistant: We chose JWT.")
-    assert prompt.endswith("essential information for continuing work on the goal.")
+    assert prompt.endswith("essential information for continuing work on the goal.\n\n" + SUMMARY_MARKERS_REQUEST)
 
 
 @pytest.mark.parametrize(

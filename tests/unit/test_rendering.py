@@ -151,6 +151,23 @@ def test_event_lines_say_what_the_ledger_and_the_prompt_kept():
     assert created == "Checkpoint #1 created for Messages 1-4: 900 → 200 tokens; 88% of its facts in the prompt"
 
 
+def test_a_compression_says_what_its_summary_changed_in_the_goal():
+    line = describe_event(
+        "compressed",
+        {
+            "compression": 2,
+            "messages": 3,
+            "duration_ms": 500,
+            "how": "summarize",
+            "goal_updates": ["checkpoint “Login” completed", "artifact created src/a.py"],
+        },
+    )
+    assert line == (
+        "Compression #2: 3 messages, 0.5 s (summarize); the summary updated the goal: "
+        "checkpoint “Login” completed, artifact created src/a.py"
+    )
+
+
 def test_an_event_that_lacks_a_figure_leaves_it_out_and_counts_in_words():
     # A rollover's aging event of an older version had no from_level and no tokens_before.
     aged = describe_event("checkpoint-aged", {"number": 1, "to_level": 0, "tokens_after": 166})
