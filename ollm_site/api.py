@@ -9,10 +9,14 @@ when the model cannot answer.
 
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja import NinjaAPI
 
 from accounts.auth import CookieAuth, TokenAuth
@@ -23,6 +27,27 @@ from contextmgr.llm.types import BackendUnavailable, ContextOverflow, LLMError, 
 from contextmgr.services.snapshots import SnapshotError
 from search.api import router as search_router
 
+
+def docs_access(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """The API's map (/api/openapi.json and /api/docs) for whoever may use the API: a logged-in browser
+    or a valid ``Authorization: Bearer <token>``. Without either, a browser goes to the login page;
+    a wrong token gets 401, as on any other endpoint."""
+
+    token_auth = TokenAuth()
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if request.user.is_authenticated:
+            return view(request, *args, **kwargs)
+        if "Authorization" in request.headers:
+            if token_auth(request) is not None:
+                return view(request, *args, **kwargs)
+            return JsonResponse({"detail": "Unauthorized"}, status=401)
+        return redirect_to_login(request.get_full_path())
+
+    return wrapper
+
+
 api = NinjaAPI(
     title="ollm-site API",
     version="1",
@@ -32,7 +57,7 @@ api = NinjaAPI(
     auth=[TokenAuth(), CookieAuth()],
     urls_namespace="api",
     # Only login, static files and /health answer anonymously: the API's map included.
-    docs_decorator=login_required,
+    docs_decorator=docs_access,
 )
 api.add_router("/", chat_router)
 api.add_router("/", context_router)
