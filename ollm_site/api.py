@@ -4,12 +4,13 @@ Every error answers ``{"detail": ...}``: 401 without valid credentials, 403 for
 a cookie request without its CSRF token, 404 for what is not the caller's,
 409 when a compression holds the session, 413 for what is too large (a
 message for the context, a file to import), 422 for invalid input, 502-504
-when the model cannot answer.
+when the model cannot answer. Every time is written ``YYYY-MM-DDTHH:MM:SS.mmmZ``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from functools import wraps
 from typing import Any
 
@@ -18,14 +19,31 @@ from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja import NinjaAPI
+from ninja.renderers import JSONRenderer
+from ninja.responses import NinjaJSONEncoder
 
 from accounts.auth import CookieAuth, TokenAuth
 from chat.api import router as chat_router
 from chat.imports import ImportTooLarge
 from contextmgr.api import router as context_router
+from contextmgr.core.times import iso_millis
 from contextmgr.llm.types import BackendUnavailable, ContextOverflow, LLMError, LLMTimeout
 from contextmgr.services.snapshots import SnapshotError
 from search.api import router as search_router
+
+
+class _Encoder(NinjaJSONEncoder):
+    """Every time in one format, the session file's: ``2026-01-27T14:02:11.482Z`` (Django's encoder writes
+    no fraction for a whole second, and ``.482`` or ``+00:00`` otherwise)."""
+
+    def default(self, o: Any) -> Any:
+        if isinstance(o, datetime):
+            return iso_millis(o)
+        return super().default(o)
+
+
+class _Renderer(JSONRenderer):
+    encoder_class = _Encoder
 
 
 def docs_access(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
@@ -56,6 +74,7 @@ api = NinjaAPI(
     "`python manage.py create_api_token <username>`) or with the session cookie plus its CSRF token.",
     auth=[TokenAuth(), CookieAuth()],
     urls_namespace="api",
+    renderer=_Renderer(),
     # Only login, static files and /health answer anonymously: the API's map included.
     docs_decorator=docs_access,
 )

@@ -56,6 +56,11 @@ def _history(session):
     return reply
 
 
+def _millis(moment):
+    """A stored time as a session file carries it: cut to the millisecond."""
+    return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+
+
 def _without_id(data):
     return {key: value for key, value in data.items() if key != "sessionId"}
 
@@ -84,11 +89,14 @@ def test_export_import_export_is_identical_apart_from_the_id(api, user):
     assert _without_id(again) == _without_id(exported)
     # The tool results sit between the messages again, as they were, with their times.
     fields = ("role", "content", "created_at", "tool_call_id", "tool_name", "tool_args", "tool_result")
-    assert list(new.messages.values_list(*fields)) == list(session.messages.values_list(*fields))
+    # Times as the file has them: to the millisecond.
+    assert list(new.messages.values_list(*fields)) == [
+        (*values[:2], _millis(values[2]), *values[3:]) for values in session.messages.values_list(*fields)
+    ]
     assert list(new.messages.values_list("role", flat=True)) == ["user", "assistant", "tool", "tool", "assistant"]
     assert new.messages.get(tool_call_id="call_2").tool_result == {"rows": 2}
     assert new.model == session.model
-    assert (new.created_at, new.last_activity) == (session.created_at, session.last_activity)
+    assert (new.created_at, new.last_activity) == (_millis(session.created_at), _millis(session.last_activity))
 
 
 def test_import_as_a_multipart_file_with_overrides(api, user):
@@ -541,7 +549,7 @@ def test_a_tool_result_the_cli_kept_among_the_messages_is_a_tool_result(api):
     again = api.get(f"/api/sessions/{body['id']}/export").json()
     assert [m["role"] for m in again["messages"]] == ["user"]
     assert again["toolCalls"] == [
-        {"id": "", "name": "", "args": {}, "result": {"llmContent": "42 rows"}, "timestamp": "2026-01-26T10:00:01Z"}
+        {"id": "", "name": "", "args": {}, "result": {"llmContent": "42 rows"}, "timestamp": "2026-01-26T10:00:01.000Z"}
     ]
 
 
@@ -640,3 +648,39 @@ def test_any_session_survives_the_round_trip(api, user, history, title, system_p
     assert imported.status_code == 201, imported.content
     again = api.get(f"/api/sessions/{imported.json()['id']}/export").json()
     assert _without_id(again) == _without_id(exported)
+
+
+MILLIS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+
+
+def _say(role, text, timestamp):
+    return {"role": role, "parts": [{"type": "text", "text": text}], "timestamp": timestamp}
+
+
+def test_every_time_the_api_writes_is_to_the_millisecond_with_a_z(api, user):
+    """Whole seconds included ("…:01.000Z", not "…:01Z"), and times finer than a millisecond cut to it."""
+    data = _valid_file(
+        startTime="2026-01-26T10:00:00Z",
+        lastActivity="2026-01-26T12:00:01.123456+02:00",
+        messages=[_say("user", "hi", "2026-01-26T10:00:00Z"), _say("assistant", "hello", "2026-01-26T10:00:01.5Z")],
+    )
+    body = api.post("/api/sessions/import", data, content_type=JSON).json()
+    assert (body["created_at"], body["last_activity"]) == ("2026-01-26T10:00:00.000Z", "2026-01-26T10:00:01.123Z")
+    history = api.get(f"/api/sessions/{body['id']}/messages").json()["items"]
+    assert [m["created_at"] for m in history] == ["2026-01-26T10:00:00.000Z", "2026-01-26T10:00:01.500Z"]
+    exported = api.get(f"/api/sessions/{body['id']}/export").json()
+    assert [m["timestamp"] for m in exported["messages"]] == ["2026-01-26T10:00:00.000Z", "2026-01-26T10:00:01.500Z"]
+    assert (exported["startTime"], exported["lastActivity"]) == ("2026-01-26T10:00:00.000Z", "2026-01-26T10:00:01.123Z")
+    # A session started here, whose times have microseconds.
+    session = session_create(owner=user, model="llama3.2:3b", context_size=8192)
+    _history(session)
+    here = api.get(f"/api/sessions/{session.id}").json()
+    texts = [here["created_at"], here["last_activity"]]
+    texts += [m["created_at"] for m in api.get(f"/api/sessions/{session.id}/messages").json()["items"]]
+    exported = api.get(f"/api/sessions/{session.id}/export").json()
+    texts += [exported["startTime"], exported["lastActivity"]]
+    texts += [entry["timestamp"] for entry in exported["messages"] + exported["toolCalls"]]
+    assert len(texts) == 14
+    assert all(MILLIS.match(text) for text in texts), texts
+    first = session.messages.order_by("position")[0]
+    assert exported["messages"][0]["timestamp"] == first.created_at.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
