@@ -8,8 +8,9 @@ The shape is the OLLM CLI's ``Session`` (``packages/core/src/services/types.ts``
      toolCalls: [{id, name, args, result: {llmContent, returnDisplay?}, timestamp}],
      metadata: {tokenCount, compressionCount, modeHistory?}}
 
-An export fills every one of those fields, times as the CLI writes them (``2026-01-27T14:02:11.482Z``).
-ollm-site adds, where the CLI does not look:
+An export fills every one of those fields, times as the CLI writes them (``2026-01-27T14:02:11.482Z``),
+and gives an imported session's ``sessionId`` and ``provider`` back as the file had them. ollm-site adds,
+where the CLI does not look:
 ``metadata.title``, ``metadata.contextSize`` and ``metadata.systemPrompt`` (what an import needs
 to rebuild the same session) and a tool result's ``data`` (its structured result).
 

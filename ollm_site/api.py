@@ -2,9 +2,10 @@
 
 Every error answers ``{"detail": ...}``: 401 without valid credentials, 403 for
 a cookie request without its CSRF token, 404 for what is not the caller's,
-409 when a compression holds the session, 413 for what is too large (a
-message for the context, a file to import), 422 for invalid input, 502-504
-when the model cannot answer. Every time is written ``YYYY-MM-DDTHH:MM:SS.mmmZ``.
+409 when a compression holds the session or a session file was imported
+before, 413 for what is too large (a message for the context, a file to
+import), 422 for invalid input, 502-504 when the model cannot answer. Every
+time is written ``YYYY-MM-DDTHH:MM:SS.mmmZ``.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ninja.responses import NinjaJSONEncoder
 
 from accounts.auth import CookieAuth, TokenAuth
 from chat.api import router as chat_router
-from chat.imports import ImportTooLarge
+from chat.imports import ImportConflict, ImportTooLarge
 from contextmgr.api import router as context_router
 from contextmgr.core.times import iso_millis
 from contextmgr.llm.types import BackendUnavailable, ContextOverflow, LLMError, LLMTimeout
@@ -95,6 +96,12 @@ def invalid(request: HttpRequest, exc: DjangoValidationError) -> HttpResponse:
 @api.exception_handler(RequestDataTooBig)
 def too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
     return _detail(request, "The request body is too large.", 413)
+
+
+@api.exception_handler(ImportConflict)
+def import_conflict(request: HttpRequest, exc: ImportConflict) -> HttpResponse:
+    """A second import of a file: the session that has its sessionId already, for the client to choose."""
+    return api.create_response(request, {"detail": exc.message, "session_id": exc.session_id}, status=409)
 
 
 @api.exception_handler(SnapshotError)
