@@ -169,7 +169,15 @@ Role = Literal["user", "assistant", "system", "tool"]
 
 class _FileModel(BaseModel):
     # camelCase in the file, snake_case in Python; strict: no "16384" for 16384, no 1 for "1".
-    model_config = ConfigDict(alias_generator=to_camel, validate_by_name=True, serialize_by_alias=True, strict=True)
+    # The OpenAPI document has one schema of the file, built from the export's (serialization) side and
+    # named by the import too: a field with a default must stay optional there, as it is for an import.
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        validate_by_name=True,
+        serialize_by_alias=True,
+        strict=True,
+        json_schema_serialization_defaults_required=False,
+    )
 
 
 class SessionFilePart(_FileModel):

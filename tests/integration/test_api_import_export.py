@@ -11,6 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from uuid import uuid4
 
+import jsonschema_rs
 import pytest
 import redis
 from django.conf import settings as django_settings
@@ -889,3 +890,41 @@ def test_the_chat_page_shows_the_files_session_id(api, owner_client, user):
     session = session_create(owner=user, model="llama3.2:3b", context_size=8192)
     own = owner_client.get(f"/sessions/{session.id}/").content.decode()
     assert f"sessionId <code>{session.id}</code>, its own id" in own
+
+
+def _validator(document, ref):
+    """A JSON Schema 2020-12 validator of ``ref`` inside the OpenAPI 3.1 document, formats checked."""
+    return jsonschema_rs.Draft202012Validator(
+        {"$ref": ref, "components": document["components"]}, validate_formats=True
+    )
+
+
+def test_the_openapi_document_accepts_a_real_cli_file_and_the_apps_export(api, user):
+    """What a client validating against the document sees: the CLI's file is a valid import body (it has no
+    metadata.title, contextSize or systemPrompt), the app's export a valid export answer, and the import's answer
+    a valid session."""
+    document = api.get("/api/openapi.json").json()
+    operation = document["paths"]["/api/sessions/import"]["post"]
+    request = _validator(document, operation["requestBody"]["content"]["application/json"]["schema"]["$ref"])
+    recorded = _cli_file()
+    assert not {"title", "contextSize", "systemPrompt"} & set(recorded["metadata"])
+    assert list(request.iter_errors(recorded)) == []
+    # The schema does check: a file without its model, or with a part of another type, is not valid.
+    assert not request.is_valid({key: value for key, value in recorded.items() if key != "model"})
+    assert not request.is_valid({**recorded, "messages": [{"role": "user", "parts": [{"type": "image"}]}]})
+    # The smallest file an import takes is valid too.
+    assert request.is_valid({"model": "m", "messages": []})
+    imported = api.post("/api/sessions/import", recorded, content_type=JSON)
+    created = _validator(document, operation["responses"]["201"]["content"]["application/json"]["schema"]["$ref"])
+    assert list(created.iter_errors(imported.json())) == []
+    conflict = api.post("/api/sessions/import", recorded, content_type=JSON)
+    refused = _validator(document, operation["responses"]["409"]["content"]["application/json"]["schema"]["$ref"])
+    assert list(refused.iter_errors(conflict.json())) == []
+    export = document["paths"]["/api/sessions/{session_id}/export"]["get"]
+    answer = _validator(document, export["responses"]["200"]["content"]["application/json"]["schema"]["$ref"])
+    session = session_create(owner=user, model="llama3.2:3b", context_size=8192, title="T", system_prompt="S")
+    _history(session)
+    for session_id in (session.id, imported.json()["id"]):
+        exported = api.get(f"/api/sessions/{session_id}/export").json()
+        assert list(answer.iter_errors(exported)) == []
+        assert list(request.iter_errors(exported)) == []
