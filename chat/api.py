@@ -3,7 +3,7 @@
 # No `from __future__ import annotations` here: ninja reads the views' annotations
 # as real types to build their parameter models.
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from asgiref.sync import async_to_sync
@@ -17,10 +17,11 @@ from ninja.params.functions import File, Query
 
 from accounts.auth import api_user
 from chat.export import session_file_build
-from chat.imports import MAX_IMPORT_BYTES, ImportTooLarge, import_throttle, session_file_load, session_import
+from chat.imports import MAX_IMPORT_BYTES, ImportTooLarge, import_throttle, session_file_import, session_file_load
 from chat.models import Message, Session
 from chat.schemas import (
     ContextSizeOut,
+    ImportConflictOut,
     MessageIn,
     MessageOut,
     ModelOut,
@@ -86,7 +87,7 @@ def sessions_list(request: HttpRequest) -> QuerySet[Session]:
 
 @router.post(
     "/sessions/import",
-    response={201: SessionOut},
+    response={200: SessionOut, 201: SessionOut, 409: ImportConflictOut},
     summary="Import a session file",
     openapi_extra={
         "requestBody": {
@@ -108,13 +109,21 @@ def session_import_view(
     context_size: Annotated[int | None, Query(None, gt=0)] = None,
     title: str | None = None,
     file: Annotated[UploadedFile | None, File(None)] = None,
+    on_existing: Literal["refuse", "update", "copy"] = "refuse",
 ) -> Any:
-    """A new session from an OLLM session file, sent as the multipart field ``file`` or as the JSON body.
+    """A new session (201) from an OLLM session file, sent as the multipart field ``file`` or as the JSON body.
 
     Files over 2 MiB or with more than 5,000 messages and tool calls are refused with 413;
     a malformed one with 422; more than ``OLLM_IMPORTS_PER_MINUTE`` imports a minute (10) with 429.
     ``context_size`` and ``title`` override the file's metadata. The new session does not compress
-    until its first turn or an explicit compression.
+    until its first turn or an explicit compression. It keeps the file's ``sessionId`` and ``provider``
+    (``source_session_id``, ``source_provider``), and its export writes them back.
+
+    A file whose ``sessionId`` is one of your sessions already (imported from that file, or started here
+    and exported) is refused with 409, naming that session (``session_id``), unless ``on_existing`` says
+    otherwise: ``update`` adds to that session the messages the file has after those it holds (200;
+    nothing it holds is changed or removed, and no ``title`` or ``context_size`` may be given; 409 when the
+    two histories went separate ways), ``copy`` imports it as a new session under its own id.
     """
     owner = api_user(request)
     throttled = import_throttle(owner=owner)
@@ -132,8 +141,10 @@ def session_import_view(
         if not length.isdigit() or int(length) > MAX_IMPORT_BYTES:
             raise ImportTooLarge(f"The body is {length} bytes; the limit is {MAX_IMPORT_BYTES:,}.")
         raw = request.body
-    session = session_import(owner=owner, data=session_file_load(raw), context_size=context_size, title=title)
-    return Status(201, session)
+    imported = session_file_import(
+        owner=owner, data=session_file_load(raw), context_size=context_size, title=title, on_existing=on_existing
+    )
+    return Status(201 if imported.created else 200, imported.session)
 
 
 @router.get("/sessions/{session_id}", response=SessionOut, summary="Get a session")

@@ -8,7 +8,7 @@ from uuid import UUID
 
 from ninja import Field, Schema
 
-from chat.models import Message
+from chat.models import Message, Session
 from contextmgr.schemas import ContextOut
 
 
@@ -61,6 +61,26 @@ class SessionOut(Schema):
     system_prompt: str
     summary_model: str
     settings: dict[str, Any] = Field(description="This session's overrides of the global context settings.")
+    source_session_id: str | None = Field(
+        description="The sessionId of the OLLM session file it was imported from, which its export writes back; "
+        "null for a session started here (or imported as a copy), exported under its own id."
+    )
+    source_provider: str | None = Field(
+        description="The provider the imported file named, which its export writes back; null when it named none."
+    )
+
+    @staticmethod
+    def resolve_source_session_id(obj: Session) -> str | None:
+        return obj.source_session_id or None
+
+    @staticmethod
+    def resolve_source_provider(obj: Session) -> str | None:
+        return obj.source_provider or None
+
+
+class ImportConflictOut(Schema):
+    detail: str
+    session_id: UUID = Field(description="Your session that already has the file's sessionId.")
 
 
 class MessageIn(Schema):

@@ -39,6 +39,22 @@ def session_for_owner(*, user: Any, session_id: UUID) -> Session:
     return get_object_or_404(sessions_for_user(user=user), pk=session_id)
 
 
+def session_for_file(*, user: Any, file_session_id: str) -> Session | None:
+    """The user's session whose session file has this ``sessionId``, if any: the one imported from a
+    file with that sessionId or, when none was, the one started here with that id."""
+    if not file_session_id:
+        return None
+    sessions = sessions_for_user(user=user)
+    found = sessions.filter(source_session_id=file_session_id).first()
+    if found is None:
+        try:
+            own_id = UUID(file_session_id)
+        except ValueError:
+            return None
+        found = sessions.filter(pk=own_id, source_session_id="").first()
+    return found
+
+
 def session_history(*, session: Session) -> QuerySet[Message]:
     """The full history in order, with the checkpoint that covers each compressed message."""
     return Message.objects.filter(session=session).select_related("compressed_into").order_by("position")
