@@ -22,7 +22,13 @@ from django.core.exceptions import ValidationError
 from django.db import connections
 
 from chat.models import Message, Session
-from chat.services import message_create, message_edit, message_leave_context, messages_supersede
+from chat.services import (
+    message_create,
+    message_edit,
+    message_leave_context,
+    messages_supersede,
+    session_prompt_truncated,
+)
 from contextmgr.core.budget import REPLY_MIN_TOKENS, prompt_room
 from contextmgr.core.config import reply_max_tokens
 from contextmgr.core.tokens import TokenCount, TokenCounter
@@ -325,6 +331,10 @@ async def _reply(
     result = stream.result
     if result is None:
         raise LLMError("the reply ended without its final counts")
+    if result.sent_prompt_tokens is not None:
+        await sync_to_async(session_prompt_truncated)(
+            session=session, sent_tokens=result.sent_prompt_tokens, reported_tokens=result.prompt_tokens
+        )
     count = await _count(counter, text)
     after = await sync_to_async(_after_reply)(session, text, count, result.done_reason)
     return TurnOutcome(

@@ -25,7 +25,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -64,6 +64,11 @@ class Behaviour:
     # Generations wait until ``/_test/release`` (at most ``hold_seconds``) before they start.
     hold: bool = False
     hold_seconds: float = 120.0
+    # Real Ollama's overflow instead of a 413: a prompt that does not fit its context loses its
+    # front, silently, and the reply reports the tokens it evaluated (``ollama_front_cut``).
+    ollama_overflow: bool = False
+    # The context the server allocates, whatever ``num_ctx`` asks (Ollama short of memory).
+    allocated_ctx: int | None = None
 
 
 @dataclass
@@ -73,6 +78,26 @@ class Record:
     requests: list[dict[str, Any]] = field(default_factory=list)
     served: list[dict[str, Any]] = field(default_factory=list)
     waiting: int = 0
+
+
+# Ollama's context when a request sends no ``num_ctx``.
+OLLAMA_DEFAULT_NUM_CTX = 2048
+
+
+def ollama_front_cut(messages: list[Message], num_ctx: int, count: Callable[[list[Message]], int]) -> list[Message]:
+    """What real Ollama evaluates of a prompt that does not fit ``num_ctx``: the front is dropped
+    (the system prompt first) until the rest takes at most half the context, as reported of it
+    (``prompt_eval_count`` about ``num_ctx / 2``; ollama/ollama #3839, #8099). Whole messages go
+    first; a last one still too long loses the front of its text."""
+    if count(messages) < num_ctx:
+        return messages
+    keep = num_ctx // 2
+    kept = list(messages)
+    while len(kept) > 1 and count(kept) > keep:
+        kept.pop(0)
+    while count(kept) > keep and len(kept[0].content) > 1:
+        kept[0] = Message(kept[0].role, kept[0].content[len(kept[0].content) // 4 :])
+    return kept
 
 
 def _now() -> str:
@@ -316,7 +341,7 @@ class ModelServer:
                     priority: Priority = (
                         "background" if self.headers.get(PRIORITY_HEADER, "").lower() == "background" else "interactive"
                     )
-                    num_ctx = int(options.get("num_ctx", 2048))
+                    num_ctx = int(options.get("num_ctx", OLLAMA_DEFAULT_NUM_CTX))
                     max_tokens = int(options.get("num_predict", -1))
                     temperature = float(options.get("temperature", 0.8))
                     stop = [str(s) for s in options.get("stop") or ()]
@@ -331,6 +356,9 @@ class ModelServer:
                     server.record.waiting += 1
                     server._released.wait(server.behaviour.hold_seconds)
                     server.record.waiting -= 1
+                if server.test_controls and server.behaviour.ollama_overflow:
+                    num_ctx = min(num_ctx, server.behaviour.allocated_ctx or num_ctx)
+                    messages = ollama_front_cut(messages, num_ctx, server.engine.count_prompt)
                 cancel = threading.Event()
                 canned = server.next_canned() if server.test_controls else None
                 if canned is not None:

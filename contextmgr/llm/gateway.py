@@ -3,12 +3,14 @@
 ``OLLM_LLM_BACKEND`` is ``auto`` (Ollama when it answers, else the embedded
 model), ``ollama`` or ``embedded``. The choice and its reason are kept for the
 UI and logs. Token estimates for Ollama models are calibrated from the exact
-``prompt_eval_count`` each reply reports.
+``prompt_eval_count`` each reply reports, unless that count falls well below what
+was sent: then Ollama cut the prompt, and the result says so (``sent_prompt_tokens``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 from collections.abc import AsyncGenerator, Sequence
@@ -18,7 +20,7 @@ from typing import Literal
 
 from django.conf import settings
 
-from contextmgr.core.tokens import TokenCalibration, TokenCount, TokenCounter
+from contextmgr.core.tokens import TokenCalibration, TokenCount, TokenCounter, prompt_truncated
 from contextmgr.llm.embedded import MODEL_NAME as EMBEDDED_MODEL
 from contextmgr.llm.embedded import EmbeddedBackend
 from contextmgr.llm.ollama_backend import OllamaBackend
@@ -182,7 +184,19 @@ class Gateway:
         result: ChatResult | None = stream.result
         if result is not None:
             estimate = sum(TiktokenCounter().count(m.content).tokens for m in messages)
-            self.calibration.observe(model, exact=result.prompt_tokens, estimated=estimate)
+            sent = self.calibration.estimate(model, estimate)
+            if prompt_truncated(sent=sent, reported=result.prompt_tokens):
+                # Ollama dropped the front of the prompt: its count is of what was left, no
+                # measure of this model's tokens, so it must not teach the calibration.
+                logger.warning(
+                    "%s evaluated %d prompt tokens of about %d sent: the server cut the prompt",
+                    model,
+                    result.prompt_tokens,
+                    sent,
+                )
+                result = dataclasses.replace(result, sent_prompt_tokens=sent)
+            else:
+                self.calibration.observe(model, exact=result.prompt_tokens, estimated=estimate)
             yield result
 
     async def complete(

@@ -55,7 +55,7 @@ from contextmgr.core.text import plural
 from contextmgr.core.tokens import TokenCounter
 from contextmgr.core.truncate import shorten_extractive
 from contextmgr.core.window import CheckpointView, render_checkpoint
-from contextmgr.llm import ChatMessage, Gateway, get_gateway
+from contextmgr.llm import ChatMessage, Gateway, LLMError, get_gateway
 from contextmgr.models import ContextEvent, EventType, Snapshot
 from contextmgr.resources import count_text_tokens
 from contextmgr.selectors import (
@@ -243,6 +243,13 @@ class _Summarizer:
             repeat_penalty=repeat_penalty,
         )
         _reconnect_if_broken()  # the call may have outlasted the database connection
+        result = completion.result
+        if result.sent_prompt_tokens is not None:
+            # A summary of what the server kept of its source would pass for a summary of all of it.
+            raise LLMError(
+                f"the model server evaluated only {result.prompt_tokens:,} of the about {result.sent_prompt_tokens:,} "
+                f"tokens of the summary request: it allocated a smaller context than the {self.num_ctx:,} asked"
+            )
         return completion.text.strip()
 
     # A summary that repeats itself is asked for once more with this repeat penalty (Ollama's option,
