@@ -420,7 +420,7 @@ def _compress(
             step.target_tokens,
             strategy=config.compression.strategy,
         )
-        aged.append(AgedSummary(step.checkpoint_id, step.to_level, shorter.text, shorter.how))
+        aged.append(AgedSummary(step.checkpoint_id, step.to_level, shorter.text, shorter.how, step.target_tokens))
     merged = None
     if plan.merge is not None:
         parts = [by_id[i].summary for i in plan.merge.checkpoint_ids]
@@ -431,7 +431,7 @@ def _compress(
             plan.merge.target_tokens,
             strategy=config.compression.strategy,
         )
-        merged = MergedSummary(plan.merge.checkpoint_ids, joined.text, joined.how)
+        merged = MergedSummary(plan.merge.checkpoint_ids, joined.text, joined.how, plan.merge.target_tokens)
 
     checkpoint = compression_commit(
         session=session,
