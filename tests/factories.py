@@ -24,13 +24,14 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client, override_settings
 
 from chat.models import Message, Session
-from chat.services import message_create, session_create
+from chat.selectors import model_facts
+from chat.services import message_create, session_create, session_start
 from contextmgr.core.aging import MIN_TARGET_TOKENS, Level
 from contextmgr.core.window import chat_messages
 from contextmgr.models import Checkpoint, ContextEvent
 from contextmgr.selectors import active_checkpoints, session_budget, session_state, session_window
 from contextmgr.services.compression import CompressionOutcome, compression_run, session_effective_limits
-from tests.support.model_server import SERVED_MODEL, Hold, ModelServerProcess
+from tests.support.model_server import SERVED_MODEL, UNTAGGED_MODEL, Hold, ModelServerProcess
 from tests.support.timing import scaled
 from tests.system.support import (
     PYTHON,
@@ -93,6 +94,20 @@ def small_session(
             context_size=context_size,
             system_prompt=system_prompt,
             settings=settings if settings is not None else sections or BRIEF,
+        )
+
+
+def session_on_model_of_size(
+    owner: Any, size: str, gateway: Any, model_server: ModelServerProcess, **start: Any
+) -> Session:
+    """A session (squeezed as ``small_session``'s) on a model the Ollama stand-in reports as ``size``
+    ("13B"; "": no size), started as every door starts one: the backend is asked about the model
+    and its answer stored. ``start``: more of ``session_start``'s arguments (``goal``, ``settings``)."""
+    model_server.behaviour.parameter_sizes = {UNTAGGED_MODEL: size}
+    facts = model_facts(model=UNTAGGED_MODEL, gateway=gateway)
+    with override_settings(OLLM_MODEL_CONTEXT_OVERRIDES={UNTAGGED_MODEL: {TIER3: 1500}}):
+        return session_start(
+            owner=owner, model=UNTAGGED_MODEL, context_size=TIER3, facts=facts, **{"settings": BRIEF, **start}
         )
 
 

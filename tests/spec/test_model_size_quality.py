@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from django.test import override_settings
 from django.urls import reverse
 
-from chat.selectors import model_facts
-from chat.services import session_start
 from contextmgr.services.compression import compression_run
-from tests.factories import BRIEF, TIER3, until_due
+from tests.factories import session_on_model_of_size, until_due
 from tests.support.model_server import UNTAGGED_MODEL
 
 pytestmark = pytest.mark.django_db
@@ -17,15 +14,6 @@ pytestmark = pytest.mark.django_db
 SMALL = "Recommend: 2-3 compressions max (small models, 3B-7B)."
 MEDIUM = "Recommend: 3-5 compressions (medium models, 13B-30B)."
 LARGE = "Recommend: 5-7 compressions (large models, 70B+)."
-
-
-def _session_on_a_model_of(size: str, user, gateway, fake_ollama):
-    """A session on a model the Ollama stand-in reports as ``size`` ("13B"; "": no size), started as
-    every door starts one: the backend is asked about the model, and its answer is stored."""
-    fake_ollama.behaviour.parameter_sizes = {UNTAGGED_MODEL: size}
-    facts = model_facts(model=UNTAGGED_MODEL, gateway=gateway)
-    with override_settings(OLLM_MODEL_CONTEXT_OVERRIDES={UNTAGGED_MODEL: {TIER3: 1500}}):
-        return session_start(owner=user, model=UNTAGGED_MODEL, context_size=TIER3, settings=BRIEF, facts=facts)
 
 
 def _warnings_after_each_compression(session, gateway, fake_ollama, client, user, compressions: int) -> list[str]:
@@ -55,7 +43,7 @@ def test_the_page_warns_from_the_bands_recommended_count(
 
     Differs, see docs/conformance.md: "The model-size bands" — the chat page shows the spec's warning from the lower
     end of the model's range (2, 3, 5 compressions), with the band's recommendation, and not before."""
-    session = _session_on_a_model_of(size, user, gateway, fake_ollama)
+    session = session_on_model_of_size(user, size, gateway, fake_ollama)
     assert session.model_parameter_size_b == size_b, "the size Ollama reports is stored"
     pages = _warnings_after_each_compression(session, gateway, fake_ollama, client, user, first_warning)
     warning = f"Your model ({UNTAGGED_MODEL}) has compressed the conversation"
@@ -75,7 +63,7 @@ def test_sizes_outside_the_bands_count_with_the_smaller_band(
 
     Differs, see docs/conformance.md: "The model-size bands" — a size between two bands counts with the smaller
     one, as the spec's model factor groups it; an unknown size counts as small."""
-    session = _session_on_a_model_of(size, user, gateway, fake_ollama)
+    session = session_on_model_of_size(user, size, gateway, fake_ollama)
     pages = _warnings_after_each_compression(session, gateway, fake_ollama, client, user, first_warning)
     warning = f"Your model ({UNTAGGED_MODEL}) has compressed the conversation"
     assert all(warning not in page for page in pages[:-1])
