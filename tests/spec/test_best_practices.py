@@ -8,6 +8,7 @@ snapshots if conversation goes off track" are one flow here: a snapshot, an expe
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from django.urls import reverse
@@ -48,7 +49,7 @@ def _page(client, session: Session) -> str:
     return str(response.content.decode())
 
 
-def _reliability(client, session: Session) -> dict:
+def _reliability(client, session: Session) -> dict[str, Any]:
     response = client.get(f"/api/sessions/{session.pk}/context")
     assert response.status_code == 200
     return dict(response.json())
