@@ -57,7 +57,7 @@ class Behaviour:
     # A pause before each streamed chunk: a slow model.
     chunk_delay_seconds: float = 0.0
     fail_status: int | None = None
-    # Every generation answers with this text instead of the model's.
+    # Every generation answers with this text instead of the model's (cut at ``num_predict`` tokens, as the model's).
     canned_reply: str | None = None
     # Generations answer with these texts in turn, the last one from then on (before ``canned_reply``).
     canned_replies: list[str] | None = None
@@ -69,6 +69,9 @@ class Behaviour:
     ollama_overflow: bool = False
     # The context the server allocates, whatever ``num_ctx`` asks (Ollama short of memory).
     allocated_ctx: int | None = None
+    # The parameter size (Ollama's ``details.parameter_size``, "13B") that /api/show and /api/tags
+    # report for a model name, as an Ollama serving models of several sizes would; others: the model's own.
+    parameter_sizes: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -104,11 +107,16 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
-def _canned(text: str) -> Iterator[str | Result]:
-    words = text.split(" ")
+def _canned(engine: Engine, text: str, messages: list[Message], max_tokens: int) -> Iterator[str | Result]:
+    """A fixed reply as the model would send it: cut after ``max_tokens`` (``num_predict``;
+    negative: no cap) of the model's own tokens, then ended with "length", and with the exact
+    token counts of the prompt and of what was sent."""
+    sent, completion_tokens = engine.cut_text(text, max_tokens)
+    words = sent.split(" ")
     yield from (word + (" " if index < len(words) - 1 else "") for index, word in enumerate(words) if word or index)
-    yield Result(prompt_tokens=1, completion_tokens=len(words), done_reason="stop", prompt_seconds=0.0,
-                 generation_seconds=0.0)  # fmt: skip
+    done_reason = "length" if sent != text else "stop"
+    yield Result(prompt_tokens=engine.count_prompt(messages), completion_tokens=completion_tokens,
+                 done_reason=done_reason, prompt_seconds=0.0, generation_seconds=0.0)  # fmt: skip
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -155,13 +163,14 @@ class ModelServer:
                 return replies.pop(0) if len(replies) > 1 else replies[0]
             return self.behaviour.canned_reply
 
-    def _details(self) -> dict[str, Any]:
+    def _details(self, name: str) -> dict[str, Any]:
+        sizes = self.behaviour.parameter_sizes if self.test_controls else {}
         return {
             "parent_model": "",
             "format": "gguf",
             "family": self.engine.family,
             "families": [self.engine.family],
-            "parameter_size": PARAMETER_SIZE,
+            "parameter_size": sizes.get(name, PARAMETER_SIZE),
             "quantization_level": QUANTIZATION,
         }
 
@@ -172,7 +181,7 @@ class ModelServer:
             "modified_at": _now(),
             "size": 98_362_432,
             "digest": "0" * 64,
-            "details": self._details(),
+            "details": self._details(name),
         }
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
@@ -270,7 +279,7 @@ class ModelServer:
                             "modelfile": "",
                             "parameters": "",
                             "template": "",
-                            "details": server._details(),
+                            "details": server._details(body["model"]),
                             "model_info": {
                                 "general.architecture": server.engine.family,
                                 f"{server.engine.family}.context_length": server.engine.context_length,
@@ -362,7 +371,13 @@ class ModelServer:
                 cancel = threading.Event()
                 canned = server.next_canned() if server.test_controls else None
                 if canned is not None:
-                    self._send(_canned(canned), cancel, body["model"], chat=chat, stream=stream)
+                    self._send(
+                        _canned(server.engine, canned, messages, max_tokens),
+                        cancel,
+                        body["model"],
+                        chat=chat,
+                        stream=stream,
+                    )
                     return
                 parts = server.engine.generate(
                     messages,

@@ -438,7 +438,7 @@ def _compress(
             step.target_tokens,
             strategy=config.compression.strategy,
         )
-        aged.append(AgedSummary(step.checkpoint_id, step.to_level, shorter.text, shorter.how))
+        aged.append(AgedSummary(step.checkpoint_id, step.to_level, shorter.text, shorter.how, step.target_tokens))
     merged = None
     if plan.merge is not None:
         parts = [by_id[i].summary for i in plan.merge.checkpoint_ids]
@@ -449,7 +449,7 @@ def _compress(
             plan.merge.target_tokens,
             strategy=config.compression.strategy,
         )
-        merged = MergedSummary(plan.merge.checkpoint_ids, joined.text, joined.how)
+        merged = MergedSummary(plan.merge.checkpoint_ids, joined.text, joined.how, plan.merge.target_tokens)
 
     with transaction.atomic():  # the goal updates stand or fall with the compression
         goal_updates = goal_apply_summary(session=session, output=output)
