@@ -96,11 +96,18 @@ def ollama_front_cut(messages: list[Message], num_ctx: int, count: Callable[[lis
         return messages
     keep = num_ctx // 2
     kept = list(messages)
-    while len(kept) > 1 and count(kept) > keep:
+    while len(kept) > 1 and count(kept[1:]) >= keep:
         kept.pop(0)
-    while count(kept) > keep and len(kept[0].content) > 1:
-        kept[0] = Message(kept[0].role, kept[0].content[len(kept[0].content) // 4 :])
-    return kept
+    # The first message left straddles the cut: the least of its front that must go.
+    first, rest = kept[0], kept[1:]
+    low, high = 0, len(first.content)
+    while low < high:
+        middle = (low + high) // 2
+        if count([Message(first.role, first.content[middle:]), *rest]) <= keep:
+            high = middle
+        else:
+            low = middle + 1
+    return [Message(first.role, first.content[low:]), *rest]
 
 
 def _now() -> str:
