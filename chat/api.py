@@ -116,7 +116,9 @@ def session_import_view(
     Files over 2 MiB or with more than 5,000 messages and tool calls are refused with 413;
     a malformed one with 422; more than ``OLLM_IMPORTS_PER_MINUTE`` imports a minute (10) with 429.
     ``context_size`` and ``title`` override the file's metadata. The new session does not compress
-    until its first turn or an explicit compression. It keeps the file's ``sessionId`` and ``provider``
+    until its first turn or an explicit compression. A file is never refused for its model: one no
+    backend serves here is imported whole, and the session says ``model_available: false``.
+    It keeps the file's ``sessionId`` and ``provider``
     (``source_session_id``, ``source_provider``), and its export writes them back.
 
     A file whose ``sessionId`` is one of your sessions already (imported from that file, or started here
@@ -201,7 +203,9 @@ def messages_list(request: HttpRequest, session_id: UUID, include_compressed: bo
 def message_send(request: HttpRequest, session_id: UUID, payload: MessageIn, wait_compression: bool = False) -> Any:
     """One full turn without streaming: the message is stored first, then the reply.
 
-    A message that cannot fit the context is refused with 413 and stays in the history.
+    A message that cannot fit the context is refused with 413 and stays in the history. On a session
+    whose model is not served here (``model_available: false``) the message is stored and the turn is
+    409 (503 when the model's backend is only down), naming the model and how to switch (PATCH its ``model``).
     """
     session = session_for_owner(user=api_user(request), session_id=session_id)
     before = session_last_event_id(session=session)

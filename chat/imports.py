@@ -285,7 +285,9 @@ def session_file_import(
     gateway = gateway or get_gateway()
     # Asked before the transaction, which on SQLite holds the write lock from its start: the
     # backend about the model, and the model's tokenizer (over HTTP) about every message.
-    facts = model_facts(model=file.model, gateway=gateway)
+    # A model not served here is no reason to refuse the file: the session is imported whole,
+    # and says its model is not available (``model_availability``) until it is, or is switched.
+    facts = model_facts(model=file.model, gateway=gateway, served=False)
     entries = _history(file)
     history = _counted(entries, model=file.model, gateway=gateway)
     try:

@@ -9,6 +9,7 @@ from uuid import UUID
 from ninja import Field, Schema
 
 from chat.models import Message, Session
+from chat.selectors import model_availability
 from contextmgr.schemas import ContextOut
 
 
@@ -68,6 +69,23 @@ class SessionOut(Schema):
     source_provider: str | None = Field(
         description="The provider the imported file named, which its export writes back; null when it named none."
     )
+
+    model_available: bool | None = Field(
+        description="Whether a backend serves the session's model now, read when asked (a session imported from "
+        "a file whose model is not served here is kept whole and says false until the model is served or switched "
+        "with PATCH); null when no backend answers at all."
+    )
+    available_models: list[str] = Field(
+        description="The models served here now: what PATCH may switch the session's model to."
+    )
+
+    @staticmethod
+    def resolve_model_available(obj: Session) -> bool | None:
+        return model_availability(model=obj.model).available
+
+    @staticmethod
+    def resolve_available_models(obj: Session) -> list[str]:
+        return list(model_availability(model=obj.model).served)
 
     @staticmethod
     def resolve_source_session_id(obj: Session) -> str | None:

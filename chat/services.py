@@ -163,7 +163,9 @@ def session_update(
 ) -> Session:
     """Change what the user may change about a session; ``None`` leaves a field as it is.
 
-    A new model or size is looked up as ``session_start`` does, before the transaction.
+    A new model or size is looked up as ``session_start`` does, before the transaction: a new
+    model no backend serves is refused; the session's own model need not be served now.
+    This is the one way to switch a session whose model is not available (``model_availability``).
     ``settings``: the session's overrides of the context settings (``session_set_context_settings``).
     When any of model, context size, system prompt or settings is given, the budget is checked
     again in the same transaction (``compression_maybe_schedule``: the automatic snapshot, and a
@@ -172,7 +174,10 @@ def session_update(
     # Asked before the transaction: it may wait on the network.
     facts = None
     if model is not None or context_size is not None:
-        facts = model_facts(model=model if model is not None else session.model)
+        # A new model must be served; the session's own may not be now (an imported file's),
+        # which does not stop the rest of it changing.
+        switching = model is not None and model.strip() != session.model
+        facts = model_facts(model=model if model is not None else session.model, served=switching)
     with transaction.atomic():
         session = _session_store(
             session=session,

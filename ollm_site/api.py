@@ -2,8 +2,9 @@
 
 Every error answers ``{"detail": ...}``: 401 without valid credentials, 403 for
 a cookie request without its CSRF token, 404 for what is not the caller's,
-409 when a compression holds the session or a session file was imported
-before, 413 for what is too large (a message for the context, a file to
+409 when a compression holds the session, a session file was imported
+before or the session's model is not available here (503 when only because
+its backend is down), 413 for what is too large (a message for the context, a file to
 import), 422 for invalid input, 502-504 when the model cannot answer. Every
 time is written ``YYYY-MM-DDTHH:MM:SS.mmmZ``.
 """
@@ -26,6 +27,7 @@ from ninja.responses import NinjaJSONEncoder
 from accounts.auth import CookieAuth, TokenAuth
 from chat.api import router as chat_router
 from chat.imports import ImportConflict, ImportTooLarge
+from chat.turn import ModelUnavailable
 from contextmgr.api import router as context_router
 from contextmgr.core.times import iso_millis
 from contextmgr.llm.types import BackendUnavailable, ContextOverflow, LLMError, LLMTimeout
@@ -112,6 +114,9 @@ def snapshot_conflict(request: HttpRequest, exc: SnapshotError) -> HttpResponse:
 @api.exception_handler(LLMError)
 def llm_failed(request: HttpRequest, exc: LLMError) -> HttpResponse:
     """The model could not answer; a user's message is already stored by then."""
+    if isinstance(exc, ModelUnavailable):
+        # Switching the session's model (PATCH) resolves it; a backend that is down may come back by itself.
+        return _detail(request, str(exc), 503 if exc.backend_down else 409)
     if isinstance(exc, ContextOverflow):
         return _detail(request, str(exc), 413)
     if isinstance(exc, BackendUnavailable):

@@ -237,6 +237,22 @@ class Gateway:
                 models += [m for m in await self.ollama.list_models() if not _is_embedded(m.name)]
         return models
 
+    async def unavailable_reason(self, model: str) -> tuple[str, bool]:
+        """Why ``model`` is not served now, in words a user can act on, and whether it is only
+        because its backend does not answer (it may come back by itself)."""
+        try:
+            backend = self.backend_for(model)
+        except ModelNotFound as exc:
+            return str(exc), False
+        if isinstance(backend, EmbeddedBackend):
+            if not await backend.health():
+                return backend.unreachable(), True
+            return f"the embedded backend has only {EMBEDDED_MODEL}", False
+        assert self.ollama is not None
+        if not await self.ollama.health():
+            return f"Ollama is not reachable at {self.ollama.host}", True
+        return f"Ollama at {self.ollama.host} does not have it (`ollama pull {model}` fetches it)", False
+
     async def model_info(self, model: str) -> ModelInfo:
         return await self.backend_for(model).model_info(model)
 
