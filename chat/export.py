@@ -34,9 +34,7 @@ def session_file_build(*, session: Session) -> SessionFile:
         model=session.model,
         provider=session.source_provider or ("embedded" if session.model.startswith("embedded/") else "ollama"),
         messages=[
-            SessionFileMessage(
-                role=cast(Role, m.role), parts=[SessionFilePart(type="text", text=m.content)], timestamp=m.created_at
-            )
+            SessionFileMessage(role=cast(Role, m.role), parts=_parts(m), timestamp=m.created_at)
             for m in messages
             if m.role != Message.Role.TOOL
         ],
@@ -46,7 +44,9 @@ def session_file_build(*, session: Session) -> SessionFile:
                 name=m.tool_name,
                 args=m.tool_args or {},
                 # llmContent is the text the model reads; a structured result rides along as data.
-                result=SessionFileToolResult(llm_content=m.content, data=m.tool_result),
+                result=SessionFileToolResult(
+                    llm_content=m.content, return_display=_source(m).get("returnDisplay"), data=m.tool_result
+                ),
                 timestamp=m.created_at,
             )
             for m in messages
@@ -60,8 +60,29 @@ def session_file_build(*, session: Session) -> SessionFile:
             title=session.title,
             context_size=session.context_size,
             system_prompt=session.system_prompt,
+            mode_history=session.source_metadata.get("modeHistory"),
         ),
     )
+
+
+def _source(message: Message) -> dict[str, Any]:
+    return message.source_format if isinstance(message.source_format, dict) else {}
+
+
+def _parts(message: Message) -> list[SessionFilePart]:
+    """The message's text as one part, or split where the imported file split it."""
+    lengths = _source(message).get("parts")
+    if (
+        not isinstance(lengths, list)
+        or not all(isinstance(n, int) for n in lengths)
+        or sum(lengths) != len(message.content)
+    ):
+        return [SessionFilePart(type="text", text=message.content)]
+    parts, start = [], 0
+    for length in lengths:
+        parts.append(SessionFilePart(type="text", text=message.content[start : start + length]))
+        start += length
+    return parts
 
 
 def session_file(*, session: Session) -> dict[str, Any]:

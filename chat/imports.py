@@ -187,6 +187,7 @@ class _Entry:
     tool_name: str = ""
     tool_args: Any = None
     tool_result: Any = None
+    source_format: dict[str, Any] | None = None
 
 
 def _history(file: SessionFile) -> list[_Entry]:
@@ -195,7 +196,14 @@ def _history(file: SessionFile) -> list[_Entry]:
     Each list keeps its own order (a stable merge), so exporting again gives both lists as they were.
     """
     messages = [
-        _Entry(where=f"file.messages[{i}]", role=m.role, content=m.text, timestamp=m.timestamp)
+        _Entry(
+            where=f"file.messages[{i}]",
+            role=m.role,
+            content=m.text,
+            timestamp=m.timestamp,
+            # One text of several parts: their boundaries, so the export splits it as the file did.
+            source_format={"parts": [len(part.text) for part in m.parts]} if len(m.parts) > 1 else None,
+        )
         for i, m in enumerate(file.messages)
     ]
     calls = []
@@ -216,6 +224,9 @@ def _history(file: SessionFile) -> list[_Entry]:
                 tool_name=call.name,
                 tool_args=call.args,
                 tool_result=structured,
+                source_format=(
+                    {"returnDisplay": call.result.return_display} if call.result.return_display is not None else None
+                ),
             )
         )
     merged: list[_Entry] = []
@@ -333,6 +344,7 @@ def _counted(entries: list[_Entry], *, model: str, gateway: Gateway) -> list[New
             tool_name=entry.tool_name,
             tool_args=entry.tool_args,
             tool_result=entry.tool_result,
+            source_format=entry.source_format,
         )
         for entry, count in zip(entries, counts, strict=True)
     ]
@@ -428,6 +440,7 @@ def _session_import(
         last_activity=file.last_activity or file.start_time or session.last_activity,
         source_session_id=source_session_id,
         source_provider=file.provider or "",
+        source_metadata={"modeHistory": file.metadata.mode_history} if file.metadata.mode_history is not None else {},
     )
     session.refresh_from_db()
     return session

@@ -80,6 +80,13 @@ class Session(models.Model):
         blank=True,
         help_text="The provider the imported file named (its export writes it back); empty: the backend's own.",
     )
+    source_metadata = models.JSONField(
+        encoder=StorableJSONEncoder,
+        default=dict,
+        blank=True,
+        help_text="What the imported file's metadata held that this app does not use (the CLI's modeHistory); "
+        "its export writes it back.",
+    )
 
     class Meta:
         ordering = ["-last_activity"]
@@ -157,6 +164,13 @@ class Message(models.Model):
     tool_name = models.CharField(max_length=200, blank=True)
     tool_args = models.JSONField(encoder=StorableJSONEncoder, null=True, blank=True)
     tool_result = models.JSONField(encoder=StorableJSONEncoder, null=True, blank=True)
+    source_format = models.JSONField(
+        encoder=StorableJSONEncoder,
+        null=True,
+        blank=True,
+        help_text="How the imported file wrote this entry where the history does not say it: the lengths of its "
+        "text parts, a tool result's returnDisplay; its export writes it the same way.",
+    )
 
     class Meta:
         ordering = ["session", "position"]

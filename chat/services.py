@@ -307,6 +307,8 @@ class NewMessage:
     tool_name: str = ""
     tool_args: Any = None
     tool_result: Any = None
+    # How an imported file wrote it (Message.source_format).
+    source_format: dict[str, Any] | None = None
 
 
 class MessageRefused(ValidationError):
@@ -355,6 +357,7 @@ def message_create_many(*, session: Session, messages: Sequence[NewMessage]) -> 
                 tool_name=storable_text(new.tool_name),
                 tool_args=new.tool_args,
                 tool_result=new.tool_result,
+                source_format=new.source_format,
             )
             for offset, (new, content) in enumerate(zip(messages, contents, strict=True), start=1)
         ),

@@ -15,7 +15,8 @@ where the CLI does not look:
 to rebuild the same session) and a tool result's ``data`` (its structured result).
 
 An import needs only ``model`` and ``messages``: everything else may be missing, and fields the
-model does not know (the CLI's ``modeHistory``) are ignored. What is read is checked completely:
+model does not know are ignored; the CLI's ``modeHistory``, a tool result's ``returnDisplay`` and a
+message's split into several text parts are kept and written back as they were. What is read is checked completely:
 types, string lengths, times, NUL characters and unpaired surrogates (the database could not
 store them), the nesting of a tool call's free JSON, and the number of entries.
 """
@@ -214,7 +215,9 @@ class SessionFileToolResult(_FileModel):
     llm_content: Annotated[Any, AfterValidator(_llm_content)] = Field(
         description="The text the model reads. A structured value (from another tool) is read as its JSON text."
     )
-    return_display: str | None = Field(default=None, description="The CLI's display text; not imported.")
+    return_display: str | None = Field(
+        default=None, description="The CLI's display text; kept and written back, never shown to the model."
+    )
     data: Annotated[Any, _free_json(4)] = Field(default=None, description="ollm-site: the structured result, if any.")
 
 
@@ -237,6 +240,9 @@ class SessionFileMetadata(_FileModel):
         default=None, gt=0, description="ollm-site: the context size selection, e.g. 16384."
     )
     system_prompt: SystemPrompt | None = Field(default=None, description="ollm-site: the session's system prompt.")
+    mode_history: Annotated[Any, _free_json(4)] = Field(
+        default=None, description="The CLI's mode changes: kept as they are and written back."
+    )
 
 
 class SessionFile(_FileModel):

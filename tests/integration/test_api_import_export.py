@@ -499,7 +499,8 @@ def _time(text):
 
 def test_a_file_the_ollm_cli_recorded_is_imported_as_written(api):
     """The CLI's ChatRecordingService file: no ollm-site metadata, a provider of its own, an assistant message in
-    two parts, a tool call with returnDisplay and metadata.modeHistory (neither is kept)."""
+    two parts, a tool call with returnDisplay and metadata.modeHistory (both kept for the export, never shown to
+    the model)."""
     recorded = json.loads(CLI_FILE.read_text(encoding="utf-8"))
     upload = SimpleUploadedFile("5b0c7d2e.json", CLI_FILE.read_bytes(), content_type=JSON)
     response = api.post("/api/sessions/import", {"file": upload})
@@ -540,7 +541,7 @@ def test_a_file_the_ollm_cli_recorded_is_imported_as_written(api):
     assert [(m["role"], _time(m["timestamp"])) for m in again["messages"]] == [
         (m["role"], _time(m["timestamp"])) for m in recorded["messages"]
     ]
-    assert [call["result"] for call in again["toolCalls"]] == [{"llmContent": tool.content}]
+    assert [call["result"] for call in again["toolCalls"]] == [recorded["toolCalls"][0]["result"]]
     assert (again["model"], again["metadata"]["compressionCount"]) == ("llama3.2:3b", 0)
 
 
@@ -607,6 +608,7 @@ def test_the_openapi_document_names_the_session_file_schema(client, user):
         "title",
         "contextSize",
         "systemPrompt",
+        "modeHistory",
     }
     assert "OLLM CLI" in schemas["SessionFile"]["description"]
 
@@ -681,8 +683,7 @@ def test_a_cli_file_comes_back_with_its_session_id_provider_and_times_as_written
     assert (body["source_session_id"], body["source_provider"]) == ("5b0c7d2e-8f3a-4c61-9e27-1d4b6a9f0c83", "local")
     assert api.get(f"/api/sessions/{body['id']}").json()["source_session_id"] == recorded["sessionId"]
     exported = api.get(f"/api/sessions/{body['id']}/export").json()
-    # Everything the CLI wrote, as it wrote it (the assistant's two parts are one text now, and returnDisplay
-    # and modeHistory are the CLI's own).
+    # Everything the CLI wrote, as it wrote it.
     for name in ("sessionId", "provider", "startTime", "lastActivity", "model"):
         assert exported[name] == recorded[name], name
     assert [(m["role"], m["timestamp"]) for m in exported["messages"]] == [
@@ -697,6 +698,23 @@ def test_a_cli_file_comes_back_with_its_session_id_provider_and_times_as_written
     stamps = [m["timestamp"] for m in recorded["messages"]]
     assert [m["created_at"] for m in history] == [stamps[0], call["timestamp"], *stamps[1:]]
     assert (body["created_at"], body["last_activity"]) == (recorded["startTime"], recorded["lastActivity"])
+
+
+def test_a_cli_file_exports_back_identical_apart_from_the_documented_additions(api):
+    """The whole file, byte for byte once parsed: a message's several text parts, a tool result's
+    returnDisplay and the metadata's modeHistory included. What differs is documented (docs/api.md):
+    the metadata's title, contextSize and systemPrompt are added, and tokenCount is counted here."""
+    recorded = _cli_file()
+    body = api.post("/api/sessions/import", recorded, content_type=JSON).json()
+    exported = api.get(f"/api/sessions/{body['id']}/export").json()
+    added = {"title": "Imported conversation", "contextSize": 16384, "systemPrompt": ""}
+    assert {key: exported["metadata"].pop(key) for key in added} == added
+    assert exported["metadata"].pop("tokenCount") == sum(
+        m["tokens"] for m in api.get(f"/api/sessions/{body['id']}/messages?include_compressed=true").json()["items"]
+    )
+    recorded["metadata"].pop("tokenCount")
+    assert exported == recorded
+    assert len(exported["messages"][1]["parts"]) == 2
 
 
 def test_every_time_the_api_writes_is_to_the_millisecond_with_a_z(api, user):
