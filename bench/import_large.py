@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     time.sleep(0.5)  # the writer's pace with nothing in its way
     idle = list(writer.waits)
     start = time.perf_counter()
-    session = imports.session_import(owner=owner, data=data, gateway=gateway)
+    session = imports.session_file_import(owner=owner, data=data, gateway=gateway).session
     total = time.perf_counter() - start
     time.sleep(0.2)
     writer.stop.set()

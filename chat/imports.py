@@ -242,21 +242,6 @@ def _history(file: SessionFile) -> list[_Entry]:
     return merged + messages[i:] + calls[j:]
 
 
-def session_import(
-    *,
-    owner: Any,
-    data: Any,
-    context_size: int | None = None,
-    title: str | None = None,
-    on_existing: OnExisting = "refuse",
-    gateway: Gateway | None = None,
-) -> ChatSession:
-    """The session ``session_file_import`` created or updated."""
-    return session_file_import(
-        owner=owner, data=data, context_size=context_size, title=title, on_existing=on_existing, gateway=gateway
-    ).session
-
-
 def session_file_import(
     *,
     owner: Any,

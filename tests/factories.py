@@ -15,6 +15,7 @@ import subprocess
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,31 @@ from tests.system.support import (
 from tests.system.support import (
     event_types as stored_event_types,
 )
+
+# --- the OLLM CLI's session file ------------------------------------------------------------------
+
+CLI_FILE = Path(__file__).parent / "data" / "ollm_cli_session.json"
+
+
+def cli_file() -> dict[str, Any]:
+    """The session file the OLLM CLI's ChatRecordingService wrote (tests/data/ollm_cli_session.json)."""
+    return dict(json.loads(CLI_FILE.read_text(encoding="utf-8")))
+
+
+def cli_file_history(recorded: dict[str, Any]) -> list[tuple[str, str, datetime]]:
+    """(role, content, time) of each message an import of ``recorded`` (the CLI file) must store, in
+    order: the tool call sits where its timestamp puts it, after the question, before the answer."""
+    messages, (call,) = recorded["messages"], recorded["toolCalls"]
+
+    def text(message: dict[str, Any]) -> str:
+        return "".join(part["text"] for part in message["parts"])
+
+    def when(stamp: str) -> datetime:
+        return datetime.fromisoformat(stamp).astimezone(UTC)
+
+    entries = [(m["role"], text(m), when(m["timestamp"])) for m in messages]
+    return [entries[0], ("tool", call["result"]["llmContent"], when(call["timestamp"])), *entries[1:]]
+
 
 # --- sessions and conversations, through the app's services -------------------------------------
 

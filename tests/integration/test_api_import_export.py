@@ -7,7 +7,6 @@ import math
 import os
 import re
 from datetime import UTC, datetime
-from pathlib import Path
 from types import SimpleNamespace
 from uuid import uuid4
 
@@ -21,7 +20,7 @@ from django.test import override_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chat.imports import MAX_IMPORT_BYTES, import_throttle, session_import
+from chat.imports import MAX_IMPORT_BYTES, import_throttle, session_file_import
 from chat.models import Message, Session
 from chat.selectors import session_for_file
 from chat.services import message_create, session_create
@@ -29,10 +28,10 @@ from chat.session_file import MAX_IMPORT_DEPTH, MAX_IMPORT_ENTRIES, SessionFile
 from contextmgr.llm.embedded import MODEL_NAME, TOKENIZE_BATCH
 from contextmgr.selectors import session_budget
 from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
+from tests.factories import CLI_FILE, cli_file, cli_file_history
 
 pytestmark = pytest.mark.django_db
 JSON = "application/json"
-CLI_FILE = Path(__file__).parent.parent / "data" / "ollm_cli_session.json"
 
 
 def _history(session):
@@ -441,7 +440,7 @@ def test_a_file_that_fails_late_creates_nothing(api, user):
         + [{"role": "user", "parts": [{"type": "text", "text": "   "}]}]
     )
     with pytest.raises(ValidationError, match=re.escape("file.messages[50]: The message is empty")):
-        session_import(owner=user, data=data)
+        session_file_import(owner=user, data=data)
     assert not Session.objects.exists()
     assert not Message.objects.exists()
 
@@ -501,7 +500,7 @@ def test_a_file_the_ollm_cli_recorded_is_imported_as_written(api):
     """The CLI's ChatRecordingService file: no ollm-site metadata, a provider of its own, an assistant message in
     two parts, a tool call with returnDisplay and metadata.modeHistory (both kept for the export, never shown to
     the model)."""
-    recorded = json.loads(CLI_FILE.read_text(encoding="utf-8"))
+    recorded = cli_file()
     upload = SimpleUploadedFile("5b0c7d2e.json", CLI_FILE.read_bytes(), content_type=JSON)
     response = api.post("/api/sessions/import", {"file": upload})
     assert response.status_code == 201, response.content
@@ -517,18 +516,7 @@ def test_a_file_the_ollm_cli_recorded_is_imported_as_written(api):
         _time(recorded["lastActivity"]),
     )
     history = list(session.messages.order_by("position"))
-    # The tool call sits where its timestamp puts it: after the question, before the answer.
-    assert [(m.role, m.content) for m in history] == [
-        ("user", "What does packages/core/src/index.ts export?"),
-        ("tool", recorded["toolCalls"][0]["result"]["llmContent"]),
-        ("assistant", "Let me read the file. It exports the services, the tools and the context manager."),
-        ("user", "Does it export ChatRecordingService?"),
-        ("assistant", "Yes, through ./services/index.js."),
-    ]
-    stamps = [m["timestamp"] for m in recorded["messages"]]
-    assert [m.created_at for m in history] == [
-        _time(t) for t in [stamps[0], recorded["toolCalls"][0]["timestamp"], *stamps[1:]]
-    ]
+    assert [(m.role, m.content, m.created_at) for m in history] == cli_file_history(recorded)
     tool = history[1]
     assert (tool.tool_call_id, tool.tool_name, tool.tool_args, tool.tool_result) == (
         "call_8f2a41c0",
@@ -667,16 +655,12 @@ def test_any_session_survives_the_round_trip(api, user, history, title, system_p
 MILLIS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
 
-def _cli_file():
-    return json.loads(CLI_FILE.read_text(encoding="utf-8"))
-
-
 def _say(role, text, timestamp):
     return {"role": role, "parts": [{"type": "text", "text": text}], "timestamp": timestamp}
 
 
 def test_a_cli_file_comes_back_with_its_session_id_provider_and_times_as_written(api):
-    recorded = _cli_file()
+    recorded = cli_file()
     response = api.post("/api/sessions/import", recorded, content_type=JSON)
     assert response.status_code == 201, response.content
     body = response.json()
@@ -704,7 +688,7 @@ def test_a_cli_file_exports_back_identical_apart_from_the_documented_additions(a
     """The whole file, byte for byte once parsed: a message's several text parts, a tool result's
     returnDisplay and the metadata's modeHistory included. What differs is documented (docs/api.md):
     the metadata's title, contextSize and systemPrompt are added, and tokenCount is counted here."""
-    recorded = _cli_file()
+    recorded = cli_file()
     body = api.post("/api/sessions/import", recorded, content_type=JSON).json()
     exported = api.get(f"/api/sessions/{body['id']}/export").json()
     added = {"title": "Imported conversation", "contextSize": 16384, "systemPrompt": ""}
@@ -747,12 +731,12 @@ def test_every_time_the_api_writes_is_to_the_millisecond_with_a_z(api, user):
 
 
 def test_a_second_import_of_a_file_is_refused_with_409_naming_the_session(api, bob_api):
-    first = api.post("/api/sessions/import", _cli_file(), content_type=JSON)
+    first = api.post("/api/sessions/import", cli_file(), content_type=JSON)
     assert first.status_code == 201
     session_id = first.json()["id"]
     upload = SimpleUploadedFile("5b0c7d2e.json", CLI_FILE.read_bytes(), content_type=JSON)
     for again in (
-        api.post("/api/sessions/import", _cli_file(), content_type=JSON),
+        api.post("/api/sessions/import", cli_file(), content_type=JSON),
         api.post("/api/sessions/import", {"file": upload}),
     ):
         assert again.status_code == 409
@@ -764,14 +748,14 @@ def test_a_second_import_of_a_file_is_refused_with_409_naming_the_session(api, b
     assert Session.objects.count() == 1
     assert Message.objects.count() == 5
     # Another user's sessions are not the caller's: bob's import is a session of his own.
-    theirs = bob_api.post("/api/sessions/import", _cli_file(), content_type=JSON)
+    theirs = bob_api.post("/api/sessions/import", cli_file(), content_type=JSON)
     assert theirs.status_code == 201
-    assert theirs.json()["source_session_id"] == _cli_file()["sessionId"]
+    assert theirs.json()["source_session_id"] == cli_file()["sessionId"]
 
 
 def test_a_copy_is_a_new_session_under_its_own_id(api):
-    first = api.post("/api/sessions/import", _cli_file(), content_type=JSON).json()
-    copy = api.post("/api/sessions/import?on_existing=copy", _cli_file(), content_type=JSON)
+    first = api.post("/api/sessions/import", cli_file(), content_type=JSON).json()
+    copy = api.post("/api/sessions/import?on_existing=copy", cli_file(), content_type=JSON)
     assert copy.status_code == 201
     body = copy.json()
     assert body["id"] != first["id"]
@@ -780,16 +764,16 @@ def test_a_copy_is_a_new_session_under_its_own_id(api):
     assert (exported["sessionId"], exported["provider"]) == (body["id"], "local")
     assert Message.objects.filter(session_id=body["id"]).count() == 5
     # The file still names the first session, not the copy.
-    again = api.post("/api/sessions/import", _cli_file(), content_type=JSON)
+    again = api.post("/api/sessions/import", cli_file(), content_type=JSON)
     assert (again.status_code, again.json()["session_id"]) == (409, first["id"])
 
 
 def test_an_update_adds_what_the_file_has_after_the_session_and_keeps_the_rest(api):
     """The CLI went on with the conversation: the session gets the new messages and tool call, nothing else."""
-    first = api.post("/api/sessions/import?title=Mine&context_size=8192", _cli_file(), content_type=JSON).json()
+    first = api.post("/api/sessions/import?title=Mine&context_size=8192", cli_file(), content_type=JSON).json()
     session = Session.objects.get(pk=first["id"])
     before = list(session.messages.order_by("position").values_list("id", "content", "created_at"))
-    later = _cli_file()
+    later = cli_file()
     later["messages"] += [
         _say("user", "And the tools?", "2026-01-27T15:00:00.001Z"),
         _say("assistant", "Through ./tools/index.js.", "2026-01-27T15:00:09.999Z"),
@@ -829,13 +813,13 @@ def test_an_update_adds_what_the_file_has_after_the_session_and_keeps_the_rest(a
 
 def test_an_update_never_removes_what_the_session_holds(api, user):
     """A file the session has gone past adds nothing; one that went another way is a 409 and changes nothing."""
-    first = api.post("/api/sessions/import", _cli_file(), content_type=JSON).json()
+    first = api.post("/api/sessions/import", cli_file(), content_type=JSON).json()
     session = Session.objects.get(pk=first["id"])
     message_create(session=session, role="user", content="Asked here, not in the CLI")
-    old = api.post("/api/sessions/import?on_existing=update", _cli_file(), content_type=JSON)
+    old = api.post("/api/sessions/import?on_existing=update", cli_file(), content_type=JSON)
     assert (old.status_code, old.json()["id"]) == (200, first["id"])
     assert session.messages.count() == 6
-    elsewhere = _cli_file()
+    elsewhere = cli_file()
     elsewhere["messages"].append(_say("user", "Asked in the CLI", "2026-01-27T16:00:00.000Z"))
     refused = api.post("/api/sessions/import?on_existing=update", elsewhere, content_type=JSON)
     assert refused.status_code == 409
@@ -847,7 +831,7 @@ def test_an_update_never_removes_what_the_session_holds(api, user):
     )
     assert session.messages.count() == 6
     # title and context_size set a new session: an update is told to use PATCH instead.
-    later = _cli_file()
+    later = cli_file()
     later["messages"].append(_say("user", "x", "2026-01-27T16:00:00.000Z"))
     overridden = api.post("/api/sessions/import?on_existing=update&title=New", later, content_type=JSON)
     assert overridden.status_code == 422
@@ -880,7 +864,7 @@ def test_a_session_started_here_is_recognised_by_its_own_id_and_updated_from_the
 
 def test_two_imports_of_one_file_at_once_make_one_session(api, monkeypatch):
     """Both looked before either stored: the database keeps one session per file and owner, the other is a 409."""
-    first = api.post("/api/sessions/import", _cli_file(), content_type=JSON).json()
+    first = api.post("/api/sessions/import", cli_file(), content_type=JSON).json()
     real = session_for_file
     calls = []
 
@@ -889,7 +873,7 @@ def test_two_imports_of_one_file_at_once_make_one_session(api, monkeypatch):
         return None if len(calls) == 1 else real(**kwargs)
 
     monkeypatch.setattr("chat.imports.session_for_file", not_yet)
-    raced = api.post("/api/sessions/import", _cli_file(), content_type=JSON)
+    raced = api.post("/api/sessions/import", cli_file(), content_type=JSON)
     assert len(calls) == 2
     assert (raced.status_code, raced.json()["session_id"]) == (409, first["id"])
     assert Session.objects.count() == 1
@@ -897,7 +881,7 @@ def test_two_imports_of_one_file_at_once_make_one_session(api, monkeypatch):
 
 
 def test_the_chat_page_shows_the_files_session_id(api, owner_client, user):
-    body = api.post("/api/sessions/import", _cli_file(), content_type=JSON).json()
+    body = api.post("/api/sessions/import", cli_file(), content_type=JSON).json()
     page = owner_client.get(f"/sessions/{body['id']}/").content.decode()
     found = re.search(r'<p class="muted" id="session-file-id">(.*?)</p>', page, re.S)
     assert found is not None
@@ -924,7 +908,7 @@ def test_the_openapi_document_accepts_a_real_cli_file_and_the_apps_export(api, u
     document = api.get("/api/openapi.json").json()
     operation = document["paths"]["/api/sessions/import"]["post"]
     request = _validator(document, operation["requestBody"]["content"]["application/json"]["schema"]["$ref"])
-    recorded = _cli_file()
+    recorded = cli_file()
     assert not {"title", "contextSize", "systemPrompt"} & set(recorded["metadata"])
     assert list(request.iter_errors(recorded)) == []
     # The schema does check: a file without its model, or with a part of another type, is not valid.

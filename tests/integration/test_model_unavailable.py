@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 from django.core.cache import cache
@@ -19,11 +18,10 @@ from chat.selectors import models_served_key
 from contextmgr.llm.embedded import MODEL_NAME
 from contextmgr.llm.gateway import Gateway
 from contextmgr.llm.ollama_backend import OllamaBackend
-from tests.factories import frames_until, socket
+from tests.factories import CLI_FILE, cli_file, cli_file_history, frames_until, socket
 from tests.support.model_server import SERVED_MODEL
 
 JSON = "application/json"
-CLI_FILE = Path(__file__).parent.parent / "data" / "ollm_cli_session.json"
 NEEDS_OLLAMA = "model llama3.2:3b needs Ollama, which OLLM_LLM_BACKEND=embedded turns off"
 # Short replies keep the turns quick.
 QUICK = override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=8)
@@ -81,22 +79,12 @@ def _import_cli_file(api):
 
 @pytest.mark.django_db
 def test_the_cli_file_is_imported_whole_with_the_embedded_backend_only(api, embedded_only):
-    recorded = json.loads(CLI_FILE.read_text(encoding="utf-8"))
+    recorded = cli_file()
     body = _import_cli_file(api)
     assert (body["model"], body["model_available"], body["available_models"]) == ("llama3.2:3b", False, [MODEL_NAME])
     session = Session.objects.get(pk=body["id"])
     history = list(session.messages.order_by("position"))
-    assert [(m.role, m.content) for m in history] == [
-        ("user", "What does packages/core/src/index.ts export?"),
-        ("tool", recorded["toolCalls"][0]["result"]["llmContent"]),
-        ("assistant", "Let me read the file. It exports the services, the tools and the context manager."),
-        ("user", "Does it export ChatRecordingService?"),
-        ("assistant", "Yes, through ./services/index.js."),
-    ]
-    stamps = [m["timestamp"] for m in recorded["messages"]]
-    assert [m.created_at for m in history] == [
-        _time(t) for t in [stamps[0], recorded["toolCalls"][0]["timestamp"], *stamps[1:]]
-    ]
+    assert [(m.role, m.content, m.created_at) for m in history] == cli_file_history(recorded)
     assert (history[1].tool_call_id, history[1].tool_name, history[1].tool_args) == (
         "call_8f2a41c0",
         "read_file",
