@@ -9,13 +9,15 @@ from uuid import UUID
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, JsonResponse
 from ninja import Router, Status, UploadedFile
 from ninja.errors import HttpError
 from ninja.pagination import paginate
 from ninja.params.functions import File, Query
 
 from accounts.auth import api_user
+from chat.archive import session_archive, session_archive_import
+from chat.archive_file import SessionArchive, is_archive
 from chat.export import session_file_build
 from chat.imports import MAX_IMPORT_BYTES, ImportTooLarge, import_throttle, session_file_load, session_import
 from chat.models import Message, Session
@@ -98,7 +100,14 @@ def sessions_list(request: HttpRequest) -> QuerySet[Session]:
                         "required": ["file"],
                     }
                 },
-                "application/json": {"schema": {"$ref": "#/components/schemas/SessionFile"}},
+                "application/json": {
+                    "schema": {
+                        "oneOf": [
+                            {"$ref": "#/components/schemas/SessionFile"},
+                            {"$ref": "#/components/schemas/SessionArchive"},
+                        ]
+                    }
+                },
             }
         }
     },
@@ -109,7 +118,9 @@ def session_import_view(
     title: str | None = None,
     file: Annotated[UploadedFile | None, File(None)] = None,
 ) -> Any:
-    """A new session from an OLLM session file, sent as the multipart field ``file`` or as the JSON body.
+    """A new session from an OLLM session file, sent as the multipart field ``file`` or as the JSON body;
+    or, from an archive (``"format": "ollm-site-archive"``), an identical copy of the archived session
+    (``context_size`` cannot override an archive's: 422).
 
     Files over 2 MiB or with more than 5,000 messages and tool calls are refused with 413;
     a malformed one with 422; more than ``OLLM_IMPORTS_PER_MINUTE`` imports a minute (10) with 429.
@@ -132,7 +143,10 @@ def session_import_view(
         if not length.isdigit() or int(length) > MAX_IMPORT_BYTES:
             raise ImportTooLarge(f"The body is {length} bytes; the limit is {MAX_IMPORT_BYTES:,}.")
         raw = request.body
-    session = session_import(owner=owner, data=session_file_load(raw), context_size=context_size, title=title)
+    data = session_file_load(raw)
+    if is_archive(data):  # a whole session (GET /sessions/{id}/archive): chat.archive
+        return Status(201, session_archive_import(owner=owner, data=data, context_size=context_size, title=title))
+    session = session_import(owner=owner, data=data, context_size=context_size, title=title)
     return Status(201, session)
 
 
@@ -174,6 +188,16 @@ def session_delete_view(request: HttpRequest, session_id: UUID) -> Any:
 def session_export(request: HttpRequest, session_id: UUID) -> Any:
     """The OLLM session file: every message and tool call, compressed or not."""
     return session_file_build(session=session_for_owner(user=api_user(request), session_id=session_id))
+
+
+@router.get("/sessions/{session_id}/archive", response=SessionArchive, summary="Archive a whole session")
+def session_archive_view(request: HttpRequest, session_id: UUID) -> Any:
+    """Everything of the session: the OLLM session file (under ``session``), its settings, each message's
+    context state, checkpoints with their revisions, facts and ledgers, goals, decisions, artifacts,
+    snapshots and events. ``POST /sessions/import`` rebuilds it as an identical session."""
+    session = session_for_owner(user=api_user(request), session_id=session_id)
+    # Written as built: a snapshot's state keeps exactly its own keys (the schema's defaults are not added).
+    return JsonResponse(session_archive(session=session), json_dumps_params={"ensure_ascii": False})
 
 
 @router.get("/sessions/{session_id}/messages", response=list[MessageOut], summary="List a session's messages")

@@ -1,0 +1,404 @@
+"""The archive of a whole session: its export (API, page, terminal), its import as an identical session,
+and the archives refused whole."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from chat.archive import session_archive, session_archive_import
+from chat.export import session_file
+from chat.models import Message, Session
+from chat.services import message_create, session_create
+from chat.session_file import MAX_IMPORT_ENTRIES
+from contextmgr.models import Checkpoint, CheckpointRevision, ContextEvent, Decision, Goal, Snapshot
+from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
+from contextmgr.services.compression import compression_run
+from contextmgr.services.goals import (
+    artifact_record,
+    decision_record,
+    goal_checkpoint_set,
+    goal_create,
+    goal_delete,
+)
+from contextmgr.services.snapshots import snapshot_create, snapshot_restore
+from tests.factories import converse, event_types, prompt, small_session, until_due
+
+pytestmark = pytest.mark.django_db
+JSON = "application/json"
+
+
+def _compress(session, gateway, fake_ollama, summary, start):
+    """Converse until the trigger, then one real compression (the model's summary is ``summary``)."""
+    index = until_due(session, start=start)
+    fake_ollama.behaviour.canned_reply = summary
+    outcome = compression_run(session_id=session.pk, gateway=gateway)
+    assert outcome.status == "compressed", outcome
+    return index
+
+
+def _rich_session(user, gateway, fake_ollama):
+    """Several real compressions (aged checkpoints among them), goals, a locked decision, an artifact, snapshots,
+    a restore (excluded messages, a retired checkpoint) and a goal deleted after the last snapshot."""
+    session = small_session(user)
+    goal = goal_create(session=session, description="Ship secure logins", priority="high")
+    goal_checkpoint_set(goal=goal, description="Hash the passwords", status="in-progress")
+    decision_record(session=session, description="Argon2 only", locked=True, goal=goal)
+    artifact_record(session=session, path="src/auth/hash.ts", action="created", goal=goal)
+    index = _compress(session, gateway, fake_ollama, "First summary.", 0)
+    early = snapshot_create(session=session, kind=Snapshot.Kind.MANUAL, reason="after one")
+    index = _compress(session, gateway, fake_ollama, "Second summary.", index)
+    snapshot_restore(snapshot=early)  # the later messages leave the context, checkpoint 2 retires
+    for summary in ("Third summary.", "Fourth summary.", "Fifth summary."):
+        index = _compress(session, gateway, fake_ollama, summary, index)
+    passing = goal_create(session=session, description="A passing goal")
+    snapshot_create(session=session, kind=Snapshot.Kind.MANUAL, reason="known good")
+    goal_delete(goal=passing)  # the snapshot still holds it: a restore brings it back
+    converse(session, 1, start=index)
+    session.refresh_from_db()
+    return session
+
+
+def _ids_mapped(original, imported):
+    """The imported session's checkpoint and snapshot ids as the original's, in creation order."""
+    checkpoints = dict(
+        zip(
+            Checkpoint.objects.filter(session=imported).order_by("id").values_list("id", flat=True),
+            Checkpoint.objects.filter(session=original).order_by("id").values_list("id", flat=True),
+            strict=True,
+        )
+    )
+    snapshots = dict(
+        zip(
+            Snapshot.objects.filter(session=imported).order_by("id").values_list("id", flat=True),
+            Snapshot.objects.filter(session=original).order_by("id").values_list("id", flat=True),
+            strict=True,
+        )
+    )
+    return checkpoints, snapshots
+
+
+def _events(session, checkpoints=None, snapshots=None, imported_at=None):
+    """(type, payload, created_at) of each event, its checkpoint and snapshot ids mapped."""
+    checkpoints, snapshots = checkpoints or {}, snapshots or {}
+    imported_at = imported_at or timezone.now()
+    rows = []
+    for event in ContextEvent.objects.filter(session=session).order_by("id"):
+        payload = dict(event.payload)
+        if "checkpoint" in payload:
+            payload["checkpoint"] = checkpoints.get(payload["checkpoint"], payload["checkpoint"])
+        if "merged" in payload:
+            payload["merged"] = [checkpoints.get(cp, cp) for cp in payload["merged"]]
+        for key in ("snapshot", "undo_snapshot"):
+            if payload.get(key) is not None:
+                payload[key] = snapshots.get(payload[key], payload[key])
+        # The undo snapshot of a restore made after the import names the new id in its text.
+        named = re.fullmatch(r"Before restoring snapshot (\d+)", payload.get("reason", ""))
+        if named and event.created_at > imported_at:
+            payload["reason"] = f"Before restoring snapshot {snapshots.get(int(named[1]), int(named[1]))}"
+        rows.append((event.type, payload, event.created_at))
+    return rows
+
+
+def _checkpoints(session, checkpoints=None):
+    checkpoints = checkpoints or {}
+    rows = []
+    for cp in Checkpoint.objects.filter(session=session).order_by("id"):
+        revisions = list(
+            CheckpointRevision.objects.filter(checkpoint=cp)
+            .order_by("id")
+            .values_list(
+                "level", "tokens", "summary", "reason", "retention", "missing_facts", "ledger_dropped", "created_at"
+            )
+        )
+        rows.append(
+            (
+                cp.number,
+                cp.level,
+                cp.first_position,
+                cp.last_position,
+                cp.summary,
+                cp.strategy,
+                cp.current_tokens,
+                cp.original_tokens,
+                cp.facts,
+                cp.ledger,
+                cp.key_decisions,
+                checkpoints.get(cp.merged_into_id, cp.merged_into_id),
+                cp.retired,
+                cp.created_at,
+                cp.compressed_at,
+                revisions,
+            )
+        )
+    return rows
+
+
+def _messages(session, checkpoints=None):
+    checkpoints = checkpoints or {}
+    return [
+        (*row[:-1], checkpoints.get(row[-1], row[-1]))
+        for row in Message.objects.filter(session=session)
+        .order_by("position")
+        .values_list(
+            "position",
+            "role",
+            "content",
+            "tokens",
+            "tokens_exact",
+            "created_at",
+            "excluded_from_context",
+            "context_version",
+            "compressed_into_id",
+        )
+    ]
+
+
+def _without_session_id(data, session):
+    return json.dumps(data, ensure_ascii=False, sort_keys=True).replace(str(session.id), "<session>")
+
+
+def test_an_archived_session_is_imported_identical(user, other_user, gateway, fake_ollama):
+    original = _rich_session(user, gateway, fake_ollama)
+    assert original.compression_count == 4  # 1 at the early snapshot, which the restore brought back, + 3
+    assert CheckpointRevision.objects.filter(checkpoint__session=original, reason="aged").exists()
+    assert CheckpointRevision.objects.filter(checkpoint__session=original, reason="restored").exists()
+    assert Checkpoint.objects.filter(session=original, retired=True).exists()
+    assert Message.objects.filter(session=original, excluded_from_context=True).exists()
+    assert "snapshot-restored" in event_types(original)
+
+    archive = session_archive(session=original)
+    assert (archive["format"], archive["version"]) == ("ollm-site-archive", 1)
+    # Under "session": exactly what the plain export gives.
+    assert archive["session"] == session_file(session=original)
+    # Read as a file from outside: JSON text.
+    imported = session_archive_import(owner=other_user, data=json.loads(json.dumps(archive)), gateway=gateway)
+    assert imported.owner == other_user
+    assert imported.pk != original.pk
+
+    # The next prompt, the budget's inputs and the session's own fields.
+    assert prompt(imported) == prompt(original)
+    fields = (
+        "title",
+        "model",
+        "context_size",
+        "max_tokens",
+        "system_prompt",
+        "system_prompt_tokens",
+        "settings",
+        "compression_count",
+        "compressed_through",
+        "context_version",
+        "reliability_score",
+        "model_parameter_size_b",
+        "created_at",
+        "last_activity",
+    )
+    assert [getattr(imported, f) for f in fields] == [getattr(original, f) for f in fields]
+
+    checkpoints, snapshots = _ids_mapped(original, imported)
+    assert set(checkpoints) & set(checkpoints.values()) == set()  # new primary keys
+    assert _messages(imported, checkpoints) == _messages(original)
+    assert _checkpoints(imported, checkpoints) == _checkpoints(original)
+    assert _events(imported, checkpoints, snapshots) == _events(original)
+    goals = ("description", "priority", "status", "next_step", "created_at", "updated_at", "completed_at")
+    assert list(Goal.objects.filter(session=imported).values_list(*goals)) == list(
+        Goal.objects.filter(session=original).values_list(*goals)
+    )
+    assert list(
+        Decision.objects.filter(session=imported).values_list("description", "locked", "goal__description")
+    ) == [("Argon2 only", True, "Ship secure logins")]
+    assert imported.artifacts.get().path == "src/auth/hash.ts"
+    assert imported.goals.get(description="Ship secure logins").checkpoints.get().status == "in-progress"
+    kept = ("kind", "reason", "token_count", "message_count", "checkpoint_count", "model", "tier", "created_at")
+    assert list(Snapshot.objects.filter(session=imported).order_by("id").values_list(*kept)) == list(
+        Snapshot.objects.filter(session=original).order_by("id").values_list(*kept)
+    )
+
+    # The archive of the imported session is the archive it came from, byte for byte, apart from the session id;
+    # and so is the plain export.
+    assert _without_session_id(session_archive(session=imported), imported) == _without_session_id(archive, original)
+    assert _without_session_id(session_file(session=imported), imported) == _without_session_id(
+        session_file(session=original), original
+    )
+
+    # Restoring the same snapshot in both gives the same prompt (and brings the deleted goal back in both).
+    restored_at = timezone.now()
+    for session in (original, imported):
+        snapshot = Snapshot.objects.filter(session=session, reason="known good").get()
+        snapshot_restore(snapshot=snapshot)
+        session.refresh_from_db()
+        assert session.goals.filter(description="A passing goal").exists()
+    assert prompt(imported) == prompt(original)
+    assert _messages(imported, checkpoints) == _messages(original)
+    # Restoring the early one too: the retired checkpoint and the excluded messages come and go alike.
+    for session in (original, imported):
+        snapshot_restore(snapshot=Snapshot.objects.filter(session=session, reason="after one").get())
+    assert prompt(imported) == prompt(original)
+    _, snapshots = _ids_mapped(original, imported)
+    assert [e[:2] for e in _events(imported, checkpoints, snapshots, imported_at=restored_at)] == [
+        e[:2] for e in _events(original)
+    ]
+
+
+# --- the doors: the API, the page, the terminal ---------------------------------------------------
+
+
+def _compressed_session(user):
+    """A session with one checkpoint, a goal and a snapshot, made without a model."""
+    session = session_create(owner=user, model="llama3.2:3b", context_size=8192, title="Logins", system_prompt="Hi.")
+    for index in range(3):
+        message_create(session=session, role="user", content=f"Question {index}?")
+        message_create(session=session, role="assistant", content=f"Answer {index}.")
+    first = session.messages.get(position=2)
+    compression_commit(session=session, message_ids=[first.id], draft=CheckpointDraft(summary="The first answer."))
+    goal = goal_create(session=session, description="Ship it")
+    decision_record(session=session, description="Keep it small", locked=True, goal=goal)
+    snapshot_create(session=session, kind=Snapshot.Kind.MANUAL, reason="here")
+    session.refresh_from_db()
+    return session
+
+
+def test_the_api_archives_for_the_owner_only_and_imports_it(api, bob_api, user):
+    session = _compressed_session(user)
+    assert bob_api.get(f"/api/sessions/{session.id}/archive").status_code == 404
+    response = api.get(f"/api/sessions/{session.id}/archive")
+    assert response.status_code == 200
+    archive = response.json()
+    assert archive == session_archive(session=session)
+    assert [m["compressed_into"] for m in archive["messages"]] == [None, 1, None, None, None, None]
+    assert archive["snapshots"][0]["state"]["messages"]["states"][:2] == [[1, None, False], [2, 1, False]]
+
+    imported = api.post("/api/sessions/import", archive, content_type=JSON)
+    assert imported.status_code == 201, imported.content
+    new = Session.objects.get(pk=imported.json()["id"])
+    assert (new.title, new.compression_count) == ("Logins", 1)
+    assert prompt(new) == prompt(session)
+    again = api.get(f"/api/sessions/{new.id}/archive").json()
+    assert _without_session_id(again, new) == _without_session_id(archive, session)
+    # The archive's ids became the new session's own.
+    checkpoint = Checkpoint.objects.get(session=new)
+    snapshot = Snapshot.objects.get(session=new)
+    assert snapshot.state["session"]["id"] == str(new.id)
+    assert snapshot.state["checkpoints"][0]["id"] == checkpoint.id
+    assert snapshot.state["messages"]["states"][1] == [new.messages.get(position=2).id, checkpoint.id, False]
+    assert ContextEvent.objects.get(session=new, type="compressed").payload["checkpoint"] == checkpoint.id
+    assert ContextEvent.objects.get(session=new, type="snapshot-created").payload["snapshot"] == snapshot.id
+    # A title may be given; a context size may not (the checkpoints were made for the archive's).
+    titled = api.post("/api/sessions/import?title=Copy", archive, content_type=JSON)
+    assert titled.json()["title"] == "Copy"
+    sized = api.post("/api/sessions/import?context_size=16384", archive, content_type=JSON)
+    assert sized.status_code == 422
+    assert "context size" in sized.json()["detail"]
+
+
+def test_a_plain_session_file_is_still_imported_as_before(api, user):
+    session = _compressed_session(user)
+    exported = api.get(f"/api/sessions/{session.id}/export").json()
+    assert "format" not in exported
+    body = api.post("/api/sessions/import", exported, content_type=JSON).json()
+    new = Session.objects.get(pk=body["id"])
+    assert new.compression_count == 0
+    assert not Checkpoint.objects.filter(session=new).exists()
+    assert not Goal.objects.filter(session=new).exists()
+
+
+def _broken(archive, path, value):
+    data = json.loads(json.dumps(archive))
+    target = data
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return data
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "detail"),
+    [
+        (("version",), 2, "archive.version: must be 1"),
+        (("messages", 2, "compressed_into"), 9, "archive.messages[2].compressed_into: refers to checkpoint 9"),
+        (("messages", 0, "tokens"), "12", "archive.messages[0].tokens: must be a whole number"),
+        (("messages", 1, "role"), "user", 'archive.messages[1].role: is "user"; session.messages[1] is "assistant"'),
+        (("checkpoints", 0, "level"), 7, "archive.checkpoints[0].level: must be one of 0, 1, 2, 3"),
+        (("checkpoints", 0, "summary"), "a\x00b", "archive.checkpoints[0].summary: holds a NUL character"),
+        (("goals", 0, "priority"), "urgent", "archive.goals[0].priority: must be one of"),
+        (("decisions", 0, "goal"), 5, "archive.decisions[0].goal: refers to goal 5"),
+        (("snapshots", 0, "state", "checkpoints", 0, "id"), 4, "archive.snapshots[0].state.checkpoints[0].id"),
+        (
+            ("snapshots", 0, "state", "messages", "states", 0),
+            [1, 1],
+            "archive.snapshots[0].state.messages.states[0]: must be [position",
+        ),
+        (("events", 0, "payload", "checkpoint"), 3, "archive.events[0].payload.checkpoint: refers to checkpoint 3"),
+        (("events", 0, "typo"), 1, "archive.events[0].typo: is not a field of the archive"),
+        (("session", "messages", 0, "role"), "robot", "archive.session.messages[0].role: must be one of"),
+        (("session", "metadata", "contextSize"), None, "archive.session.metadata.contextSize: is required"),
+    ],
+)
+def test_a_bad_archive_is_422_naming_the_field_and_creates_nothing(api, user, path, value, detail):
+    session = _compressed_session(user)
+    archive = session_archive(session=session)
+    before = (Session.objects.count(), Message.objects.count(), Checkpoint.objects.count(), Goal.objects.count())
+    response = api.post("/api/sessions/import", _broken(archive, path, value), content_type=JSON)
+    assert response.status_code == 422, response.content
+    assert detail in response.json()["detail"]
+    after = (Session.objects.count(), Message.objects.count(), Checkpoint.objects.count(), Goal.objects.count())
+    assert after == before
+
+
+def test_an_archive_that_fails_in_its_last_write_leaves_nothing(user, other_user, monkeypatch):
+    """One transaction: goals, checkpoints, messages and snapshots already written go with the failure."""
+    archive = session_archive(session=_compressed_session(user))
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("the disk is full")
+
+    monkeypatch.setattr(ContextEvent.objects, "bulk_create", fail)
+    counts = (Session, Message, Checkpoint, CheckpointRevision, Goal, Decision, Snapshot)
+    before = [model.objects.count() for model in counts]
+    with pytest.raises(RuntimeError, match="disk is full"):
+        session_archive_import(owner=other_user, data=archive)
+    assert [model.objects.count() for model in counts] == before
+    assert not Session.objects.filter(owner=other_user).exists()
+
+
+def test_an_archive_over_the_entry_limit_is_413(api, user):
+    session = _compressed_session(user)
+    archive = session_archive(session=session)
+    archive["events"] = archive["events"][:1] * (MAX_IMPORT_ENTRIES + 1)
+    response = api.post("/api/sessions/import", archive, content_type=JSON)
+    assert response.status_code == 413
+    assert "events" in response.json()["detail"]
+
+
+def test_archive_imports_count_against_the_import_limit(api, user, settings):
+    settings.OLLM_IMPORTS_PER_MINUTE = 1
+    archive = session_archive(session=_compressed_session(user))
+    assert api.post("/api/sessions/import", archive, content_type=JSON).status_code == 201
+    assert api.post("/api/sessions/import", archive, content_type=JSON).status_code == 429
+
+
+def test_the_chat_page_offers_the_archive_to_its_owner(owner_client, client, other_user, user):
+    session = _compressed_session(user)
+    url = f"/sessions/{session.id}/archive/"
+    page = owner_client.get(f"/sessions/{session.id}/")
+    assert url in page.content.decode()
+    response = owner_client.get(url)
+    assert response.status_code == 200
+    assert f'filename="ollm-archive-{session.id}.json"' in response["Content-Disposition"]
+    assert json.loads(response.content) == session_archive(session=session)
+    client.force_login(other_user)
+    assert client.get(url).status_code == 404
+
+
+def test_the_command_writes_archives(user, tmp_path: Path):
+    session = _compressed_session(user)
+    call_command("export_sessions", "--archive", "--dir", str(tmp_path))
+    written = json.loads((tmp_path / f"{session.id}.archive.json").read_text(encoding="utf-8"))
+    assert written == session_archive(session=session)
+    assert written["checkpoints"][0]["summary"] == "The first answer."
