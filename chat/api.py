@@ -100,14 +100,7 @@ def sessions_list(request: HttpRequest) -> QuerySet[Session]:
                         "required": ["file"],
                     }
                 },
-                "application/json": {
-                    "schema": {
-                        "oneOf": [
-                            {"$ref": "#/components/schemas/SessionFile"},
-                            {"$ref": "#/components/schemas/SessionArchive"},
-                        ]
-                    }
-                },
+                "application/json": {"schema": {"$ref": "#/components/schemas/SessionFile"}},
             }
         }
     },
@@ -119,8 +112,9 @@ def session_import_view(
     file: Annotated[UploadedFile | None, File(None)] = None,
 ) -> Any:
     """A new session from an OLLM session file, sent as the multipart field ``file`` or as the JSON body;
-    or, from an archive (``"format": "ollm-site-archive"``), an identical copy of the archived session
-    (``context_size`` cannot override an archive's: 422).
+    or, from an archive (``"format": "ollm-site-archive"``, the ``SessionArchive`` of
+    ``GET /sessions/{id}/archive``), an identical copy of the archived session (``context_size`` cannot
+    override an archive's: 422).
 
     Files over 2 MiB or with more than 5,000 messages and tool calls are refused with 413;
     a malformed one with 422; more than ``OLLM_IMPORTS_PER_MINUTE`` imports a minute (10) with 429.
@@ -190,7 +184,7 @@ def session_export(request: HttpRequest, session_id: UUID) -> Any:
     return session_file_build(session=session_for_owner(user=api_user(request), session_id=session_id))
 
 
-@router.get("/sessions/{session_id}/archive", response=SessionArchive, summary="Archive a whole session")
+@router.get("/sessions/{session_id}/archive", response=SessionArchive, by_alias=True, summary="Archive a whole session")
 def session_archive_view(request: HttpRequest, session_id: UUID) -> Any:
     """Everything of the session: the OLLM session file (under ``session``), its settings, each message's
     context state, checkpoints with their revisions, facts and ledgers, goals, decisions, artifacts,

@@ -402,3 +402,27 @@ def test_the_command_writes_archives(user, tmp_path: Path):
     written = json.loads((tmp_path / f"{session.id}.archive.json").read_text(encoding="utf-8"))
     assert written == session_archive(session=session)
     assert written["checkpoints"][0]["summary"] == "The first answer."
+
+
+def test_the_openapi_document_names_the_archive_schema(client, user):
+    client.force_login(user)
+    document = client.get("/api/openapi.json").json()
+    route = document["paths"]["/api/sessions/{session_id}/archive"]["get"]
+    assert route["responses"]["200"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/SessionArchive"
+    }
+    schema = document["components"]["schemas"]["SessionArchive"]
+    assert set(schema["properties"]) == {
+        "format",
+        "version",
+        "session",
+        "state",
+        "messages",
+        "checkpoints",
+        "goals",
+        "decisions",
+        "artifacts",
+        "snapshots",
+        "events",
+    }
+    assert schema["properties"]["session"] == {"$ref": "#/components/schemas/SessionFile"}
