@@ -7,6 +7,7 @@ holds the very file the export writes, and the import endpoint hands an archive 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -414,7 +415,8 @@ def _history(archive: SessionArchive) -> list[_Entry]:
             entries.append(
                 _Entry(
                     state,
-                    content if isinstance(content, str) else "",
+                    # Another tool's structured result is read as its JSON text, as a session file's import reads it.
+                    content if isinstance(content, str) else json.dumps(content, ensure_ascii=False),
                     call.timestamp,
                     call.id,
                     call.name,

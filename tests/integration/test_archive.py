@@ -13,10 +13,12 @@ from django.utils import timezone
 
 from chat.archive import session_archive, session_archive_import
 from chat.export import session_file
+from chat.imports import MAX_IMPORT_BYTES
 from chat.models import Message, Session
 from chat.services import message_create, session_create
 from chat.session_file import MAX_IMPORT_ENTRIES
 from contextmgr.models import Checkpoint, CheckpointRevision, ContextEvent, Decision, Goal, Snapshot
+from contextmgr.selectors import session_budget
 from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
 from contextmgr.services.compression import compression_run
 from contextmgr.services.goals import (
@@ -54,7 +56,7 @@ def _rich_session(user, gateway, fake_ollama):
     early = snapshot_create(session=session, kind=Snapshot.Kind.MANUAL, reason="after one")
     index = _compress(session, gateway, fake_ollama, "Second summary.", index)
     snapshot_restore(snapshot=early)  # the later messages leave the context, checkpoint 2 retires
-    for summary in ("Third summary.", "Fourth summary.", "Fifth summary."):
+    for summary in ("Third summary.", "Fourth summary.", "Fifth summary.", "Sixth summary.", "Seventh summary."):
         index = _compress(session, gateway, fake_ollama, summary, index)
     passing = goal_create(session=session, description="A passing goal")
     snapshot_create(session=session, kind=Snapshot.Kind.MANUAL, reason="known good")
@@ -165,10 +167,11 @@ def _without_session_id(data, session):
 
 def test_an_archived_session_is_imported_identical(user, other_user, gateway, fake_ollama):
     original = _rich_session(user, gateway, fake_ollama)
-    assert original.compression_count == 4  # 1 at the early snapshot, which the restore brought back, + 3
+    assert original.compression_count == 6  # 1 at the early snapshot, which the restore brought back, + 5
     assert CheckpointRevision.objects.filter(checkpoint__session=original, reason="aged").exists()
     assert CheckpointRevision.objects.filter(checkpoint__session=original, reason="restored").exists()
     assert Checkpoint.objects.filter(session=original, retired=True).exists()
+    assert Checkpoint.objects.filter(session=original, merged_into__isnull=False).count() == 2
     assert Message.objects.filter(session=original, excluded_from_context=True).exists()
     assert "snapshot-restored" in event_types(original)
 
@@ -181,8 +184,9 @@ def test_an_archived_session_is_imported_identical(user, other_user, gateway, fa
     assert imported.owner == other_user
     assert imported.pk != original.pk
 
-    # The next prompt, the budget's inputs and the session's own fields.
+    # The next prompt, its budget and the session's own fields.
     assert prompt(imported) == prompt(original)
+    assert session_budget(session=imported) == session_budget(session=original)
     fields = (
         "title",
         "model",
@@ -255,6 +259,16 @@ def _compressed_session(user):
     for index in range(3):
         message_create(session=session, role="user", content=f"Question {index}?")
         message_create(session=session, role="assistant", content=f"Answer {index}.")
+    message_create(
+        session=session,
+        role="tool",
+        content='{"rows": 2}',
+        tool_call_id="call_1",
+        tool_name="query",
+        tool_args={"table": "users"},
+        tool_result={"rows": 2},
+    )
+    message_create(session=session, role="assistant", content="Two rows.")
     first = session.messages.get(position=2)
     compression_commit(session=session, message_ids=[first.id], draft=CheckpointDraft(summary="The first answer."))
     goal = goal_create(session=session, description="Ship it")
@@ -271,7 +285,8 @@ def test_the_api_archives_for_the_owner_only_and_imports_it(api, bob_api, user):
     assert response.status_code == 200
     archive = response.json()
     assert archive == session_archive(session=session)
-    assert [m["compressed_into"] for m in archive["messages"]] == [None, 1, None, None, None, None]
+    assert [m["compressed_into"] for m in archive["messages"]] == [None, 1, None, None, None, None, None, None]
+    assert [m["role"] for m in archive["messages"]][-2:] == ["tool", "assistant"]
     assert archive["snapshots"][0]["state"]["messages"]["states"][:2] == [[1, None, False], [2, 1, False]]
 
     imported = api.post("/api/sessions/import", archive, content_type=JSON)
@@ -279,6 +294,10 @@ def test_the_api_archives_for_the_owner_only_and_imports_it(api, bob_api, user):
     new = Session.objects.get(pk=imported.json()["id"])
     assert (new.title, new.compression_count) == ("Logins", 1)
     assert prompt(new) == prompt(session)
+    fields = ("position", "role", "content", "tokens", "created_at", "tool_call_id", "tool_name", "tool_args")
+    assert list(new.messages.values_list(*fields, "tool_result")) == list(
+        session.messages.values_list(*fields, "tool_result")
+    )
     again = api.get(f"/api/sessions/{new.id}/archive").json()
     assert _without_session_id(again, new) == _without_session_id(archive, session)
     # The archive's ids became the new session's own.
@@ -374,6 +393,14 @@ def test_an_archive_over_the_entry_limit_is_413(api, user):
     response = api.post("/api/sessions/import", archive, content_type=JSON)
     assert response.status_code == 413
     assert "events" in response.json()["detail"]
+
+
+def test_an_archive_over_the_size_limit_is_413(api, user):
+    archive = session_archive(session=_compressed_session(user))
+    archive["state"]["settings"] = {"padding": "x" * MAX_IMPORT_BYTES}
+    response = api.post("/api/sessions/import", archive, content_type=JSON)
+    assert response.status_code == 413
+    assert "limit" in response.json()["detail"]
 
 
 def test_archive_imports_count_against_the_import_limit(api, user, settings):
