@@ -98,6 +98,9 @@ def _remap_state(
     def maybe(mapping: Callable[[int], int], value: int | None) -> int | None:
         return None if value is None else mapping(value)
 
+    def goal_of(row: dict[str, Any]) -> dict[str, Any]:
+        return {"goal": maybe(goal, row["goal"])} if "goal" in row else {}
+
     messages = state["messages"]
     return {
         **state,
@@ -111,8 +114,8 @@ def _remap_state(
             for cp in state["checkpoints"]
         ],
         "goals": [{**g, "id": goal(g["id"])} for g in state["goals"]],
-        "decisions": [{**d, "id": decision(d["id"]), "goal": maybe(goal, d["goal"])} for d in state["decisions"]],
-        "artifacts": [{**a, "id": artifact(a["id"]), "goal": maybe(goal, a["goal"])} for a in state["artifacts"]],
+        "decisions": [{**d, "id": decision(d["id"]), **goal_of(d)} for d in state["decisions"]],
+        "artifacts": [{**a, "id": artifact(a["id"]), **goal_of(a)} for a in state["artifacts"]],
     }
 
 

@@ -97,7 +97,13 @@ Count = Annotated[int, Field(ge=0)]
 LevelValue = Annotated[int, AfterValidator(_level)]
 # A key fact, as the checkpoints store it: [kind, text].
 Fact = Annotated[list[Text], Field(min_length=2, max_length=2)]
-Entries = Field(max_length=MAX_IMPORT_ENTRIES)
+
+
+def _entries() -> Any:
+    """A list of at most MAX_IMPORT_ENTRIES items, empty when missing."""
+    return Field(default_factory=list, max_length=MAX_IMPORT_ENTRIES)
+
+
 Strategy = Literal["summarize", "truncate"]
 
 
@@ -143,8 +149,8 @@ class ArchiveRevision(_ArchiveModel):
     retention: float | None = None
     facts_total: Count = 0
     facts_kept: Count = 0
-    missing_facts: list[Fact] = Entries
-    ledger_dropped: list[Fact] = Entries
+    missing_facts: list[Fact] = _entries()
+    ledger_dropped: list[Fact] = _entries()
     created_at: IsoTime
 
 
@@ -160,17 +166,17 @@ class ArchiveCheckpoint(_ArchiveModel):
     original_tokens: Count
     current_tokens: Count
     compression_count: Count
-    key_decisions: list[Text] = Entries
-    files_modified: list[Text] = Entries
-    next_steps: list[Text] = Entries
+    key_decisions: list[Text] = _entries()
+    files_modified: list[Text] = _entries()
+    next_steps: list[Text] = _entries()
     retention: float | None = None
-    facts: list[Fact] = Entries
-    ledger: list[Fact] = Entries
+    facts: list[Fact] = _entries()
+    ledger: list[Fact] = _entries()
     merged_into: Ref | None = None
     retired: bool = False
     created_at: IsoTime
     compressed_at: IsoTime | None = None
-    revisions: list[ArchiveRevision] = Entries
+    revisions: list[ArchiveRevision] = _entries()
 
 
 class ArchiveGoalCheckpoint(_ArchiveModel):
@@ -189,7 +195,7 @@ class ArchiveGoal(_ArchiveModel):
     created_at: IsoTime
     updated_at: IsoTime
     completed_at: IsoTime | None = None
-    checkpoints: list[ArchiveGoalCheckpoint] = Entries
+    checkpoints: list[ArchiveGoalCheckpoint] = _entries()
 
 
 class ArchiveDecision(_ArchiveModel):
@@ -214,8 +220,8 @@ class ArchiveArtifact(_ArchiveModel):
 
 class StateSession(_ArchiveModel):
     id: Name | None = Field(default=None, description="The session's id (on import: the new session's).")
-    title: Title
-    model: ModelName
+    title: Title | None = None
+    model: ModelName | None = None
     context_size: Annotated[int, Field(gt=0)]
     max_tokens: Annotated[int, Field(gt=0)]
     system_prompt: SystemPrompt
@@ -261,11 +267,11 @@ class StateCheckpoint(_ArchiveModel):
     original_tokens: Count
     current_tokens: Count
     compression_count: Count
-    key_decisions: list[Text] = Entries
-    files_modified: list[Text] = Entries
-    next_steps: list[Text] = Entries
-    facts: list[Fact] = Entries
-    ledger: list[Fact] = Entries
+    key_decisions: list[Text] = _entries()
+    files_modified: list[Text] = _entries()
+    next_steps: list[Text] = _entries()
+    facts: list[Fact] = _entries()
+    ledger: list[Fact] = _entries()
     retention: float | None = None
     merged_into: Ref | None = None
     retired: bool = False
@@ -282,9 +288,9 @@ class StateGoal(_ArchiveModel):
     priority: Literal["high", "medium", "low"]
     status: Literal["active", "paused", "completed"]
     next_step: ShortText = ""
-    created_at: Annotated[str, Field(max_length=64)]
+    created_at: Annotated[str, Field(max_length=64)] | None = None
     completed_at: Annotated[str, Field(max_length=64)] | None = None
-    checkpoints: list[StateGoalCheckpoint] = Entries
+    checkpoints: list[StateGoalCheckpoint] = _entries()
 
 
 class StateDecision(_ArchiveModel):
@@ -304,10 +310,10 @@ class StateArtifact(_ArchiveModel):
 class SnapshotState(_ArchiveModel):
     session: StateSession
     messages: StateMessages
-    checkpoints: list[StateCheckpoint] = Entries
-    goals: list[StateGoal] = Entries
-    decisions: list[StateDecision] = Entries
-    artifacts: list[StateArtifact] = Entries
+    checkpoints: list[StateCheckpoint] = _entries()
+    goals: list[StateGoal] = _entries()
+    decisions: list[StateDecision] = _entries()
+    artifacts: list[StateArtifact] = _entries()
 
 
 class ArchiveSnapshot(_ArchiveModel):
@@ -359,12 +365,12 @@ class SessionArchive(_ArchiveModel):
     session: SessionFile
     state: ArchiveState
     messages: list[ArchiveMessage] = Field(max_length=MAX_IMPORT_ENTRIES)
-    checkpoints: list[ArchiveCheckpoint] = Entries
-    goals: list[ArchiveGoal] = Entries
-    decisions: list[ArchiveDecision] = Entries
-    artifacts: list[ArchiveArtifact] = Entries
-    snapshots: list[ArchiveSnapshot] = Entries
-    events: list[ArchiveEvent] = Entries
+    checkpoints: list[ArchiveCheckpoint] = _entries()
+    goals: list[ArchiveGoal] = _entries()
+    decisions: list[ArchiveDecision] = _entries()
+    artifacts: list[ArchiveArtifact] = _entries()
+    snapshots: list[ArchiveSnapshot] = _entries()
+    events: list[ArchiveEvent] = _entries()
 
     @model_validator(mode="before")
     @classmethod

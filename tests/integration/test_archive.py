@@ -453,3 +453,38 @@ def test_the_openapi_document_names_the_archive_schema(client, user):
         "events",
     }
     assert schema["properties"]["session"] == {"$ref": "#/components/schemas/SessionFile"}
+
+
+def test_a_snapshot_taken_before_the_ledger_keeps_its_own_keys(api, user):
+    """Older snapshots hold a checkpoint's range_label and no facts or ledger, which a restore reads by their
+    absence: the archive and the import keep them as they are."""
+    session = _compressed_session(user)
+    taken = Snapshot.objects.get(session=session)
+    state = json.loads(json.dumps(taken.state))
+    for checkpoint in state["checkpoints"]:
+        for key in ("facts", "ledger", "first_position", "last_position", "origin"):
+            del checkpoint[key]
+        checkpoint["range_label"] = "Message 2"
+    old = Snapshot.objects.create(
+        session=session,
+        kind=Snapshot.Kind.MANUAL,
+        reason="old",
+        state=state,
+        token_count=taken.token_count,
+        message_count=taken.message_count,
+        checkpoint_count=taken.checkpoint_count,
+        model=taken.model,
+        tier=taken.tier,
+    )
+    archive = session_archive(session=session)
+    archived = archive["snapshots"][1]["state"]["checkpoints"][0]
+    assert "facts" not in archived
+    assert archived["range_label"] == "Message 2"
+    body = api.post("/api/sessions/import", archive, content_type=JSON).json()
+    new = Session.objects.get(pk=body["id"])
+    copy = Snapshot.objects.get(session=new, reason="old")
+    assert set(copy.state["checkpoints"][0]) == set(old.state["checkpoints"][0])
+    for snapshot in (old, copy):
+        snapshot_restore(snapshot=snapshot)
+    assert prompt(new) == prompt(session)
+    assert Checkpoint.objects.get(session=new).range_label == Checkpoint.objects.get(session=session).range_label
