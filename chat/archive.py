@@ -10,13 +10,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, cast
 
 import pydantic
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
-from django.utils import timezone
 from pydantic_core import ErrorDetails
 
 from chat.archive_file import (
@@ -42,10 +40,9 @@ from chat.export import session_file_build
 from chat.imports import ImportTooLarge
 from chat.models import Message
 from chat.models import Session as ChatSession
-from chat.selectors import ModelFacts, model_facts
+from chat.selectors import ModelFacts
 from chat.services import session_start
 from chat.session_file import TOO_MANY_ENTRIES, LongNumber, SessionFile
-from contextmgr.llm import Gateway
 from contextmgr.models import (
     Artifact,
     Checkpoint,
@@ -169,6 +166,8 @@ def session_archive_build(*, session: ChatSession) -> SessionArchive:
             context_version=session.context_version,
             compressed_through=session.compressed_through,
             reliability_score=session.reliability_score,
+            created_at=session.created_at,
+            last_activity=session.last_activity,
         ),
         messages=[
             ArchiveMessage(
@@ -180,6 +179,7 @@ def session_archive_build(*, session: ChatSession) -> SessionArchive:
                 context_version=m.context_version,
                 compressed_into=local(cps, m.compressed_into_id),
                 excluded_from_context=m.excluded_from_context,
+                created_at=m.created_at,
             )
             for m in messages
         ],
@@ -370,7 +370,6 @@ class _Entry:
 
     state: ArchiveMessage
     content: str
-    timestamp: datetime | None
     tool_call_id: str = ""
     tool_name: str = ""
     tool_args: Any = None
@@ -420,7 +419,6 @@ def _history(archive: SessionArchive) -> list[_Entry]:
                     state,
                     # Another tool's structured result is read as its JSON text, as a session file's import reads it.
                     content if isinstance(content, str) else json.dumps(content, ensure_ascii=False),
-                    call.timestamp,
                     call.id,
                     call.name,
                     call.args,
@@ -435,7 +433,7 @@ def _history(archive: SessionArchive) -> list[_Entry]:
             raise _refused(
                 f"messages[{index}].role", f'is "{state.role}"; session.messages[{number}] is "{message.role}"'
             )
-        entries.append(_Entry(state, message.text, message.timestamp))
+        entries.append(_Entry(state, message.text))
     return entries
 
 
@@ -494,21 +492,19 @@ def session_archive_import(
     data: Any,
     title: str | None = None,
     context_size: int | None = None,
-    gateway: Gateway | None = None,
 ) -> ChatSession:
     """A new session of ``owner`` identical to the archived one (new ids, every reference remapped); all of it
     or, for a bad archive, nothing (a ValidationError names the field; ArchiveTooLarge: too many entries).
 
     ``title`` overrides the archived one; ``context_size`` is refused (an archive's checkpoints and snapshots
-    were made for its own). The model must be one a backend has, as for a session file.
+    were made for its own). No backend is asked about the model: the archive's own context size, num_ctx and
+    parameter size are kept, and a model not served here is no reason to refuse it.
     """
     if context_size is not None:
         raise ValidationError({"context_size": "An archive keeps its own context size: import it without one."})
     archive = session_archive_parse(data)
     entries = _check_references(archive)
-    # Asked before the transaction, which on SQLite holds the write lock from its start.
-    facts = model_facts(model=archive.session.model, gateway=gateway)
-    return _archive_import(owner=owner, archive=archive, entries=entries, title=title, facts=facts)
+    return _archive_import(owner=owner, archive=archive, entries=entries, title=title)
 
 
 def _created(rows: list[Any], times: Iterable[dict[str, Any]]) -> None:
@@ -532,9 +528,7 @@ def _reserve(model: type[models.Model], session: ChatSession, **fields: Any) -> 
 
 
 @transaction.atomic
-def _archive_import(
-    *, owner: Any, archive: SessionArchive, entries: list[_Entry], title: str | None, facts: ModelFacts
-) -> ChatSession:
+def _archive_import(*, owner: Any, archive: SessionArchive, entries: list[_Entry], title: str | None) -> ChatSession:
     file: SessionFile = archive.session
     state = archive.state
     session = session_start(
@@ -545,9 +539,8 @@ def _archive_import(
         system_prompt=file.metadata.system_prompt or "",
         summary_model=state.summary_model,
         settings=state.settings,
-        facts=facts,
+        facts=ModelFacts(),  # nothing asked: the archive's own num_ctx and parameter size are written below
     )
-    now = timezone.now()
 
     goals = Goal.objects.bulk_create(
         Goal(
@@ -647,7 +640,7 @@ def _archive_import(
                 content=e.content,
                 tokens=e.state.tokens,
                 tokens_exact=e.state.tokens_exact,
-                created_at=e.timestamp or now,
+                created_at=e.state.created_at,
                 compressed_into_id=checkpoint_ids[e.state.compressed_into] if e.state.compressed_into else None,
                 done_reason=e.state.done_reason,
                 context_version=e.state.context_version,
@@ -715,8 +708,8 @@ def _archive_import(
         context_version=state.context_version,
         compressed_through=state.compressed_through,
         reliability_score=state.reliability_score,
-        created_at=file.start_time or session.created_at,
-        last_activity=file.last_activity or file.start_time or session.last_activity,
+        created_at=state.created_at,
+        last_activity=state.last_activity,
     )
     session.refresh_from_db()
     return session

@@ -22,9 +22,19 @@ bounded free JSON, at most ``MAX_IMPORT_ENTRIES`` entries in each list) before a
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    WithJsonSchema,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from chat.models import MAX_MESSAGE_CHARS
@@ -32,7 +42,6 @@ from chat.session_file import (
     MAX_IMPORT_DEPTH,
     MAX_IMPORT_ENTRIES,
     TOO_MANY_ENTRIES,
-    IsoTime,
     LongNumber,
     ModelName,
     Name,
@@ -82,6 +91,41 @@ def _free_json(depth: int) -> AfterValidator:
     return AfterValidator(check)
 
 
+def _time(value: Any) -> Any:
+    """An ISO 8601 time, in UTC; one without a zone is UTC."""
+    if isinstance(value, datetime):
+        moment = value
+    elif not isinstance(value, str):
+        raise PydanticCustomError("string_type", "must be a string")
+    elif len(value) > 64:
+        raise PydanticCustomError("string_too_long", "too long", {"max_length": 64})
+    else:
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            raise PydanticCustomError("iso_time", "{text} is not an ISO 8601 time", {"text": repr(value)}) from None
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise PydanticCustomError("iso_time", "{text} is out of range", {"text": repr(value)}) from None
+
+
+def _time_text(moment: datetime) -> str:
+    """UTC with a Z, to the microsecond: the archive keeps every time exactly as the database holds it (the
+    session file's times are the CLI's)."""
+    return moment.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+Time = Annotated[
+    datetime,
+    BeforeValidator(_time),
+    PlainSerializer(_time_text, return_type=str),
+    WithJsonSchema({"type": "string", "format": "date-time"}),
+]
+
+
 def _level(value: int) -> int:
     if value not in {level.value for level in Level}:
         raise PydanticCustomError("level", "must be one of 0, 1, 2, 3")
@@ -113,8 +157,8 @@ class _ArchiveModel(BaseModel):
 
 
 class ArchiveState(_ArchiveModel):
-    """The session's fields the session file does not hold (its title, model, context size, system prompt
-    and times are the file's)."""
+    """The session's fields the session file does not hold (its title, model, context size and system prompt
+    are the file's); its times again, to the microsecond."""
 
     summary_model: ModelName = ""
     model_parameter_size_b: float | None = None
@@ -125,11 +169,14 @@ class ArchiveState(_ArchiveModel):
     context_version: Count
     compressed_through: Count
     reliability_score: float
+    created_at: Time
+    last_activity: Time
 
 
 class ArchiveMessage(_ArchiveModel):
     """One message's context state, in the order of the history (the file's messages and tool calls put back
-    in one list by ``role``: a ``tool`` entry is the file's next tool call, any other its next message)."""
+    in one list by ``role``: a ``tool`` entry is the file's next tool call, any other its next message), with
+    its time to the microsecond."""
 
     position: Ref
     role: Literal["user", "assistant", "system", "tool"]
@@ -139,6 +186,7 @@ class ArchiveMessage(_ArchiveModel):
     context_version: Count
     compressed_into: Ref | None = None
     excluded_from_context: bool = False
+    created_at: Time
 
 
 class ArchiveRevision(_ArchiveModel):
@@ -151,7 +199,7 @@ class ArchiveRevision(_ArchiveModel):
     facts_kept: Count = 0
     missing_facts: list[Fact] = _entries()
     ledger_dropped: list[Fact] = _entries()
-    created_at: IsoTime
+    created_at: Time
 
 
 class ArchiveCheckpoint(_ArchiveModel):
@@ -174,16 +222,16 @@ class ArchiveCheckpoint(_ArchiveModel):
     ledger: list[Fact] = _entries()
     merged_into: Ref | None = None
     retired: bool = False
-    created_at: IsoTime
-    compressed_at: IsoTime | None = None
+    created_at: Time
+    compressed_at: Time | None = None
     revisions: list[ArchiveRevision] = _entries()
 
 
 class ArchiveGoalCheckpoint(_ArchiveModel):
     description: ShortText
     status: Literal["pending", "in-progress", "completed"]
-    created_at: IsoTime
-    updated_at: IsoTime
+    created_at: Time
+    updated_at: Time
 
 
 class ArchiveGoal(_ArchiveModel):
@@ -192,9 +240,9 @@ class ArchiveGoal(_ArchiveModel):
     priority: Literal["high", "medium", "low"]
     status: Literal["active", "paused", "completed"]
     next_step: ShortText = ""
-    created_at: IsoTime
-    updated_at: IsoTime
-    completed_at: IsoTime | None = None
+    created_at: Time
+    updated_at: Time
+    completed_at: Time | None = None
     checkpoints: list[ArchiveGoalCheckpoint] = _entries()
 
 
@@ -203,8 +251,8 @@ class ArchiveDecision(_ArchiveModel):
     goal: Ref | None = None
     description: ShortText
     locked: bool
-    created_at: IsoTime
-    updated_at: IsoTime
+    created_at: Time
+    updated_at: Time
 
 
 class ArchiveArtifact(_ArchiveModel):
@@ -212,7 +260,7 @@ class ArchiveArtifact(_ArchiveModel):
     goal: Ref | None = None
     path: Path
     action: Literal["created", "modified"]
-    created_at: IsoTime
+    created_at: Time
 
 
 # A snapshot's state, as contextmgr.selectors.session_state writes it, its ids the archive's.
@@ -326,7 +374,7 @@ class ArchiveSnapshot(_ArchiveModel):
     checkpoint_count: Count
     model: ModelName
     tier: Count
-    created_at: IsoTime
+    created_at: Time
 
 
 EventKind = Literal[
@@ -354,7 +402,7 @@ class ArchiveEvent(_ArchiveModel):
         description="As stored; checkpoint (merged) and snapshot (undo_snapshot) are the archive's ids, "
         "null for a snapshot that was deleted.",
     )
-    created_at: IsoTime
+    created_at: Time
 
 
 class SessionArchive(_ArchiveModel):

@@ -180,7 +180,7 @@ def test_an_archived_session_is_imported_identical(user, other_user, gateway, fa
     # Under "session": exactly what the plain export gives.
     assert archive["session"] == session_file(session=original)
     # Read as a file from outside: JSON text.
-    imported = session_archive_import(owner=other_user, data=json.loads(json.dumps(archive)), gateway=gateway)
+    imported = session_archive_import(owner=other_user, data=json.loads(json.dumps(archive)))
     assert imported.owner == other_user
     assert imported.pk != original.pk
 
@@ -287,6 +287,8 @@ def test_the_api_archives_for_the_owner_only_and_imports_it(api, bob_api, user):
     assert archive == session_archive(session=session)
     assert [m["compressed_into"] for m in archive["messages"]] == [None, 1, None, None, None, None, None, None]
     assert [m["role"] for m in archive["messages"]][-2:] == ["tool", "assistant"]
+    # Times to the microsecond, whatever precision the session file writes.
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", m["created_at"]) for m in archive["messages"])
     assert archive["snapshots"][0]["state"]["messages"]["states"][:2] == [[1, None, False], [2, 1, False]]
 
     imported = api.post("/api/sessions/import", archive, content_type=JSON)
@@ -488,3 +490,23 @@ def test_a_snapshot_taken_before_the_ledger_keeps_its_own_keys(api, user):
         snapshot_restore(snapshot=snapshot)
     assert prompt(new) == prompt(session)
     assert Checkpoint.objects.get(session=new).range_label == Checkpoint.objects.get(session=session).range_label
+
+
+def test_an_archive_is_imported_without_asking_the_backend_about_its_model(
+    api, use_gateway, gateway, fake_ollama, user
+):
+    """Its context size, num_ctx and parameter size are the archive's: a model Ollama's stand-in does not serve
+    is imported all the same, and nothing is asked."""
+    use_gateway(gateway)
+    session = _compressed_session(user)  # llama3.2:3b: not among the stand-in's models
+    archive = session_archive(session=session)
+    asked = len(fake_ollama.behaviour.requests)
+    response = api.post("/api/sessions/import", archive, content_type=JSON)
+    assert response.status_code == 201, response.content
+    assert fake_ollama.behaviour.requests[asked:] == []
+    new = Session.objects.get(pk=response.json()["id"])
+    assert (new.model, new.max_tokens, new.model_parameter_size_b) == (
+        "llama3.2:3b",
+        session.max_tokens,
+        session.model_parameter_size_b,
+    )
