@@ -111,10 +111,7 @@ def session_import_view(
     title: str | None = None,
     file: Annotated[UploadedFile | None, File(None)] = None,
 ) -> Any:
-    """A new session from an OLLM session file, sent as the multipart field ``file`` or as the JSON body;
-    or, from an archive (``"format": "ollm-site-archive"``, the ``SessionArchive`` of
-    ``GET /sessions/{id}/archive``), an identical copy of the archived session (``context_size`` cannot
-    override an archive's: 422).
+    """A new session from an OLLM session file, sent as the multipart field ``file`` or as the JSON body.
 
     Files over 2 MiB or with more than 5,000 messages and tool calls are refused with 413;
     a malformed one with 422; more than ``OLLM_IMPORTS_PER_MINUTE`` imports a minute (10) with 429.
@@ -138,7 +135,9 @@ def session_import_view(
             raise ImportTooLarge(f"The body is {length} bytes; the limit is {MAX_IMPORT_BYTES:,}.")
         raw = request.body
     data = session_file_load(raw)
-    if is_archive(data):  # a whole session (GET /sessions/{id}/archive): chat.archive
+    # An archive (GET /sessions/{id}/archive, "format": "ollm-site-archive") is an identical copy of its
+    # session, under new ids; a context_size cannot override its own (422). See chat.archive.
+    if is_archive(data):
         return Status(201, session_archive_import(owner=owner, data=data, context_size=context_size, title=title))
     session = session_import(owner=owner, data=data, context_size=context_size, title=title)
     return Status(201, session)

@@ -318,11 +318,11 @@ def test_the_api_archives_for_the_owner_only_and_imports_it(api, bob_api, user):
     assert "context size" in sized.json()["detail"]
 
 
-def test_a_plain_session_file_is_still_imported_as_before(api, user):
+def test_a_plain_session_file_is_still_imported_as_before(api, bob_api, user):
     session = _compressed_session(user)
     exported = api.get(f"/api/sessions/{session.id}/export").json()
     assert "format" not in exported
-    body = api.post("/api/sessions/import", exported, content_type=JSON).json()
+    body = bob_api.post("/api/sessions/import", exported, content_type=JSON).json()
     new = Session.objects.get(pk=body["id"])
     assert new.compression_count == 0
     assert not Checkpoint.objects.filter(session=new).exists()
@@ -493,7 +493,7 @@ def test_a_snapshot_taken_before_the_ledger_keeps_its_own_keys(api, user):
 
 
 def test_an_archive_is_imported_without_asking_the_backend_about_its_model(
-    api, use_gateway, gateway, fake_ollama, user
+    use_gateway, gateway, fake_ollama, user, other_user
 ):
     """Its context size, num_ctx and parameter size are the archive's: a model Ollama's stand-in does not serve
     is imported all the same, and nothing is asked."""
@@ -501,10 +501,8 @@ def test_an_archive_is_imported_without_asking_the_backend_about_its_model(
     session = _compressed_session(user)  # llama3.2:3b: not among the stand-in's models
     archive = session_archive(session=session)
     asked = len(fake_ollama.behaviour.requests)
-    response = api.post("/api/sessions/import", archive, content_type=JSON)
-    assert response.status_code == 201, response.content
+    new = session_archive_import(owner=other_user, data=archive)
     assert fake_ollama.behaviour.requests[asked:] == []
-    new = Session.objects.get(pk=response.json()["id"])
     assert (new.model, new.max_tokens, new.model_parameter_size_b) == (
         "llama3.2:3b",
         session.max_tokens,
