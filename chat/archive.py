@@ -294,7 +294,7 @@ def session_archive_build(*, session: ChatSession) -> SessionArchive:
         ],
         events=[
             ArchiveEvent(
-                type=cast(Any, e.type),
+                type=e.type,
                 payload=_remap_payload(e.payload, checkpoint=cps.get, snapshot=snapshot_numbers.get),
                 created_at=e.created_at,
             )

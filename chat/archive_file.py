@@ -51,7 +51,7 @@ from chat.session_file import (
 )
 from contextmgr.core.aging import Level
 from contextmgr.core.text import UNSTORABLE_CHARS
-from contextmgr.models import MAX_GOAL_CHARS, MAX_PATH_CHARS
+from contextmgr.models import MAX_GOAL_CHARS, MAX_PATH_CHARS, EventType
 
 ARCHIVE_FORMAT: Final = "ollm-site-archive"
 ARCHIVE_VERSION: Final = 1
@@ -377,18 +377,14 @@ class ArchiveSnapshot(_ArchiveModel):
     created_at: Time
 
 
-EventKind = Literal[
-    "compressed",
-    "compression-skipped",
-    "compression-error",
-    "rollover-complete",
-    "checkpoint-created",
-    "checkpoint-aged",
-    "snapshot-created",
-    "snapshot-restored",
-    "snapshot-error",
-    "auto-snapshot-created",
-]
+def _event_type(value: str) -> str:
+    """One of the event types this installation records (``contextmgr.models.EventType``)."""
+    if value not in EventType.values:
+        raise PydanticCustomError("event_type", "must be one of {types}", {"types": ", ".join(EventType.values)})
+    return value
+
+
+EventKind = Annotated[str, AfterValidator(_event_type)]
 # The payload keys that name a checkpoint (or a list of them) and a snapshot.
 CHECKPOINT_KEYS = ("checkpoint",)
 CHECKPOINT_LIST_KEYS = ("merged",)

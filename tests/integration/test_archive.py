@@ -357,6 +357,7 @@ def _broken(archive, path, value):
         ),
         (("events", 0, "payload", "checkpoint"), 3, "archive.events[0].payload.checkpoint: refers to checkpoint 3"),
         (("events", 0, "typo"), 1, "archive.events[0].typo: is not a field of the archive"),
+        (("events", 0, "type"), "exploded", "archive.events[0].type: must be one of compressed, "),
         (("session", "messages", 0, "role"), "robot", "archive.session.messages[0].role: must be one of"),
         (("session", "metadata", "contextSize"), None, "archive.session.metadata.contextSize: is required"),
     ],
