@@ -3,7 +3,7 @@
 # No `from __future__ import annotations` here: ninja reads the views' annotations
 # as real types to build their parameter models.
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from asgiref.sync import async_to_sync
@@ -19,10 +19,11 @@ from accounts.auth import api_user
 from chat.archive import session_archive, session_archive_import
 from chat.archive_file import SessionArchive, is_archive
 from chat.export import session_file_build
-from chat.imports import MAX_IMPORT_BYTES, ImportTooLarge, import_throttle, session_file_load, session_import
+from chat.imports import MAX_IMPORT_BYTES, ImportTooLarge, import_throttle, session_file_import, session_file_load
 from chat.models import Message, Session
 from chat.schemas import (
     ContextSizeOut,
+    ImportConflictOut,
     MessageIn,
     MessageOut,
     ModelOut,
@@ -88,7 +89,7 @@ def sessions_list(request: HttpRequest) -> QuerySet[Session]:
 
 @router.post(
     "/sessions/import",
-    response={201: SessionOut},
+    response={200: SessionOut, 201: SessionOut, 409: ImportConflictOut},
     summary="Import a session file",
     openapi_extra={
         "requestBody": {
@@ -110,13 +111,23 @@ def session_import_view(
     context_size: Annotated[int | None, Query(None, gt=0)] = None,
     title: str | None = None,
     file: Annotated[UploadedFile | None, File(None)] = None,
+    on_existing: Literal["refuse", "update", "copy"] = "refuse",
 ) -> Any:
-    """A new session from an OLLM session file, sent as the multipart field ``file`` or as the JSON body.
+    """A new session (201) from an OLLM session file, sent as the multipart field ``file`` or as the JSON body.
 
     Files over 2 MiB or with more than 5,000 messages and tool calls are refused with 413;
     a malformed one with 422; more than ``OLLM_IMPORTS_PER_MINUTE`` imports a minute (10) with 429.
     ``context_size`` and ``title`` override the file's metadata. The new session does not compress
-    until its first turn or an explicit compression.
+    until its first turn or an explicit compression. A file is never refused for its model: one no
+    backend serves here is imported whole, and the session says ``model_available: false``.
+    It keeps the file's ``sessionId`` and ``provider``
+    (``source_session_id``, ``source_provider``), and its export writes them back.
+
+    A file whose ``sessionId`` is one of your sessions already (imported from that file, or started here
+    and exported) is refused with 409, naming that session (``session_id``), unless ``on_existing`` says
+    otherwise: ``update`` adds to that session the messages the file has after those it holds (200;
+    nothing it holds is changed or removed, and no ``title`` or ``context_size`` may be given; 409 when the
+    two histories went separate ways), ``copy`` imports it as a new session under its own id.
     """
     owner = api_user(request)
     throttled = import_throttle(owner=owner)
@@ -136,11 +147,14 @@ def session_import_view(
         raw = request.body
     data = session_file_load(raw)
     # An archive (GET /sessions/{id}/archive, "format": "ollm-site-archive") is an identical copy of its
-    # session, under new ids; a context_size cannot override its own (422). See chat.archive.
+    # session, always a new one under new ids (on_existing does not apply); a context_size cannot override
+    # its own (422). See chat.archive.
     if is_archive(data):
         return Status(201, session_archive_import(owner=owner, data=data, context_size=context_size, title=title))
-    session = session_import(owner=owner, data=data, context_size=context_size, title=title)
-    return Status(201, session)
+    imported = session_file_import(
+        owner=owner, data=data, context_size=context_size, title=title, on_existing=on_existing
+    )
+    return Status(201 if imported.created else 200, imported.session)
 
 
 @router.get("/sessions/{session_id}", response=SessionOut, summary="Get a session")
@@ -207,7 +221,9 @@ def messages_list(request: HttpRequest, session_id: UUID, include_compressed: bo
 def message_send(request: HttpRequest, session_id: UUID, payload: MessageIn, wait_compression: bool = False) -> Any:
     """One full turn without streaming: the message is stored first, then the reply.
 
-    A message that cannot fit the context is refused with 413 and stays in the history.
+    A message that cannot fit the context is refused with 413 and stays in the history. On a session
+    whose model is not served here (``model_available: false``) the message is stored and the turn is
+    409 (503 when the model's backend is only down), naming the model and how to switch (PATCH its ``model``).
     """
     session = session_for_owner(user=api_user(request), session_id=session_id)
     before = session_last_event_id(session=session)

@@ -24,14 +24,15 @@ from chat.session_file import (
 
 def session_file_build(*, session: Session) -> SessionFile:
     """Every message (compressed or not) and tool call; the messages and the tool calls are two lists,
-    put back in one history by their timestamps on import."""
+    put back in one history by their timestamps on import. Times to the millisecond, as the CLI writes them."""
     messages = list(Message.objects.filter(session=session).order_by("position"))
     return SessionFile(
-        session_id=str(session.id),
+        # An imported session gives back the file's own sessionId and provider, as the file wrote them.
+        session_id=session.file_session_id,
         start_time=session.created_at,
         last_activity=session.last_activity,
         model=session.model,
-        provider="embedded" if session.model.startswith("embedded/") else "ollama",
+        provider=session.source_provider or ("embedded" if session.model.startswith("embedded/") else "ollama"),
         messages=[
             SessionFileMessage(
                 role=cast(Role, m.role), parts=[SessionFilePart(type="text", text=m.content)], timestamp=m.created_at
@@ -69,7 +70,8 @@ def session_file(*, session: Session) -> dict[str, Any]:
 
 
 def sessions_zip(*, sessions: Iterable[Session]) -> bytes:
-    """A zip of one OLLM session file (``{sessionId}.json``) per session."""
+    """A zip of one OLLM session file per session, named ``{id}.json`` by the session's own id (unique
+    whoever owns it; an imported session's file holds the sessionId it came with)."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for session in sessions:

@@ -6,6 +6,13 @@ here, everything else by the model. A file that fails any check creates nothing.
 
 The file holds the full history but no checkpoints, so the imported session starts uncompressed;
 ``metadata.tokenCount`` and ``compressionCount`` are derived again, not copied.
+
+The file's ``sessionId`` and ``provider`` are kept on the session (its export writes them back), and
+the sessionId recognises a second import of the same file: one of the owner's sessions already has
+it (imported from it, or started here and exported). What then happens is the caller's choice
+(``on_existing``): refused (ImportConflict, the default), an update of that session (the messages
+the file has after those the session holds are added; nothing the session holds is changed or
+removed), or a copy (a new session under its own id).
 """
 
 from __future__ import annotations
@@ -15,18 +22,20 @@ import math
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import pydantic
 from django.conf import settings
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
+from django.db.models import Max
 from pydantic_core import ErrorDetails
 
+from chat.export import session_file_build
 from chat.models import Message
 from chat.models import Session as ChatSession
-from chat.selectors import ModelFacts, model_facts
+from chat.selectors import ModelFacts, model_facts, session_for_file
 from chat.services import MessageRefused, NewMessage, message_create_many, session_start
 from chat.session_file import MAX_IMPORT_DEPTH, TOO_MANY_ENTRIES, LongNumber, SessionFile
 from chat.turn import message_counter
@@ -40,8 +49,30 @@ IMPORTED_TITLE = "Imported conversation"
 MAX_REPORTED_PROBLEMS = 3
 
 
+# What an import does with a file whose sessionId is one of the owner's sessions already.
+OnExisting = Literal["refuse", "update", "copy"]
+
+
 class ImportTooLarge(ValidationError):
     """The file is over MAX_IMPORT_BYTES (or holds more than MAX_IMPORT_ENTRIES entries)."""
+
+
+class ImportConflict(Exception):
+    """The file's sessionId is the owner's session ``session_id`` already, and the import may not go on as asked."""
+
+    def __init__(self, session_id: Any, message: str) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Imported:
+    """An import's outcome: the session, whether the import created it, and how many messages it added."""
+
+    session: ChatSession
+    created: bool
+    added: int
 
 
 @dataclass(frozen=True)
@@ -206,25 +237,93 @@ def session_import(
     data: Any,
     context_size: int | None = None,
     title: str | None = None,
+    on_existing: OnExisting = "refuse",
     gateway: Gateway | None = None,
 ) -> ChatSession:
-    """A new session holding the file's messages and tool calls, in order, with their timestamps;
-    all of it or, for a bad file, nothing (a ValidationError says what is wrong).
+    """The session ``session_file_import`` created or updated."""
+    return session_file_import(
+        owner=owner, data=data, context_size=context_size, title=title, on_existing=on_existing, gateway=gateway
+    ).session
+
+
+def session_file_import(
+    *,
+    owner: Any,
+    data: Any,
+    context_size: int | None = None,
+    title: str | None = None,
+    on_existing: OnExisting = "refuse",
+    gateway: Gateway | None = None,
+) -> Imported:
+    """A new session holding the file's messages and tool calls, in order, with their timestamps, its
+    sessionId and provider; all of it or, for a bad file, nothing (a ValidationError says what is wrong).
 
     ``context_size`` and ``title`` override the file's ``metadata.contextSize`` / ``metadata.title``;
     a context size of 0 is refused as any other size not offered, never read as "not set".
+
+    A file whose sessionId is one of the owner's sessions already (``session_for_file``): with
+    ``on_existing`` "refuse", an ImportConflict naming that session; "update", that session gets
+    what the file has after the history it holds (``session_update_from_file``); "copy", a new
+    session as for any other file, but under its own id (its export writes its own sessionId, so
+    the two never share one).
 
     The session does not compress now, however far over its budget: its first turn checks the
     budget before the reply (or the user asks for a compression), so an import starts no model work.
     """
     file = session_file_parse(data)
+    source_id = file.session_id or ""
+    existing = None if on_existing == "copy" else session_for_file(user=owner, file_session_id=source_id)
+    if existing is not None:
+        if on_existing == "refuse":
+            raise ImportConflict(existing.pk, _imported_before(existing, source_id))
+        if context_size is not None or title is not None:
+            raise ValidationError(
+                f"An update keeps session {existing.pk}'s title and context size: change them with "
+                f"PATCH /api/sessions/{existing.pk}, not in the import."
+            )
+        return session_update_from_file(session=existing, file=file, gateway=gateway)
     gateway = gateway or get_gateway()
     # Asked before the transaction, which on SQLite holds the write lock from its start: the
     # backend about the model, and the model's tokenizer (over HTTP) about every message.
-    facts = model_facts(model=file.model, gateway=gateway)
+    # A model not served here is no reason to refuse the file: the session is imported whole,
+    # and says its model is not available (``model_availability``) until it is, or is switched.
+    facts = model_facts(model=file.model, gateway=gateway, served=False)
     entries = _history(file)
-    counts = message_counter(gateway, file.model).count_all([entry.content for entry in entries])
-    history = [
+    history = _counted(entries, model=file.model, gateway=gateway)
+    try:
+        session = _session_import(
+            owner=owner,
+            file=file,
+            source_session_id="" if on_existing == "copy" else source_id,
+            history=history,
+            places=[entry.where for entry in entries],
+            context_size=next(
+                (size for size in (context_size, file.metadata.context_size) if size is not None),
+                DEFAULT_IMPORT_CONTEXT_SIZE,
+            ),
+            title=title or file.metadata.title or IMPORTED_TITLE,
+            facts=facts,
+        )
+    except IntegrityError:
+        # Another import of the same file got there first (the database allows one session per file and owner).
+        raced = session_for_file(user=owner, file_session_id=source_id)
+        if raced is None:
+            raise
+        raise ImportConflict(raced.pk, _imported_before(raced, source_id)) from None
+    return Imported(session=session, created=True, added=len(history))
+
+
+def _imported_before(session: ChatSession, source_id: str) -> str:
+    return (
+        f"This file (sessionId {source_id}) is your session {session.pk} already. "
+        "Import it with on_existing=update to add the messages the file has after those the session holds, "
+        "or with on_existing=copy to import it as a new session."
+    )
+
+
+def _counted(entries: list[_Entry], *, model: str, gateway: Gateway) -> list[NewMessage]:
+    counts = message_counter(gateway, model).count_all([entry.content for entry in entries])
+    return [
         NewMessage(
             role=entry.role,
             content=entry.content,
@@ -237,18 +336,66 @@ def session_import(
         )
         for entry, count in zip(entries, counts, strict=True)
     ]
-    return _session_import(
-        owner=owner,
-        file=file,
+
+
+def _same(entry: _Entry) -> tuple[str, str, str, str]:
+    """What makes two entries of a history the same message (their times are not compared)."""
+    return (entry.role, entry.content, entry.tool_call_id, entry.tool_name)
+
+
+def session_update_from_file(*, session: ChatSession, file: SessionFile, gateway: Gateway | None = None) -> Imported:
+    """Add to ``session`` the messages and tool calls ``file`` has after the history the session holds.
+
+    The session's history, as its own export would give it, must be where the file's starts (or
+    hold all of the file: nothing is added); when the two went separate ways (a message of the
+    session the file does not have) it is an ImportConflict, and nothing changes. Nothing the
+    session holds is changed or removed: not a message, nor its title, model, context size,
+    system prompt, provider or checkpoints; the added messages count with the session's model and
+    take the session's last activity to the file's ``lastActivity`` when that is later.
+    """
+    held = _history(session_file_build(session=session))
+    given = _history(file)
+    for index, (mine, theirs) in enumerate(zip(held, given, strict=False)):
+        if _same(mine) != _same(theirs):
+            raise ImportConflict(
+                session.pk,
+                f"The file (sessionId {file.session_id}) and your session {session.pk} went separate ways "
+                f"at entry {index + 1} of the history ({mine.role} here, {theirs.role} in the file at "
+                f"{theirs.where}): an update only adds what the file has after the session's history. "
+                "Import it with on_existing=copy to keep both.",
+            )
+    added = given[len(held) :]
+    if not added:
+        return Imported(session=session, created=False, added=0)
+    history = _counted(added, model=session.model, gateway=gateway or get_gateway())
+    _session_extend(
+        session=session,
+        held=len(held),
         history=history,
-        places=[entry.where for entry in entries],
-        context_size=next(
-            (size for size in (context_size, file.metadata.context_size) if size is not None),
-            DEFAULT_IMPORT_CONTEXT_SIZE,
-        ),
-        title=title or file.metadata.title or IMPORTED_TITLE,
-        facts=facts,
+        places=[entry.where for entry in added],
+        last_activity=file.last_activity,
     )
+    session.refresh_from_db()
+    return Imported(session=session, created=False, added=len(history))
+
+
+@transaction.atomic
+def _session_extend(
+    *, session: ChatSession, held: int, history: list[NewMessage], places: list[str], last_activity: datetime | None
+) -> None:
+    locked = ChatSession.objects.select_for_update().get(pk=session.pk)
+    before = locked.last_activity
+    # Counted outside the transaction: the session may have gained a message since it was compared.
+    if (Message.objects.filter(session=locked).aggregate(n=Max("position"))["n"] or 0) != held:
+        raise ImportConflict(
+            session.pk, f"Session {session.pk} changed while the file was read; send the import again."
+        )
+    try:
+        message_create_many(session=locked, messages=history)
+    except MessageRefused as exc:
+        raise ValidationError(f"{places[exc.index]}: {' '.join(exc.messages)}") from exc
+    latest = max(before, last_activity) if last_activity is not None else locked.last_activity
+    ChatSession.objects.filter(pk=session.pk).update(last_activity=latest)
 
 
 @transaction.atomic
@@ -256,6 +403,7 @@ def _session_import(
     *,
     owner: Any,
     file: SessionFile,
+    source_session_id: str,
     history: list[NewMessage],
     places: list[str],
     context_size: int,
@@ -276,7 +424,10 @@ def _session_import(
         raise ValidationError(f"{places[exc.index]}: {' '.join(exc.messages)}") from exc
     start = file.start_time or session.created_at
     ChatSession.objects.filter(pk=session.pk).update(
-        created_at=start, last_activity=file.last_activity or file.start_time or session.last_activity
+        created_at=start,
+        last_activity=file.last_activity or file.start_time or session.last_activity,
+        source_session_id=source_session_id,
+        source_provider=file.provider or "",
     )
     session.refresh_from_db()
     return session

@@ -21,6 +21,8 @@ MAX_TITLE_LENGTH = 200
 MAX_MODEL_NAME_LENGTH = 200
 MAX_SYSTEM_PROMPT_CHARS = 100_000
 MAX_MESSAGE_CHARS = 1_000_000
+# A session file's sessionId and provider, as kept by an import.
+MAX_SOURCE_FIELD_LENGTH = 200
 
 CONTEXT_SIZE_CHOICES = [
     (p.size, f"{p.label} ({p.ollama_context_size:,} tokens, {p.tier.label})") for p in context_profiles()
@@ -65,9 +67,30 @@ class Session(models.Model):
     reliability_score = models.FloatField(default=1.0)
     created_at = models.DateTimeField(auto_now_add=True)
     last_activity = models.DateTimeField(auto_now_add=True, db_index=True)
+    # An OLLM session file names its session and provider; an imported session keeps both, so its
+    # export gives them back and a second import of the same file is recognised.
+    source_session_id = models.CharField(
+        max_length=MAX_SOURCE_FIELD_LENGTH,
+        blank=True,
+        help_text="The sessionId of the OLLM session file it was imported from (its export writes it back); "
+        "empty: started here, exported under its own id.",
+    )
+    source_provider = models.CharField(
+        max_length=MAX_SOURCE_FIELD_LENGTH,
+        blank=True,
+        help_text="The provider the imported file named (its export writes it back); empty: the backend's own.",
+    )
 
     class Meta:
         ordering = ["-last_activity"]
+        constraints = [
+            # One session per file and user: a second import updates it, or is a copy under its own id.
+            models.UniqueConstraint(
+                fields=["owner", "source_session_id"],
+                condition=~models.Q(source_session_id=""),
+                name="session_source_unique",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.title
@@ -80,6 +103,11 @@ class Session(models.Model):
         for field, value in also.items():
             setattr(self, field, value)
         return self.context_version
+
+    @property
+    def file_session_id(self) -> str:
+        """The sessionId of its session file: the imported file's, or its own id."""
+        return self.source_session_id or str(self.id)
 
     @property
     def summarizer(self) -> str:

@@ -8,7 +8,8 @@ from uuid import UUID
 
 from ninja import Field, Schema
 
-from chat.models import Message
+from chat.models import Message, Session
+from chat.selectors import model_availability
 from contextmgr.schemas import ContextOut
 
 
@@ -61,6 +62,43 @@ class SessionOut(Schema):
     system_prompt: str
     summary_model: str
     settings: dict[str, Any] = Field(description="This session's overrides of the global context settings.")
+    source_session_id: str | None = Field(
+        description="The sessionId of the OLLM session file it was imported from, which its export writes back; "
+        "null for a session started here (or imported as a copy), exported under its own id."
+    )
+    source_provider: str | None = Field(
+        description="The provider the imported file named, which its export writes back; null when it named none."
+    )
+
+    model_available: bool | None = Field(
+        description="Whether a backend serves the session's model now, read when asked (a session imported from "
+        "a file whose model is not served here is kept whole and says false until the model is served or switched "
+        "with PATCH); null when no backend answers at all."
+    )
+    available_models: list[str] = Field(
+        description="The models served here now: what PATCH may switch the session's model to."
+    )
+
+    @staticmethod
+    def resolve_model_available(obj: Session) -> bool | None:
+        return model_availability(model=obj.model).available
+
+    @staticmethod
+    def resolve_available_models(obj: Session) -> list[str]:
+        return list(model_availability(model=obj.model).served)
+
+    @staticmethod
+    def resolve_source_session_id(obj: Session) -> str | None:
+        return obj.source_session_id or None
+
+    @staticmethod
+    def resolve_source_provider(obj: Session) -> str | None:
+        return obj.source_provider or None
+
+
+class ImportConflictOut(Schema):
+    detail: str
+    session_id: UUID = Field(description="Your session that already has the file's sessionId.")
 
 
 class MessageIn(Schema):

@@ -7,6 +7,7 @@ from typing import Any
 from uuid import UUID
 
 from asgiref.sync import async_to_sync
+from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
@@ -39,6 +40,22 @@ def session_for_owner(*, user: Any, session_id: UUID) -> Session:
     return get_object_or_404(sessions_for_user(user=user), pk=session_id)
 
 
+def session_for_file(*, user: Any, file_session_id: str) -> Session | None:
+    """The user's session whose session file has this ``sessionId``, if any: the one imported from a
+    file with that sessionId or, when none was, the one started here with that id."""
+    if not file_session_id:
+        return None
+    sessions = sessions_for_user(user=user)
+    found = sessions.filter(source_session_id=file_session_id).first()
+    if found is None:
+        try:
+            own_id = UUID(file_session_id)
+        except ValueError:
+            return None
+        found = sessions.filter(pk=own_id, source_session_id="").first()
+    return found
+
+
 def session_history(*, session: Session) -> QuerySet[Message]:
     """The full history in order, with the checkpoint that covers each compressed message."""
     return Message.objects.filter(session=session).select_related("compressed_into").order_by("position")
@@ -53,11 +70,13 @@ class ModelFacts:
     context_length: int | None = None
 
 
-def model_facts(*, model: str, gateway: Gateway | None = None) -> ModelFacts:
+def model_facts(*, model: str, gateway: Gateway | None = None, served: bool = True) -> ModelFacts:
     """Ask the backend about ``model``. Ollama down or slow: nothing is known, and the session
     is still made (its first turn says what is wrong).
 
-    Raises ValidationError for a model no enabled backend has.
+    Raises ValidationError for a model no enabled backend has, unless ``served`` is False (the
+    model a session has already, or an imported file's: data is never refused for a setting;
+    ``model_availability`` then tells that the model is not available, and nothing is known of it).
     """
     model = model.strip()
     if not model:
@@ -65,6 +84,8 @@ def model_facts(*, model: str, gateway: Gateway | None = None) -> ModelFacts:
     try:
         info = async_to_sync((gateway or get_gateway()).model_info)(model)
     except ModelNotFound as exc:
+        if not served:
+            return ModelFacts()
         raise ValidationError({"model": str(exc)}) from exc
     except LLMError:
         return ModelFacts()
@@ -87,3 +108,77 @@ def model_names() -> list[str]:
         return [info.name for info in models_available()]
     except LLMError:
         return []
+
+
+# How long the list of served models is reused to tell whether a session's model is available
+# (the chat page, every session the API shows): Ollama coming back, or a model pulled, shows
+# within this many seconds, and a turn asks again before it refuses.
+MODELS_SERVED_SECONDS = 10
+
+
+def models_served_key(gateway: Gateway) -> str:
+    """One cache entry per gateway configuration: the same settings get the same answer in every process."""
+    hosts = [getattr(backend, "host", "") for backend in (gateway.ollama, gateway.embedded) if backend is not None]
+    return "ollm:models-served:" + "|".join([gateway.mode, *hosts])
+
+
+def models_served(*, gateway: Gateway | None = None, refresh: bool = False) -> list[str]:
+    """The names of the models the backends serve now, kept MODELS_SERVED_SECONDS in the cache
+    (``refresh`` asks again); none when no backend answers."""
+    gateway = gateway or get_gateway()
+    key = models_served_key(gateway)
+    if not refresh:
+        cached = cache.get(key)
+        if cached is not None:
+            return list(cached)
+    try:
+        names = [info.name for info in async_to_sync(gateway.list_models)()]
+    except LLMError:
+        names = []
+    cache.set(key, names, MODELS_SERVED_SECONDS)
+    return names
+
+
+def _is_served(model: str, served: list[str]) -> bool:
+    # Ollama lists an untagged name with its default tag.
+    return model in served or (":" not in model and f"{model}:latest" in served)
+
+
+@dataclass(frozen=True)
+class ModelAvailability:
+    """Whether a session's model is served here now, derived when read (never stored: Ollama
+    may come back, a model may be pulled). ``available`` is None when no backend answers at
+    all (nothing can be told; the backend banner and the turn's error say what is down).
+    ``served``: the models to switch to. ``reason`` (when asked for): why it is not available,
+    and ``backend_down`` when only because its backend does not answer."""
+
+    model: str
+    available: bool | None
+    served: tuple[str, ...]
+    reason: str = ""
+    backend_down: bool = False
+
+    def refusal(self, *, session_id: Any) -> str:
+        """What a turn on a session whose model is not available answers: the model, why, and how to
+        switch (``available`` is False only when some model is served)."""
+        why = f": {self.reason}" if self.reason else ""
+        return (
+            f"The model of this session, {self.model}, is not available here{why}. Your message is saved. "
+            f"Switch the session to a model served here ({', '.join(self.served)}) with Switch model on the "
+            f'chat page, or with PATCH /api/sessions/{session_id} {{"model": "{self.served[0]}"}}, then retry.'
+        )
+
+
+def model_availability(
+    *, model: str, gateway: Gateway | None = None, refresh: bool = False, with_reason: bool = False
+) -> ModelAvailability:
+    """Whether ``model`` is served now (``models_served``); ``with_reason`` asks the backend why
+    not, when it is not."""
+    gateway = gateway or get_gateway()
+    served = models_served(gateway=gateway, refresh=refresh)
+    if not served:
+        return ModelAvailability(model=model, available=None, served=())
+    if _is_served(model, served):
+        return ModelAvailability(model=model, available=True, served=tuple(served))
+    reason, down = async_to_sync(gateway.unavailable_reason)(model) if with_reason else ("", False)
+    return ModelAvailability(model=model, available=False, served=tuple(served), reason=reason, backend_down=down)

@@ -22,13 +22,16 @@ from chat.models import (
     Session,
 )
 from chat.selectors import ModelFacts, model_facts
+from contextmgr.core.budget import REPLY_MIN_TOKENS
 from contextmgr.core.config import ConfigError, canonical_settings, context_config_from_mapping
 from contextmgr.core.reliability import parameter_size_from_tag
 from contextmgr.core.text import storable_text
 from contextmgr.core.tiers import UnknownContextSize
 from contextmgr.core.tokens import TokenCount, TokenCounter
+from contextmgr.models import EventType
 from contextmgr.resources import TiktokenCounter, count_text_tokens, ollama_context_size
 from contextmgr.services.compression import compression_maybe_schedule
+from contextmgr.services.events import event_record
 from contextmgr.services.goals import goal_create, goals_carry_over
 from contextmgr.services.reliability import session_refresh_reliability
 from contextmgr.services.session_settings import context_carry_over, session_set_context_settings
@@ -160,7 +163,9 @@ def session_update(
 ) -> Session:
     """Change what the user may change about a session; ``None`` leaves a field as it is.
 
-    A new model or size is looked up as ``session_start`` does, before the transaction.
+    A new model or size is looked up as ``session_start`` does, before the transaction: a new
+    model no backend serves is refused; the session's own model need not be served now.
+    This is the one way to switch a session whose model is not available (``model_availability``).
     ``settings``: the session's overrides of the context settings (``session_set_context_settings``).
     When any of model, context size, system prompt or settings is given, the budget is checked
     again in the same transaction (``compression_maybe_schedule``: the automatic snapshot, and a
@@ -169,7 +174,10 @@ def session_update(
     # Asked before the transaction: it may wait on the network.
     facts = None
     if model is not None or context_size is not None:
-        facts = model_facts(model=model if model is not None else session.model)
+        # A new model must be served; the session's own may not be now (an imported file's),
+        # which does not stop the rest of it changing.
+        switching = model is not None and model.strip() != session.model
+        facts = model_facts(model=model if model is not None else session.model, served=switching)
     with transaction.atomic():
         session = _session_store(
             session=session,
@@ -233,6 +241,38 @@ def _session_store(
         )
     locked.save()
     session_refresh_reliability(session=locked)
+    return locked
+
+
+@transaction.atomic
+def session_prompt_truncated(*, session: Session, sent_tokens: int, reported_tokens: int) -> Session:
+    """Record that the model server evaluated only ``reported_tokens`` of a prompt of about
+    ``sent_tokens`` (Ollama drops the front of a prompt longer than the context it allocated, and
+    may allocate less than ``num_ctx``), and shrink the session's context to what the server was
+    seen to hold, so that the next prompts fit it: a ``prompt-truncated`` event, the smaller
+    ``max_tokens`` and, when the conversation is now over its trigger, a compression.
+
+    ``reported_tokens`` is a lower bound of the server's real context: never more is assumed.
+    A later change of model or context size asks for the full size again.
+    """
+    locked = Session.objects.select_for_update().get(pk=session.pk)
+    asked = locked.max_tokens
+    # Room for the system prompt and a reply, however little the server held.
+    floor = locked.system_prompt_tokens + 2 * REPLY_MIN_TOKENS
+    # The budget changes: the meter and the next turn read it again.
+    locked.next_context_version(max_tokens=min(asked, max(reported_tokens, floor)))
+    event_record(
+        session=locked,
+        type=EventType.PROMPT_TRUNCATED,
+        payload={
+            "sent_tokens": sent_tokens,
+            "reported_tokens": reported_tokens,
+            "num_ctx": asked,
+            "max_tokens": locked.max_tokens,
+        },
+    )
+    compression_maybe_schedule(session=locked)
+    session.max_tokens = locked.max_tokens
     return locked
 
 

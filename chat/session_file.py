@@ -8,7 +8,9 @@ The shape is the OLLM CLI's ``Session`` (``packages/core/src/services/types.ts``
      toolCalls: [{id, name, args, result: {llmContent, returnDisplay?}, timestamp}],
      metadata: {tokenCount, compressionCount, modeHistory?}}
 
-An export fills every one of those fields. ollm-site adds, where the CLI does not look:
+An export fills every one of those fields, times as the CLI writes them (``2026-01-27T14:02:11.482Z``),
+and gives an imported session's ``sessionId`` and ``provider`` back as the file had them. ollm-site adds,
+where the CLI does not look:
 ``metadata.title``, ``metadata.contextSize`` and ``metadata.systemPrompt`` (what an import needs
 to rebuild the same session) and a tool result's ``data`` (its structured result).
 
@@ -40,6 +42,7 @@ from pydantic_core import PydanticCustomError
 
 from chat.models import MAX_MESSAGE_CHARS, MAX_MODEL_NAME_LENGTH, MAX_SYSTEM_PROMPT_CHARS, MAX_TITLE_LENGTH
 from contextmgr.core.text import UNSTORABLE_CHARS
+from contextmgr.core.times import iso_millis
 
 # Messages and tool calls together.
 MAX_IMPORT_ENTRIES = 5_000
@@ -87,16 +90,12 @@ def _iso_time(value: Any) -> Any:
         raise PydanticCustomError("iso_time", "{text} is out of range", {"text": repr(value)}) from None
 
 
-def _iso_text(moment: datetime) -> str:
-    """UTC with a Z, as the CLI writes it; microseconds kept (a second's fraction only when there is one)."""
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-# Written as text in every kind of dump, so the API's JSON encoder does not round it to milliseconds.
+# Written as text in every kind of dump, in the one format of the app's times (``iso_millis``): what the
+# CLI writes, so a time the file gave comes back exactly as it was written.
 IsoTime = Annotated[
     datetime,
     BeforeValidator(_iso_time),
-    PlainSerializer(_iso_text, return_type=str),
+    PlainSerializer(iso_millis, return_type=str),
     WithJsonSchema({"type": "string", "format": "date-time"}),
 ]
 
@@ -170,7 +169,15 @@ Role = Literal["user", "assistant", "system", "tool"]
 
 class _FileModel(BaseModel):
     # camelCase in the file, snake_case in Python; strict: no "16384" for 16384, no 1 for "1".
-    model_config = ConfigDict(alias_generator=to_camel, validate_by_name=True, serialize_by_alias=True, strict=True)
+    # The OpenAPI document has one schema of the file, built from the export's (serialization) side and
+    # named by the import too: a field with a default must stay optional there, as it is for an import.
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        validate_by_name=True,
+        serialize_by_alias=True,
+        strict=True,
+        json_schema_serialization_defaults_required=False,
+    )
 
 
 class SessionFilePart(_FileModel):

@@ -22,12 +22,28 @@ from django.core.exceptions import ValidationError
 from django.db import connections
 
 from chat.models import Message, Session
-from chat.services import message_create, message_edit, message_leave_context, messages_supersede
+from chat.selectors import model_availability
+from chat.services import (
+    message_create,
+    message_edit,
+    message_leave_context,
+    messages_supersede,
+    session_prompt_truncated,
+)
 from contextmgr.core.budget import REPLY_MIN_TOKENS, prompt_room
 from contextmgr.core.config import reply_max_tokens
 from contextmgr.core.tokens import TokenCount, TokenCounter
 from contextmgr.core.window import WindowBlock, chat_messages
-from contextmgr.llm import ChatMessage, ChatResult, ContextOverflow, Gateway, LLMError, LLMTimeout, get_gateway
+from contextmgr.llm import (
+    ChatMessage,
+    ChatResult,
+    ContextOverflow,
+    Gateway,
+    LLMError,
+    LLMTimeout,
+    ModelNotFound,
+    get_gateway,
+)
 from contextmgr.resources import TiktokenCounter
 from contextmgr.selectors import ContextReport, session_config, session_context, session_window
 from contextmgr.services.compression import (
@@ -93,6 +109,28 @@ def message_counter(gateway: Gateway, model: str) -> TokenCounter:
     except LLMError:
         # The model is unknown to every backend: the message is still stored, with the estimate.
         return TiktokenCounter()
+
+
+class ModelUnavailable(ModelNotFound):
+    """The session's model is not served here now (an imported file's model, Ollama turned off
+    or down): the message names it and how to switch. ``backend_down``: only because its backend
+    does not answer (it may come back by itself)."""
+
+    def __init__(self, message: str, *, backend_down: bool) -> None:
+        super().__init__(message)
+        self.backend_down = backend_down
+
+
+def _check_model_available(session: Session, gateway: Gateway) -> None:
+    """Refuse the reply when no backend serves the session's model. The served list is the
+    cached one when it has the model; one that does not is asked again before refusing, so a
+    model back a moment ago is not refused. Nothing is refused when no backend answers at all:
+    the backend's own error says what is down."""
+    availability = model_availability(model=session.model, gateway=gateway)
+    if availability.available is False:
+        availability = model_availability(model=session.model, gateway=gateway, refresh=True, with_reason=True)
+    if availability.available is False:
+        raise ModelUnavailable(availability.refusal(session_id=session.pk), backend_down=availability.backend_down)
 
 
 def _does_not_fit(session: Session, tokens: int) -> ContextOverflow:
@@ -284,6 +322,7 @@ async def turn_edit(
 async def _reply(
     session: Session, gateway: Gateway, user_message: Message, on_delta: OnDelta | None, on_wait: OnWait | None
 ) -> TurnOutcome:
+    await sync_to_async(_check_model_available, thread_sensitive=False)(session, gateway)
     await _refuse_if_it_can_never_fit(session, user_message)
     window = await sync_to_async(_window_before_reply)(session)
     messages, prompt = await _prompt_with_room(session, gateway, user_message, window, on_wait)
@@ -325,6 +364,10 @@ async def _reply(
     result = stream.result
     if result is None:
         raise LLMError("the reply ended without its final counts")
+    if result.sent_prompt_tokens is not None:
+        await sync_to_async(session_prompt_truncated)(
+            session=session, sent_tokens=result.sent_prompt_tokens, reported_tokens=result.prompt_tokens
+        )
     count = await _count(counter, text)
     after = await sync_to_async(_after_reply)(session, text, count, result.done_reason)
     return TurnOutcome(

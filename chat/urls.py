@@ -17,6 +17,7 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/history/", views.session_full_history, name="session_full_history"),
     path("sessions/<uuid:session_id>/context/", views.context_window, name="context_window"),
     path("sessions/<uuid:session_id>/meter/", views.context_meter_partial, name="context_meter"),
+    path("sessions/<uuid:session_id>/model/", views.session_model, name="session_model"),
     path("sessions/<uuid:session_id>/settings/", views.session_settings, name="session_settings"),
     path("sessions/<uuid:session_id>/continue/", views.session_continue_view, name="session_continue"),
 ]

@@ -19,6 +19,7 @@ from chat.forms import RenameForm, SessionForm
 from chat.fragments import history_groups
 from chat.selectors import (
     backend_status,
+    model_availability,
     model_names,
     session_for_owner,
     session_for_viewer,
@@ -167,6 +168,7 @@ def chat_page(request: HttpRequest, session_id: UUID) -> HttpResponse:
             ),
             "can_write": session.owner_id == request.user.pk,
             "backend": backend_status(),
+            "model_status": model_availability(model=session.model, with_reason=True),
             "rename_form": RenameForm(initial={"title": session.title}),
             **context_panel(session),
             **goals_context(session),
@@ -252,3 +254,28 @@ def session_continue_view(request: HttpRequest, session_id: UUID) -> HttpRespons
     if request.headers.get("HX-Request"):
         return HttpResponseClientRedirect(reverse("chat:chat", args=[successor.pk]))
     return redirect("chat:chat", session_id=successor.pk)
+
+
+@login_required
+@require_POST
+def session_model(request: HttpRequest, session_id: UUID) -> HttpResponse:
+    """Switch the session's model (``session_update``), from the banner of a session whose model is
+    not available; the page is shown again with the new model."""
+    session = session_for_owner(user=request.user, session_id=session_id)
+    try:
+        session_update(session=session, model=request.POST.get("model", ""))
+    except ValidationError as exc:
+        return render(
+            request,
+            "chat/_model_unavailable.html",
+            {
+                "session": session,
+                "can_write": True,
+                "model_status": model_availability(model=session.model, refresh=True, with_reason=True),
+                "model_error": " ".join(exc.messages),
+            },
+            status=422,
+        )
+    if request.headers.get("HX-Request"):
+        return HttpResponseClientRedirect(reverse("chat:chat", args=[session.pk]))
+    return redirect("chat:chat", session_id=session.pk)

@@ -25,6 +25,8 @@ class EventType(models.TextChoices):
     SNAPSHOT_RESTORED = "snapshot-restored"
     SNAPSHOT_ERROR = "snapshot-error"
     AUTO_SNAPSHOT_CREATED = "auto-snapshot-created"
+    # Not the spec's: the model server evaluated only part of a prompt (Ollama's silent truncation).
+    PROMPT_TRUNCATED = "prompt-truncated"
 
 
 LEVEL_CHOICES = [(level.value, f"{level.value} ({level.label})" if level else "ultra") for level in Level]

@@ -18,6 +18,7 @@ from contextmgr.selectors import (
     artifacts_of_session,
     context_meter,
     decisions_of_session,
+    prompt_truncation_in_force,
     session_config,
     session_context,
     session_goals,
@@ -48,6 +49,7 @@ def context_panel(session: Session) -> dict[str, Any]:
         # Before any compression nothing is compressed to distrust, whatever the model's size.
         "reliability_low": report.compression_count > 0
         and reliability.level in (ReliabilityLevel.LOW, ReliabilityLevel.CRITICAL),
+        "truncation": prompt_truncation_in_force(session=session),
     }
 
 

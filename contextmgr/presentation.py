@@ -71,6 +71,15 @@ def describe_event(event_type: str, payload: Any) -> str:
         size = tokens("tokens_before", "tokens_after")
         line = numbered(what, "number") + (f" aged {'from ' if levels[0] else 'to '}{moved}" if moved else " aged")
         return line + (f": {size}" if size else "") + _kept(data)
+    if event_type == "prompt-truncated":
+        figures = [data.get(key) for key in ("reported_tokens", "sent_tokens", "max_tokens")]
+        if not all(isinstance(value, int) for value in figures):
+            return "The model server cut the prompt: the model did not see the whole context"
+        reported, sent, max_tokens = figures
+        return (
+            f"The model server evaluated {reported:,} of about {sent:,} prompt tokens: the model did not see "
+            f"the whole context; this session's context is now {max_tokens:,} tokens"
+        )
     if event_type in ("compression-skipped", "compression-error", "snapshot-error"):
         return str(data.get("reason", "no reason recorded"))
     if event_type in ("snapshot-created", "auto-snapshot-created"):

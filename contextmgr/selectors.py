@@ -287,6 +287,15 @@ def session_last_event_id(*, session: Session) -> int:
     return ContextEvent.objects.filter(session=session).aggregate(last=Max("id"))["last"] or 0
 
 
+def prompt_truncation_in_force(*, session: Session) -> ContextEvent | None:
+    """The latest ``prompt-truncated`` event while the smaller context it set is still the
+    session's (a change of model or size asks for the full context again)."""
+    event = ContextEvent.objects.filter(session=session, type=EventType.PROMPT_TRUNCATED).order_by("-id").first()
+    if event is None or event.payload.get("max_tokens") != session.max_tokens:
+        return None
+    return event
+
+
 def message_states(*, session: Session) -> dict[str, Any]:
     """Every message's context state, so a snapshot restores without any other snapshot.
 

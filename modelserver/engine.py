@@ -190,8 +190,21 @@ class Engine:
         return len(self.prompt_tokens(self.prompt_for(messages)[0]))
 
     def count_text(self, text: str) -> int:
+        return len(self._text_tokens(text))
+
+    def _text_tokens(self, text: str) -> list[int]:
         llama = self._contexts["interactive"].llama
-        return len(llama.tokenize(text.encode("utf-8", errors="replace"), add_bos=False, special=False))
+        return llama.tokenize(text.encode("utf-8", errors="replace"), add_bos=False, special=False)
+
+    def cut_text(self, text: str, max_tokens: int | None) -> tuple[str, int]:
+        """``text`` cut after ``max_tokens`` of the model's tokens (None or negative: whole), and
+        how many tokens it has: what a reply capped at ``max_tokens`` could hold of it."""
+        tokens = self._text_tokens(text)
+        if max_tokens is None or max_tokens < 0 or len(tokens) <= max_tokens:
+            return text, len(tokens)
+        llama = self._contexts["interactive"].llama
+        # A character split between two tokens is dropped, as a stream cut there would show it.
+        return llama.detokenize(tokens[:max_tokens]).decode("utf-8", errors="ignore"), max_tokens
 
     def generate(
         self,

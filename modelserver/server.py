@@ -25,7 +25,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -57,13 +57,21 @@ class Behaviour:
     # A pause before each streamed chunk: a slow model.
     chunk_delay_seconds: float = 0.0
     fail_status: int | None = None
-    # Every generation answers with this text instead of the model's.
+    # Every generation answers with this text instead of the model's (cut at ``num_predict`` tokens, as the model's).
     canned_reply: str | None = None
     # Generations answer with these texts in turn, the last one from then on (before ``canned_reply``).
     canned_replies: list[str] | None = None
     # Generations wait until ``/_test/release`` (at most ``hold_seconds``) before they start.
     hold: bool = False
     hold_seconds: float = 120.0
+    # Real Ollama's overflow instead of a 413: a prompt that does not fit its context loses its
+    # front, silently, and the reply reports the tokens it evaluated (``ollama_front_cut``).
+    ollama_overflow: bool = False
+    # The context the server allocates, whatever ``num_ctx`` asks (Ollama short of memory).
+    allocated_ctx: int | None = None
+    # The parameter size (Ollama's ``details.parameter_size``, "13B") that /api/show and /api/tags
+    # report for a model name, as an Ollama serving models of several sizes would; others: the model's own.
+    parameter_sizes: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -75,15 +83,47 @@ class Record:
     waiting: int = 0
 
 
+# Ollama's context when a request sends no ``num_ctx``.
+OLLAMA_DEFAULT_NUM_CTX = 2048
+
+
+def ollama_front_cut(messages: list[Message], num_ctx: int, count: Callable[[list[Message]], int]) -> list[Message]:
+    """What real Ollama evaluates of a prompt that does not fit ``num_ctx``: the front is dropped
+    (the system prompt first) until the rest takes at most half the context, as reported of it
+    (``prompt_eval_count`` about ``num_ctx / 2``; ollama/ollama #3839, #8099). Whole messages go
+    first; a last one still too long loses the front of its text."""
+    if count(messages) < num_ctx:
+        return messages
+    keep = num_ctx // 2
+    kept = list(messages)
+    while len(kept) > 1 and count(kept[1:]) >= keep:
+        kept.pop(0)
+    # The first message left straddles the cut: the least of its front that must go.
+    first, rest = kept[0], kept[1:]
+    low, high = 0, len(first.content)
+    while low < high:
+        middle = (low + high) // 2
+        if count([Message(first.role, first.content[middle:]), *rest]) <= keep:
+            high = middle
+        else:
+            low = middle + 1
+    return [Message(first.role, first.content[low:]), *rest]
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
-def _canned(text: str) -> Iterator[str | Result]:
-    words = text.split(" ")
+def _canned(engine: Engine, text: str, messages: list[Message], max_tokens: int) -> Iterator[str | Result]:
+    """A fixed reply as the model would send it: cut after ``max_tokens`` (``num_predict``;
+    negative: no cap) of the model's own tokens, then ended with "length", and with the exact
+    token counts of the prompt and of what was sent."""
+    sent, completion_tokens = engine.cut_text(text, max_tokens)
+    words = sent.split(" ")
     yield from (word + (" " if index < len(words) - 1 else "") for index, word in enumerate(words) if word or index)
-    yield Result(prompt_tokens=1, completion_tokens=len(words), done_reason="stop", prompt_seconds=0.0,
-                 generation_seconds=0.0)  # fmt: skip
+    done_reason = "length" if sent != text else "stop"
+    yield Result(prompt_tokens=engine.count_prompt(messages), completion_tokens=completion_tokens,
+                 done_reason=done_reason, prompt_seconds=0.0, generation_seconds=0.0)  # fmt: skip
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -130,13 +170,14 @@ class ModelServer:
                 return replies.pop(0) if len(replies) > 1 else replies[0]
             return self.behaviour.canned_reply
 
-    def _details(self) -> dict[str, Any]:
+    def _details(self, name: str) -> dict[str, Any]:
+        sizes = self.behaviour.parameter_sizes if self.test_controls else {}
         return {
             "parent_model": "",
             "format": "gguf",
             "family": self.engine.family,
             "families": [self.engine.family],
-            "parameter_size": PARAMETER_SIZE,
+            "parameter_size": sizes.get(name, PARAMETER_SIZE),
             "quantization_level": QUANTIZATION,
         }
 
@@ -147,7 +188,7 @@ class ModelServer:
             "modified_at": _now(),
             "size": 98_362_432,
             "digest": "0" * 64,
-            "details": self._details(),
+            "details": self._details(name),
         }
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
@@ -245,7 +286,7 @@ class ModelServer:
                             "modelfile": "",
                             "parameters": "",
                             "template": "",
-                            "details": server._details(),
+                            "details": server._details(body["model"]),
                             "model_info": {
                                 "general.architecture": server.engine.family,
                                 f"{server.engine.family}.context_length": server.engine.context_length,
@@ -316,7 +357,7 @@ class ModelServer:
                     priority: Priority = (
                         "background" if self.headers.get(PRIORITY_HEADER, "").lower() == "background" else "interactive"
                     )
-                    num_ctx = int(options.get("num_ctx", 2048))
+                    num_ctx = int(options.get("num_ctx", OLLAMA_DEFAULT_NUM_CTX))
                     max_tokens = int(options.get("num_predict", -1))
                     temperature = float(options.get("temperature", 0.8))
                     stop = [str(s) for s in options.get("stop") or ()]
@@ -331,10 +372,19 @@ class ModelServer:
                     server.record.waiting += 1
                     server._released.wait(server.behaviour.hold_seconds)
                     server.record.waiting -= 1
+                if server.test_controls and server.behaviour.ollama_overflow:
+                    num_ctx = min(num_ctx, server.behaviour.allocated_ctx or num_ctx)
+                    messages = ollama_front_cut(messages, num_ctx, server.engine.count_prompt)
                 cancel = threading.Event()
                 canned = server.next_canned() if server.test_controls else None
                 if canned is not None:
-                    self._send(_canned(canned), cancel, body["model"], chat=chat, stream=stream)
+                    self._send(
+                        _canned(server.engine, canned, messages, max_tokens),
+                        cancel,
+                        body["model"],
+                        chat=chat,
+                        stream=stream,
+                    )
                     return
                 parts = server.engine.generate(
                     messages,

@@ -33,6 +33,7 @@ ORDER = [
     "test_reliability_tracking",
     "test_configuration",
     "test_events",
+    "test_best_practices",
     "test_troubleshooting",
 ]
 

@@ -24,12 +24,14 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client, override_settings
 
 from chat.models import Message, Session
-from chat.services import message_create, session_create
+from chat.selectors import model_facts
+from chat.services import message_create, session_create, session_start
+from contextmgr.core.aging import MIN_TARGET_TOKENS, Level
 from contextmgr.core.window import chat_messages
 from contextmgr.models import Checkpoint, ContextEvent
-from contextmgr.selectors import session_budget, session_state, session_window
-from contextmgr.services.compression import CompressionOutcome
-from tests.support.model_server import SERVED_MODEL, Hold, ModelServerProcess
+from contextmgr.selectors import active_checkpoints, session_budget, session_state, session_window
+from contextmgr.services.compression import CompressionOutcome, compression_run, session_effective_limits
+from tests.support.model_server import SERVED_MODEL, UNTAGGED_MODEL, Hold, ModelServerProcess
 from tests.support.timing import scaled
 from tests.system.support import (
     PYTHON,
@@ -95,6 +97,20 @@ def small_session(
         )
 
 
+def session_on_model_of_size(
+    owner: Any, size: str, gateway: Any, model_server: ModelServerProcess, **start: Any
+) -> Session:
+    """A session (squeezed as ``small_session``'s) on a model the Ollama stand-in reports as ``size``
+    ("13B"; "": no size), started as every door starts one: the backend is asked about the model
+    and its answer stored. ``start``: more of ``session_start``'s arguments (``goal``, ``settings``)."""
+    model_server.behaviour.parameter_sizes = {UNTAGGED_MODEL: size}
+    facts = model_facts(model=UNTAGGED_MODEL, gateway=gateway)
+    with override_settings(OLLM_MODEL_CONTEXT_OVERRIDES={UNTAGGED_MODEL: {TIER3: 1500}}):
+        return session_start(
+            owner=owner, model=UNTAGGED_MODEL, context_size=TIER3, facts=facts, **{"settings": BRIEF, **start}
+        )
+
+
 def converse(
     session: Session,
     turns: int,
@@ -126,6 +142,110 @@ def until_due(session: Session, *, start: int = 0) -> int:
         index += 1
         assert index < start + 200, "the session never reached its trigger"
     return index
+
+
+# Plain, varied prose (no phrase of six words twice, no facts) to cut summaries of a given size from:
+# a canned summary made of it is never taken for a loop (contextmgr/core/repetition.py).
+PROSE = (
+    "The team reviewed the onboarding flow and agreed that new users should see a short welcome screen before "
+    "anything else. Designers sketched three variants of the screen, each with a different tone, and the writers "
+    "drafted friendly copy for every one of them. Engineers estimated the work for the form, the validation rules "
+    "and the email confirmation, then split it into small pieces that fit into a single afternoon. Testers "
+    "described how a careless visitor might skip a field, paste odd characters or close the tab halfway, and what "
+    "the page should say in each case. Product managers weighed the cost of a richer tutorial against the risk of "
+    "overwhelming people on their first visit. Support staff shared the questions customers ask most often, which "
+    "shaped the order of the hints shown beside each input. Security reviewers asked for rate limiting on the "
+    "signup endpoint and for clear messages that never reveal whether an address already exists. Accessibility "
+    "experts checked contrast, focus order and labels so that screen readers announce every control properly. "
+    "Marketing requested a gentle prompt inviting people to subscribe to the newsletter without making it "
+    "mandatory. Analysts proposed measuring how long each step takes and where visitors abandon the process, so "
+    "later changes can be judged by evidence. Operations wanted alerts when confirmation emails bounce or arrive "
+    "late, since delays frustrate everyone waiting to log in. Legal counsel reminded everybody that consent must "
+    "be explicit and that the privacy notice has to be easy to find. Finally the group scheduled a demonstration "
+    "for stakeholders, collected open questions in a shared document and promised to revisit the plan after the "
+    "first week of real traffic."
+)
+
+
+def prose_of(tokens: int, count: Callable[[list[str]], list[int]], *, label: str, offset: int = 0) -> str:
+    """The longest text ``label: <words of PROSE from word offset on>`` of at most ``tokens`` tokens
+    as ``count`` (the model's tokenizer, many texts at once) counts them."""
+    words = PROSE.split()[offset:]
+    candidates = [f"{label}: " + " ".join(words[:n]) for n in range(1, len(words) + 1)]
+    fitting = [text for text, n in zip(candidates, count(candidates), strict=True) if n <= tokens]
+    assert fitting, f"no text of {tokens} tokens or fewer starts with {label!r}"
+    return fitting[-1]
+
+
+# The spec's aging ("Compress to 60%", "Compress to 50%", "Compress to 40%"): the share of its
+# current size a checkpoint aging to level 2, 1 or ultra (0) is compressed to, capped by the share
+# of the summary size each level keeps ("~1200 tokens", "~600", "~300", "~150": the summary size, then
+# 60%, 30% and 12% of it), and never below the core's floor.
+AGING_RATIO = {Level.OLD: 0.6, Level.ANCIENT: 0.5, Level.ULTRA: 0.4}
+LEVEL_SHARE = {Level.OLD: 0.6, Level.ANCIENT: 0.3, Level.ULTRA: 0.12}
+# A summary the model writes in ``compress_with_model_summaries`` takes this share of its target, so
+# that the cap (num_predict) never cuts it and the product accepts it as written.
+SUMMARY_SHARE = 0.7
+
+
+def spec_aging_target(to_level: int, tokens_before: int, summary_max_tokens: int) -> float:
+    """The size the spec's aging gives a checkpoint of ``tokens_before`` tokens aging to ``to_level``."""
+    level = Level(to_level)
+    return max(MIN_TARGET_TOKENS, min(LEVEL_SHARE[level] * summary_max_tokens, AGING_RATIO[level] * tokens_before))
+
+
+@dataclass(frozen=True)
+class ModelSummaries:
+    """What the model wrote in one compression: the new checkpoint's summary and, by checkpoint
+    id, each aged checkpoint's (a merge's under the oldest of the merged checkpoints, which carries
+    it); ``after_event``: the id of the session's last event before the compression."""
+
+    new: str
+    aged: dict[int, str]
+    after_event: int
+
+
+def compress_with_model_summaries(
+    session: Session, gateway: Any, model_server: ModelServerProcess, count: Callable[[list[str]], list[int]]
+) -> ModelSummaries:
+    """Compress the (due) session once, the model writing every summary: the new checkpoint's, each
+    aging checkpoint's and the merge into the ultra checkpoint, in the order the compression asks
+    for them, each well within the size the spec's aging allows (``spec_aging_target``; ``count``:
+    the model's tokenizer). Fails unless the compression asked for exactly those."""
+    session.refresh_from_db()
+    summary_max = session_effective_limits(session).summary_max_tokens
+    number = session.compression_count + 1
+    active = list(active_checkpoints(session=session))
+    aging = [cp for cp in active if cp.level in (Level.RECENT, Level.OLD)]
+    assert len(aging) < session.profile.tier.max_checkpoints, "a merge of the tier's overflow is not planned here"
+    ancient = [cp for cp in active if cp.level == Level.ANCIENT]
+    merging = [cp for cp in active if cp.level in (Level.ANCIENT, Level.ULTRA)] if ancient else []
+
+    def text(tokens: float, label: str, offset: int) -> str:
+        return prose_of(int(tokens * SUMMARY_SHARE), count, label=label, offset=offset % 120)
+
+    new = text(summary_max, f"Recap {number}", number * 17)
+    aged = {
+        cp.id: text(
+            spec_aging_target(cp.level - 1, cp.current_tokens, summary_max),
+            f"Checkpoint {cp.number} at level {cp.level - 1}",
+            number * 17 + cp.number * 5,
+        )
+        for cp in aging
+    }
+    if merging:
+        tokens_before = sum(cp.current_tokens for cp in merging)
+        aged[merging[0].id] = text(
+            spec_aging_target(Level.ULTRA, tokens_before, summary_max), "Ultra recap", number * 17 + 3
+        )
+    after_event = ContextEvent.objects.filter(session=session).order_by("-id").values_list("id", flat=True).first()
+    model_server.behaviour.requests.clear()
+    model_server.behaviour.canned_replies = [new, *aged.values()]
+    outcome = compression_run(session_id=session.pk, gateway=gateway)
+    assert outcome.status == "compressed", outcome
+    asked = [r for r in model_server.behaviour.requests if r["path"] == "/api/chat"]
+    assert len(asked) == 1 + len(aged), f"{len(asked)} summaries asked for, {1 + len(aged)} planned"
+    return ModelSummaries(new=new, aged=aged, after_event=after_event or 0)
 
 
 def event_types(session: Session) -> list[str]:

@@ -6,7 +6,7 @@ compressed to the spec's share of its current size: to 60% into level 2 (old),
 to 50% into level 1 (ancient), to 40% into the ultra checkpoint, never above the
 level's own target (60%, 30% and 12% of ``summary_max_tokens``: 1,024 -> 614 ->
 307 -> 122 by default, the spec's ~600/~300/~150). All ultra checkpoints merge
-into one. A tier keeps at most ``max_checkpoints`` non-ultra checkpoints; beyond
+into one, at 40% of what merges. A tier keeps at most ``max_checkpoints`` non-ultra checkpoints; beyond
 that the oldest merge into the ultra checkpoint too. A tier that keeps none
 rolls the context over instead.
 """
@@ -117,9 +117,12 @@ def plan_aging(checkpoints: Sequence[CheckpointInfo], *, summary_max_tokens: int
 
     merge = None
     if newly_ultra:
+        merged = [info for info in checkpoints if info.id in to_merge_ids]
+        # "Checkpoint 1 -> Ultra-compress: compress to 40%", of all that merges.
+        share = int(sum(info.tokens for info in merged) * STEP_SHARE[Level.ULTRA])
         merge = MergeStep(
-            checkpoint_ids=tuple(info.id for info in checkpoints if info.id in to_merge_ids),
-            target_tokens=level_target(Level.ULTRA, summary_max_tokens),
+            checkpoint_ids=tuple(info.id for info in merged),
+            target_tokens=max(MIN_TARGET_TOKENS, min(level_target(Level.ULTRA, summary_max_tokens), share)),
         )
     kept_steps = tuple(step for step in steps if step.checkpoint_id not in to_merge_ids)
     return AgingPlan(steps=kept_steps, merge=merge, rollover=False)

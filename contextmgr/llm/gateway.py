@@ -3,12 +3,14 @@
 ``OLLM_LLM_BACKEND`` is ``auto`` (Ollama when it answers, else the embedded
 model), ``ollama`` or ``embedded``. The choice and its reason are kept for the
 UI and logs. Token estimates for Ollama models are calibrated from the exact
-``prompt_eval_count`` each reply reports.
+``prompt_eval_count`` each reply reports, unless that count falls well below what
+was sent: then Ollama cut the prompt, and the result says so (``sent_prompt_tokens``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 from collections.abc import AsyncGenerator, Sequence
@@ -18,7 +20,7 @@ from typing import Literal
 
 from django.conf import settings
 
-from contextmgr.core.tokens import TokenCalibration, TokenCount, TokenCounter
+from contextmgr.core.tokens import TokenCalibration, TokenCount, TokenCounter, prompt_truncated
 from contextmgr.llm.embedded import MODEL_NAME as EMBEDDED_MODEL
 from contextmgr.llm.embedded import EmbeddedBackend
 from contextmgr.llm.ollama_backend import OllamaBackend
@@ -182,7 +184,19 @@ class Gateway:
         result: ChatResult | None = stream.result
         if result is not None:
             estimate = sum(TiktokenCounter().count(m.content).tokens for m in messages)
-            self.calibration.observe(model, exact=result.prompt_tokens, estimated=estimate)
+            sent = self.calibration.estimate(model, estimate)
+            if prompt_truncated(sent=sent, reported=result.prompt_tokens):
+                # Ollama dropped the front of the prompt: its count is of what was left, no
+                # measure of this model's tokens, so it must not teach the calibration.
+                logger.warning(
+                    "%s evaluated %d prompt tokens of about %d sent: the server cut the prompt",
+                    model,
+                    result.prompt_tokens,
+                    sent,
+                )
+                result = dataclasses.replace(result, sent_prompt_tokens=sent)
+            else:
+                self.calibration.observe(model, exact=result.prompt_tokens, estimated=estimate)
             yield result
 
     async def complete(
@@ -222,6 +236,22 @@ class Gateway:
                 # An "embedded/" name is always served by the embedded backend, whoever else lists it.
                 models += [m for m in await self.ollama.list_models() if not _is_embedded(m.name)]
         return models
+
+    async def unavailable_reason(self, model: str) -> tuple[str, bool]:
+        """Why ``model`` is not served now, in words a user can act on, and whether it is only
+        because its backend does not answer (it may come back by itself)."""
+        try:
+            backend = self.backend_for(model)
+        except ModelNotFound as exc:
+            return str(exc), False
+        if isinstance(backend, EmbeddedBackend):
+            if not await backend.health():
+                return backend.unreachable(), True
+            return f"the embedded backend has only {EMBEDDED_MODEL}", False
+        assert self.ollama is not None
+        if not await self.ollama.health():
+            return f"Ollama is not reachable at {self.ollama.host}", True
+        return f"Ollama at {self.ollama.host} does not have it (`ollama pull {model}` fetches it)", False
 
     async def model_info(self, model: str) -> ModelInfo:
         return await self.backend_for(model).model_info(model)

@@ -24,6 +24,13 @@ class ChatResult:
     generation_seconds: float
     backend: str
     model: str
+    # Set when the server reported well fewer prompt tokens than the gateway's count of what it
+    # sent (``core.tokens.prompt_truncated``): it evaluated only part of the prompt.
+    sent_prompt_tokens: int | None = None
+
+    @property
+    def prompt_truncated(self) -> bool:
+        return self.sent_prompt_tokens is not None
 
     @property
     def tokens_per_second(self) -> float:

@@ -58,6 +58,8 @@ class AgedSummary:
     to_level: Level
     summary: str
     how: str = "summarize"
+    # The size the aging plan asked for (reported in the event; None: not planned, e.g. a restore).
+    target_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class MergedSummary:
     checkpoint_ids: tuple[int, ...]
     summary: str
     how: str = "summarize"
+    target_tokens: int | None = None
 
 
 @dataclass
@@ -161,7 +164,20 @@ def _count(checkpoint: Checkpoint, counter: TokenCounter) -> int:
     return counter.count(render_checkpoint(checkpoint_view(checkpoint))).tokens
 
 
-def _age(checkpoint: Checkpoint, *, to_level: Level, summary: str, how: str, counter: TokenCounter) -> _Revised:
+def _planned(target_tokens: int | None) -> dict[str, int]:
+    """The aging plan's target for an event, when there was one."""
+    return {} if target_tokens is None else {"target_tokens": target_tokens}
+
+
+def _age(
+    checkpoint: Checkpoint,
+    *,
+    to_level: Level,
+    summary: str,
+    how: str,
+    counter: TokenCounter,
+    target_tokens: int | None = None,
+) -> _Revised:
     """A new summary at ``to_level``; the ledger and structured fields stay as they are."""
     before = {"level": checkpoint.level, "tokens": checkpoint.current_tokens}
     checkpoint.level = to_level
@@ -182,12 +198,19 @@ def _age(checkpoint: Checkpoint, *, to_level: Level, summary: str, how: str, cou
             "tokens_before": before["tokens"],
             "tokens_after": tokens,
             "how": how,
+            **_planned(target_tokens),
         },
     )
 
 
 def _merge(
-    session: Session, checkpoints: list[Checkpoint], *, summary: str, how: str, counter: TokenCounter
+    session: Session,
+    checkpoints: list[Checkpoint],
+    *,
+    summary: str,
+    how: str,
+    counter: TokenCounter,
+    target_tokens: int | None = None,
 ) -> _Revised:
     """The oldest checkpoint carries the merged text and the joined ledgers; the others point at
     it and leave the context."""
@@ -230,6 +253,7 @@ def _merge(
             "tokens_after": tokens,
             "ledger_dropped": len(ledger.dropped),
             "how": how,
+            **_planned(target_tokens),
         },
     )
 
@@ -299,6 +323,7 @@ def compression_commit(
             to_level=result.to_level,
             summary=result.summary,
             how=result.how,
+            target_tokens=result.target_tokens,
             counter=counter,
         )
         for result in aged
@@ -310,6 +335,7 @@ def compression_commit(
                 [current[cp_id] for cp_id in merged.checkpoint_ids],
                 summary=merged.summary,
                 how=merged.how,
+                target_tokens=merged.target_tokens,
                 counter=counter,
             )
         )

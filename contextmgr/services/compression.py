@@ -55,7 +55,7 @@ from contextmgr.core.text import plural
 from contextmgr.core.tokens import TokenCounter
 from contextmgr.core.truncate import shorten_extractive
 from contextmgr.core.window import CheckpointView, render_checkpoint
-from contextmgr.llm import ChatMessage, Gateway, get_gateway
+from contextmgr.llm import ChatMessage, Gateway, LLMError, get_gateway
 from contextmgr.models import ContextEvent, EventType, Snapshot
 from contextmgr.resources import count_text_tokens
 from contextmgr.selectors import (
@@ -243,6 +243,13 @@ class _Summarizer:
             repeat_penalty=repeat_penalty,
         )
         _reconnect_if_broken()  # the call may have outlasted the database connection
+        result = completion.result
+        if result.sent_prompt_tokens is not None:
+            # A summary of what the server kept of its source would pass for a summary of all of it.
+            raise LLMError(
+                f"the model server evaluated only {result.prompt_tokens:,} of the about {result.sent_prompt_tokens:,} "
+                f"tokens of the summary request: it allocated a smaller context than the {self.num_ctx:,} asked"
+            )
         return completion.text.strip()
 
     # A summary that repeats itself is asked for once more with this repeat penalty (Ollama's option,
@@ -431,7 +438,7 @@ def _compress(
             step.target_tokens,
             strategy=config.compression.strategy,
         )
-        aged.append(AgedSummary(step.checkpoint_id, step.to_level, shorter.text, shorter.how))
+        aged.append(AgedSummary(step.checkpoint_id, step.to_level, shorter.text, shorter.how, step.target_tokens))
     merged = None
     if plan.merge is not None:
         parts = [by_id[i].summary for i in plan.merge.checkpoint_ids]
@@ -442,7 +449,7 @@ def _compress(
             plan.merge.target_tokens,
             strategy=config.compression.strategy,
         )
-        merged = MergedSummary(plan.merge.checkpoint_ids, joined.text, joined.how)
+        merged = MergedSummary(plan.merge.checkpoint_ids, joined.text, joined.how, plan.merge.target_tokens)
 
     with transaction.atomic():  # the goal updates stand or fall with the compression
         goal_updates = goal_apply_summary(session=session, output=output)

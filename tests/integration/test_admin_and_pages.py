@@ -180,7 +180,7 @@ def test_events_say_what_happened_in_the_timeline_words_escaped(client, admin, d
     assert "<b>model</b>" not in changelist
     aged = demo.events.filter(type="checkpoint-aged").first()
     detail = client.get(reverse("admin:contextmgr_contextevent_change", args=[aged.pk])).content.decode()
-    line = "Checkpoint #1 aged from level 3 (recent) → level 2 (old): 404 → 250 tokens; 100% of its facts in the prompt"
+    line = "Checkpoint #1 aged from level 3 (recent) → level 2 (old): 404 → 291 tokens; 100% of its facts in the prompt"
     assert line in detail
     session_page = client.get(reverse("admin:chat_session_change", args=[demo.id])).content.decode()
     first = demo.snapshots.order_by("created_at", "id")[0]  # its id depends on the database's sequence

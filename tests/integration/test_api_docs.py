@@ -65,3 +65,32 @@ def test_the_docs_page_links_back_to_the_app_under_the_strict_policy(client, use
     assert re.findall(r'<link rel="icon" href="([^"]+)"', html) == ["/static/favicon.svg"]
     assert "script-src 'self';" in response["Content-Security-Policy"]
     assert not re.search(r"\son[a-z]+=", html)
+
+
+@pytest.mark.parametrize("path", ["/api/openapi.json", "/api/docs"])
+def test_the_api_map_answers_a_bearer_token_and_nobody_else(client, api_token, path):
+    """A script that uses the API with its token may read the API's map; no token, a browser goes to the login
+    page; a wrong or revoked token gets 401, as on any other endpoint."""
+    with_token = client.get(path, headers={"Authorization": f"Bearer {api_token}"})
+    assert with_token.status_code == 200
+    if path.endswith(".json"):
+        assert "/api/sessions/import" in with_token.json()["paths"]
+    else:
+        assert 'id="swagger-settings"' in with_token.content.decode()
+    anonymous = client.get(path)
+    assert anonymous.status_code == 302
+    assert anonymous["Location"].startswith(reverse("login") + "?next=")
+    for header in (f"Bearer {api_token}x", "Bearer ", f"Basic {api_token}"):
+        wrong = client.get(path, headers={"Authorization": header})
+        assert wrong.status_code == 401, header
+        assert wrong.json() == {"detail": "Unauthorized"}
+
+
+def test_a_revoked_token_no_longer_reads_the_api_map(client, user):
+    from accounts.services import api_token_create, api_token_revoke
+
+    token, raw = api_token_create(user=user, name="script")
+    headers = {"Authorization": f"Bearer {raw}"}
+    assert client.get("/api/openapi.json", headers=headers).status_code == 200
+    api_token_revoke(token=token)
+    assert client.get("/api/openapi.json", headers=headers).status_code == 401

@@ -9,7 +9,9 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
+from uuid import uuid4
 
+import jsonschema_rs
 import pytest
 import redis
 from django.conf import settings as django_settings
@@ -21,6 +23,7 @@ from hypothesis import strategies as st
 
 from chat.imports import MAX_IMPORT_BYTES, import_throttle, session_import
 from chat.models import Message, Session
+from chat.selectors import session_for_file
 from chat.services import message_create, session_create
 from chat.session_file import MAX_IMPORT_DEPTH, MAX_IMPORT_ENTRIES, SessionFile
 from contextmgr.llm.embedded import MODEL_NAME, TOKENIZE_BATCH
@@ -56,11 +59,18 @@ def _history(session):
     return reply
 
 
+def _millis(moment):
+    """A stored time as a session file carries it: cut to the millisecond."""
+    return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+
+
 def _without_id(data):
     return {key: value for key, value in data.items() if key != "sessionId"}
 
 
 def test_export_import_export_is_identical_apart_from_the_id(api, user):
+    """Imported by its owner as a copy (its own export's sessionId is the session's already): a new session under
+    its own id."""
     session = session_create(
         owner=user, model="llama3.2:3b", context_size=8192, title="Files", system_prompt="Be exact."
     )
@@ -74,7 +84,7 @@ def test_export_import_export_is_identical_apart_from_the_id(api, user):
     ]
     # The export is the schema's own output: read back and written again, nothing changes.
     assert SessionFile.model_validate(exported).to_json() == exported
-    imported = api.post("/api/sessions/import", exported, content_type=JSON)
+    imported = api.post("/api/sessions/import?on_existing=copy", exported, content_type=JSON)
     assert imported.status_code == 201
     new = Session.objects.get(pk=imported.json()["id"])
     assert new.id != session.id
@@ -84,11 +94,14 @@ def test_export_import_export_is_identical_apart_from_the_id(api, user):
     assert _without_id(again) == _without_id(exported)
     # The tool results sit between the messages again, as they were, with their times.
     fields = ("role", "content", "created_at", "tool_call_id", "tool_name", "tool_args", "tool_result")
-    assert list(new.messages.values_list(*fields)) == list(session.messages.values_list(*fields))
+    # Times as the file has them: to the millisecond.
+    assert list(new.messages.values_list(*fields)) == [
+        (*values[:2], _millis(values[2]), *values[3:]) for values in session.messages.values_list(*fields)
+    ]
     assert list(new.messages.values_list("role", flat=True)) == ["user", "assistant", "tool", "tool", "assistant"]
     assert new.messages.get(tool_call_id="call_2").tool_result == {"rows": 2}
     assert new.model == session.model
-    assert (new.created_at, new.last_activity) == (session.created_at, session.last_activity)
+    assert (new.created_at, new.last_activity) == (_millis(session.created_at), _millis(session.last_activity))
 
 
 def test_import_as_a_multipart_file_with_overrides(api, user):
@@ -96,7 +109,9 @@ def test_import_as_a_multipart_file_with_overrides(api, user):
     _history(session)
     data = api.get(f"/api/sessions/{session.id}/export").content
     upload = SimpleUploadedFile("session.json", data, content_type=JSON)
-    response = api.post("/api/sessions/import?context_size=16384&title=From%20a%20file", {"file": upload})
+    response = api.post(
+        "/api/sessions/import?context_size=16384&title=From%20a%20file&on_existing=copy", {"file": upload}
+    )
     assert response.status_code == 201
     body = response.json()
     assert (body["title"], body["context_size"], body["max_tokens"]) == ("From a file", 16384, 13600)
@@ -109,7 +124,7 @@ def test_an_imported_compressed_session_starts_uncompressed(api, user):
     compression_commit(session=session, message_ids=[reply.id], draft=CheckpointDraft(summary="Read it."))
     exported = api.get(f"/api/sessions/{session.id}/export").json()
     assert exported["metadata"]["compressionCount"] == 1
-    body = api.post("/api/sessions/import", exported, content_type=JSON).json()
+    body = api.post("/api/sessions/import?on_existing=copy", exported, content_type=JSON).json()
     again = api.get(f"/api/sessions/{body['id']}/export").json()
     assert again["messages"] == exported["messages"]
     assert again["toolCalls"] == exported["toolCalls"]
@@ -155,8 +170,9 @@ def test_an_import_over_the_trigger_waits_for_its_first_turn_to_compress(api, mo
 
 
 def _valid_file(**changes):
+    """A good file; each has a sessionId of its own (a second import of one is refused)."""
     data = {
-        "sessionId": "s",
+        "sessionId": str(uuid4()),
         "startTime": "2026-01-26T10:00:00Z",
         "lastActivity": "2026-01-26T11:30:00Z",
         "model": "llama3.2:3b",
@@ -355,7 +371,8 @@ def test_a_context_size_override_must_be_a_positive_whole_number(api, value):
 def test_a_context_size_override_replaces_the_files(api):
     data = _valid_file(metadata={"contextSize": 8192})
     assert api.post("/api/sessions/import", data, content_type=JSON).json()["context_size"] == 8192
-    assert api.post("/api/sessions/import?context_size=4096", data, content_type=JSON).json()["context_size"] == 4096
+    other = _valid_file(metadata={"contextSize": 8192})
+    assert api.post("/api/sessions/import?context_size=4096", other, content_type=JSON).json()["context_size"] == 4096
 
 
 def test_imports_are_limited_per_user_and_minute(api, bob_api, settings, monkeypatch):
@@ -541,7 +558,7 @@ def test_a_tool_result_the_cli_kept_among_the_messages_is_a_tool_result(api):
     again = api.get(f"/api/sessions/{body['id']}/export").json()
     assert [m["role"] for m in again["messages"]] == ["user"]
     assert again["toolCalls"] == [
-        {"id": "", "name": "", "args": {}, "result": {"llmContent": "42 rows"}, "timestamp": "2026-01-26T10:00:01Z"}
+        {"id": "", "name": "", "args": {}, "result": {"llmContent": "42 rows"}, "timestamp": "2026-01-26T10:00:01.000Z"}
     ]
 
 
@@ -636,7 +653,278 @@ def test_any_session_survives_the_round_trip(api, user, history, title, system_p
         else:
             message_create(session=session, role=entry[0], content=entry[1])
     exported = api.get(f"/api/sessions/{session.id}/export").json()
-    imported = api.post("/api/sessions/import", exported, content_type=JSON)
+    imported = api.post("/api/sessions/import?on_existing=copy", exported, content_type=JSON)
     assert imported.status_code == 201, imported.content
     again = api.get(f"/api/sessions/{imported.json()['id']}/export").json()
     assert _without_id(again) == _without_id(exported)
+
+
+# Interop with the real OLLM CLI (issue 19): its sessionId and provider kept, times as it wrote them, a second
+# import recognised, and an OpenAPI document that accepts its files.
+
+MILLIS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+
+
+def _cli_file():
+    return json.loads(CLI_FILE.read_text(encoding="utf-8"))
+
+
+def _say(role, text, timestamp):
+    return {"role": role, "parts": [{"type": "text", "text": text}], "timestamp": timestamp}
+
+
+def test_a_cli_file_comes_back_with_its_session_id_provider_and_times_as_written(api):
+    recorded = _cli_file()
+    response = api.post("/api/sessions/import", recorded, content_type=JSON)
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert (body["source_session_id"], body["source_provider"]) == ("5b0c7d2e-8f3a-4c61-9e27-1d4b6a9f0c83", "local")
+    assert api.get(f"/api/sessions/{body['id']}").json()["source_session_id"] == recorded["sessionId"]
+    exported = api.get(f"/api/sessions/{body['id']}/export").json()
+    # Everything the CLI wrote, as it wrote it (the assistant's two parts are one text now, and returnDisplay
+    # and modeHistory are the CLI's own).
+    for name in ("sessionId", "provider", "startTime", "lastActivity", "model"):
+        assert exported[name] == recorded[name], name
+    assert [(m["role"], m["timestamp"]) for m in exported["messages"]] == [
+        (m["role"], m["timestamp"]) for m in recorded["messages"]
+    ]
+    assert [(c["id"], c["name"], c["args"], c["timestamp"]) for c in exported["toolCalls"]] == [
+        (c["id"], c["name"], c["args"], c["timestamp"]) for c in recorded["toolCalls"]
+    ]
+    # The messages API writes the same times in the same format.
+    history = api.get(f"/api/sessions/{body['id']}/messages?include_compressed=true").json()["items"]
+    (call,) = recorded["toolCalls"]
+    stamps = [m["timestamp"] for m in recorded["messages"]]
+    assert [m["created_at"] for m in history] == [stamps[0], call["timestamp"], *stamps[1:]]
+    assert (body["created_at"], body["last_activity"]) == (recorded["startTime"], recorded["lastActivity"])
+
+
+def test_every_time_the_api_writes_is_to_the_millisecond_with_a_z(api, user):
+    """Whole seconds included ("…:01.000Z", not "…:01Z"), and times finer than a millisecond cut to it."""
+    data = _valid_file(
+        startTime="2026-01-26T10:00:00Z",
+        lastActivity="2026-01-26T12:00:01.123456+02:00",
+        messages=[_say("user", "hi", "2026-01-26T10:00:00Z"), _say("assistant", "hello", "2026-01-26T10:00:01.5Z")],
+    )
+    body = api.post("/api/sessions/import", data, content_type=JSON).json()
+    assert (body["created_at"], body["last_activity"]) == ("2026-01-26T10:00:00.000Z", "2026-01-26T10:00:01.123Z")
+    history = api.get(f"/api/sessions/{body['id']}/messages").json()["items"]
+    assert [m["created_at"] for m in history] == ["2026-01-26T10:00:00.000Z", "2026-01-26T10:00:01.500Z"]
+    exported = api.get(f"/api/sessions/{body['id']}/export").json()
+    assert [m["timestamp"] for m in exported["messages"]] == ["2026-01-26T10:00:00.000Z", "2026-01-26T10:00:01.500Z"]
+    assert (exported["startTime"], exported["lastActivity"]) == ("2026-01-26T10:00:00.000Z", "2026-01-26T10:00:01.123Z")
+    # A session started here, whose times have microseconds.
+    session = session_create(owner=user, model="llama3.2:3b", context_size=8192)
+    _history(session)
+    here = api.get(f"/api/sessions/{session.id}").json()
+    texts = [here["created_at"], here["last_activity"]]
+    texts += [m["created_at"] for m in api.get(f"/api/sessions/{session.id}/messages").json()["items"]]
+    exported = api.get(f"/api/sessions/{session.id}/export").json()
+    texts += [exported["startTime"], exported["lastActivity"]]
+    texts += [entry["timestamp"] for entry in exported["messages"] + exported["toolCalls"]]
+    assert len(texts) == 14
+    assert all(MILLIS.match(text) for text in texts), texts
+    first = session.messages.order_by("position")[0]
+    assert exported["messages"][0]["timestamp"] == first.created_at.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def test_a_second_import_of_a_file_is_refused_with_409_naming_the_session(api, bob_api):
+    first = api.post("/api/sessions/import", _cli_file(), content_type=JSON)
+    assert first.status_code == 201
+    session_id = first.json()["id"]
+    upload = SimpleUploadedFile("5b0c7d2e.json", CLI_FILE.read_bytes(), content_type=JSON)
+    for again in (
+        api.post("/api/sessions/import", _cli_file(), content_type=JSON),
+        api.post("/api/sessions/import", {"file": upload}),
+    ):
+        assert again.status_code == 409
+        assert again.json()["session_id"] == session_id
+        detail = again.json()["detail"]
+        assert f"session {session_id}" in detail
+        assert "on_existing=update" in detail
+        assert "on_existing=copy" in detail
+    assert Session.objects.count() == 1
+    assert Message.objects.count() == 5
+    # Another user's sessions are not the caller's: bob's import is a session of his own.
+    theirs = bob_api.post("/api/sessions/import", _cli_file(), content_type=JSON)
+    assert theirs.status_code == 201
+    assert theirs.json()["source_session_id"] == _cli_file()["sessionId"]
+
+
+def test_a_copy_is_a_new_session_under_its_own_id(api):
+    first = api.post("/api/sessions/import", _cli_file(), content_type=JSON).json()
+    copy = api.post("/api/sessions/import?on_existing=copy", _cli_file(), content_type=JSON)
+    assert copy.status_code == 201
+    body = copy.json()
+    assert body["id"] != first["id"]
+    assert (body["source_session_id"], body["source_provider"]) == (None, "local")
+    exported = api.get(f"/api/sessions/{body['id']}/export").json()
+    assert (exported["sessionId"], exported["provider"]) == (body["id"], "local")
+    assert Message.objects.filter(session_id=body["id"]).count() == 5
+    # The file still names the first session, not the copy.
+    again = api.post("/api/sessions/import", _cli_file(), content_type=JSON)
+    assert (again.status_code, again.json()["session_id"]) == (409, first["id"])
+
+
+def test_an_update_adds_what_the_file_has_after_the_session_and_keeps_the_rest(api):
+    """The CLI went on with the conversation: the session gets the new messages and tool call, nothing else."""
+    first = api.post("/api/sessions/import?title=Mine&context_size=8192", _cli_file(), content_type=JSON).json()
+    session = Session.objects.get(pk=first["id"])
+    before = list(session.messages.order_by("position").values_list("id", "content", "created_at"))
+    later = _cli_file()
+    later["messages"] += [
+        _say("user", "And the tools?", "2026-01-27T15:00:00.001Z"),
+        _say("assistant", "Through ./tools/index.js.", "2026-01-27T15:00:09.999Z"),
+    ]
+    later["toolCalls"].append(
+        {
+            "id": "call_2",
+            "name": "grep",
+            "args": {"q": "tools"},
+            "result": {"llmContent": "1 match"},
+            "timestamp": "2026-01-27T15:00:05.000Z",
+        }
+    )
+    later["lastActivity"] = "2026-01-27T15:00:09.999Z"
+    later["metadata"]["title"] = "Not this title"
+    response = api.post("/api/sessions/import?on_existing=update", later, content_type=JSON)
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["id"] == first["id"]
+    assert (body["title"], body["context_size"], body["last_activity"]) == ("Mine", 8192, "2026-01-27T15:00:09.999Z")
+    assert Session.objects.count() == 1
+    history = list(session.messages.order_by("position"))
+    assert [(m.id, m.content, m.created_at) for m in history[:5]] == before
+    assert [(m.role, m.content, m.tool_call_id) for m in history[5:]] == [
+        ("user", "And the tools?", ""),
+        ("tool", "1 match", "call_2"),
+        ("assistant", "Through ./tools/index.js.", ""),
+    ]
+    exported = api.get(f"/api/sessions/{first['id']}/export").json()
+    assert exported["sessionId"] == later["sessionId"]
+    assert [m["timestamp"] for m in exported["messages"]] == [m["timestamp"] for m in later["messages"]]
+    # The same file again adds nothing.
+    same = api.post("/api/sessions/import?on_existing=update", later, content_type=JSON)
+    assert (same.status_code, same.json()["id"]) == (200, first["id"])
+    assert session.messages.count() == 8
+
+
+def test_an_update_never_removes_what_the_session_holds(api, user):
+    """A file the session has gone past adds nothing; one that went another way is a 409 and changes nothing."""
+    first = api.post("/api/sessions/import", _cli_file(), content_type=JSON).json()
+    session = Session.objects.get(pk=first["id"])
+    message_create(session=session, role="user", content="Asked here, not in the CLI")
+    old = api.post("/api/sessions/import?on_existing=update", _cli_file(), content_type=JSON)
+    assert (old.status_code, old.json()["id"]) == (200, first["id"])
+    assert session.messages.count() == 6
+    elsewhere = _cli_file()
+    elsewhere["messages"].append(_say("user", "Asked in the CLI", "2026-01-27T16:00:00.000Z"))
+    refused = api.post("/api/sessions/import?on_existing=update", elsewhere, content_type=JSON)
+    assert refused.status_code == 409
+    assert refused.json()["session_id"] == first["id"]
+    assert "went separate ways at entry 6" in refused.json()["detail"]
+    assert "on_existing=copy" in refused.json()["detail"]
+    assert list(session.messages.order_by("position").values_list("content", flat=True))[-1] == (
+        "Asked here, not in the CLI"
+    )
+    assert session.messages.count() == 6
+    # title and context_size set a new session: an update is told to use PATCH instead.
+    later = _cli_file()
+    later["messages"].append(_say("user", "x", "2026-01-27T16:00:00.000Z"))
+    overridden = api.post("/api/sessions/import?on_existing=update&title=New", later, content_type=JSON)
+    assert overridden.status_code == 422
+    assert f"PATCH /api/sessions/{first['id']}" in overridden.json()["detail"]
+    assert api.post("/api/sessions/import?on_existing=merge", later, content_type=JSON).status_code == 422
+    assert session.messages.count() == 6
+
+
+def test_a_session_started_here_is_recognised_by_its_own_id_and_updated_from_the_cli(api, user):
+    """Exported, continued in the CLI (which keeps the sessionId), imported back: the same session goes on."""
+    session = session_create(owner=user, model="llama3.2:3b", context_size=8192, title="Here")
+    _history(session)
+    exported = api.get(f"/api/sessions/{session.id}/export").json()
+    assert exported["sessionId"] == str(session.id)
+    refused = api.post("/api/sessions/import", exported, content_type=JSON)
+    assert (refused.status_code, refused.json()["session_id"]) == (409, str(session.id))
+    exported["messages"].append(_say("user", "Continued in the CLI", "2099-01-01T00:00:00.000Z"))
+    exported["lastActivity"] = "2099-01-01T00:00:00.000Z"
+    updated = api.post("/api/sessions/import?on_existing=update", exported, content_type=JSON)
+    assert (updated.status_code, updated.json()["id"], updated.json()["source_session_id"]) == (
+        200,
+        str(session.id),
+        None,
+    )
+    assert list(session.messages.order_by("position").values_list("content", flat=True))[-1] == "Continued in the CLI"
+    assert session.messages.count() == 6
+    assert Session.objects.count() == 1
+    assert api.get(f"/api/sessions/{session.id}/export").json()["sessionId"] == str(session.id)
+
+
+def test_two_imports_of_one_file_at_once_make_one_session(api, monkeypatch):
+    """Both looked before either stored: the database keeps one session per file and owner, the other is a 409."""
+    first = api.post("/api/sessions/import", _cli_file(), content_type=JSON).json()
+    real = session_for_file
+    calls = []
+
+    def not_yet(**kwargs):
+        calls.append(kwargs)
+        return None if len(calls) == 1 else real(**kwargs)
+
+    monkeypatch.setattr("chat.imports.session_for_file", not_yet)
+    raced = api.post("/api/sessions/import", _cli_file(), content_type=JSON)
+    assert len(calls) == 2
+    assert (raced.status_code, raced.json()["session_id"]) == (409, first["id"])
+    assert Session.objects.count() == 1
+    assert Message.objects.count() == 5
+
+
+def test_the_chat_page_shows_the_files_session_id(api, owner_client, user):
+    body = api.post("/api/sessions/import", _cli_file(), content_type=JSON).json()
+    page = owner_client.get(f"/sessions/{body['id']}/").content.decode()
+    found = re.search(r'<p class="muted" id="session-file-id">(.*?)</p>', page, re.S)
+    assert found is not None
+    panel = found.group(1)
+    assert (
+        "sessionId <code>5b0c7d2e-8f3a-4c61-9e27-1d4b6a9f0c83</code>, imported (provider <code>local</code>)" in panel
+    )
+    session = session_create(owner=user, model="llama3.2:3b", context_size=8192)
+    own = owner_client.get(f"/sessions/{session.id}/").content.decode()
+    assert f"sessionId <code>{session.id}</code>, its own id" in own
+
+
+def _validator(document, ref):
+    """A JSON Schema 2020-12 validator of ``ref`` inside the OpenAPI 3.1 document, formats checked."""
+    return jsonschema_rs.Draft202012Validator(
+        {"$ref": ref, "components": document["components"]}, validate_formats=True
+    )
+
+
+def test_the_openapi_document_accepts_a_real_cli_file_and_the_apps_export(api, user):
+    """What a client validating against the document sees: the CLI's file is a valid import body (it has no
+    metadata.title, contextSize or systemPrompt), the app's export a valid export answer, and the import's answer
+    a valid session."""
+    document = api.get("/api/openapi.json").json()
+    operation = document["paths"]["/api/sessions/import"]["post"]
+    request = _validator(document, operation["requestBody"]["content"]["application/json"]["schema"]["$ref"])
+    recorded = _cli_file()
+    assert not {"title", "contextSize", "systemPrompt"} & set(recorded["metadata"])
+    assert list(request.iter_errors(recorded)) == []
+    # The schema does check: a file without its model, or with a part of another type, is not valid.
+    assert not request.is_valid({key: value for key, value in recorded.items() if key != "model"})
+    assert not request.is_valid({**recorded, "messages": [{"role": "user", "parts": [{"type": "image"}]}]})
+    # The smallest file an import takes is valid too.
+    assert request.is_valid({"model": "m", "messages": []})
+    imported = api.post("/api/sessions/import", recorded, content_type=JSON)
+    created = _validator(document, operation["responses"]["201"]["content"]["application/json"]["schema"]["$ref"])
+    assert list(created.iter_errors(imported.json())) == []
+    conflict = api.post("/api/sessions/import", recorded, content_type=JSON)
+    refused = _validator(document, operation["responses"]["409"]["content"]["application/json"]["schema"]["$ref"])
+    assert list(refused.iter_errors(conflict.json())) == []
+    export = document["paths"]["/api/sessions/{session_id}/export"]["get"]
+    answer = _validator(document, export["responses"]["200"]["content"]["application/json"]["schema"]["$ref"])
+    session = session_create(owner=user, model="llama3.2:3b", context_size=8192, title="T", system_prompt="S")
+    _history(session)
+    for session_id in (session.id, imported.json()["id"]):
+        exported = api.get(f"/api/sessions/{session_id}/export").json()
+        assert list(answer.iter_errors(exported)) == []
+        assert list(request.iter_errors(exported)) == []

@@ -70,7 +70,12 @@ def test_an_8k_session_ages_a_checkpoint_through_every_level(due_session, gatewa
         levels.append(Checkpoint.objects.get(session=due_session, number=1).level)
         turn = until_due(due_session, start=turn)
     assert levels == [Level.RECENT, Level.OLD, Level.ANCIENT, Level.ULTRA]
-    assert [cp.level for cp in active_checkpoints(session=due_session)] == [Level.ULTRA, Level.ANCIENT, Level.OLD, Level.RECENT]
+    assert [cp.level for cp in active_checkpoints(session=due_session)] == [
+        Level.ULTRA,
+        Level.ANCIENT,
+        Level.OLD,
+        Level.RECENT,
+    ]
 
 
 @pytest.mark.django_db

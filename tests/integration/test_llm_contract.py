@@ -10,7 +10,7 @@ import pytest
 
 from contextmgr.llm.embedded import MODEL_NAME as EMBEDDED_MODEL
 from contextmgr.llm.types import ChatMessage, ChatResult, ModelNotFound
-from tests.support.model_server import SERVED_MODEL
+from tests.support.model_server import SERVED_MODEL, UNTAGGED_MODEL
 from tests.support.timing import wait_until
 
 HELLO = [ChatMessage("system", "You are terse."), ChatMessage("user", "Say hello.")]
@@ -96,3 +96,33 @@ async def test_an_unknown_model_is_reported(backend_and_model):
         await backend.chat(HELLO, model="mistral:7b", num_ctx=2048, max_tokens=8).collect()
     with pytest.raises(ModelNotFound):
         await backend.model_info("mistral:7b")
+
+
+async def test_a_canned_reply_stops_at_the_cap_as_the_model_would(backend_and_model, embedded_backend, fake_ollama):
+    """The stand-in's fixed reply obeys ``num_predict`` as generation does: cut after that many of
+    the model's tokens and ended with "length", with the exact counts of the prompt and the reply."""
+    text = "The handler validates the form, hashes the password and records the login in the audit log."
+    fake_ollama.behaviour.canned_reply = text
+    backend, model = backend_and_model
+    whole_tokens = embedded_backend.count_text_tokens(text)
+    prompt_tokens = embedded_backend.count_prompt_tokens(HELLO)
+
+    capped = await backend.chat(HELLO, model=model, num_ctx=2048, max_tokens=7, temperature=0).collect()
+    assert capped.result.done_reason == "length"
+    assert capped.result.completion_tokens == 7
+    assert embedded_backend.count_text_tokens(capped.text) == 7
+    assert text.startswith(capped.text)
+    assert len(capped.text) < len(text)
+    assert capped.result.prompt_tokens == prompt_tokens
+
+    whole = await backend.chat(HELLO, model=model, num_ctx=2048, max_tokens=whole_tokens, temperature=0).collect()
+    assert (whole.text, whole.result.done_reason) == (text, "stop")
+    assert whole.result.completion_tokens == whole_tokens
+    assert whole.result.prompt_tokens == prompt_tokens
+
+
+async def test_the_stand_in_reports_the_size_a_test_gives_a_model(ollama_backend, fake_ollama):
+    """An Ollama serves models of many sizes: the stand-in reports the size a test gives a name."""
+    fake_ollama.behaviour.parameter_sizes = {UNTAGGED_MODEL: "13B"}
+    assert (await ollama_backend.model_info(UNTAGGED_MODEL)).parameter_size_b == 13.0
+    assert (await ollama_backend.model_info(SERVED_MODEL)).parameter_size_b == pytest.approx(0.135)

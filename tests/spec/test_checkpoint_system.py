@@ -5,13 +5,20 @@ from __future__ import annotations
 import pytest
 
 from chat.models import Message
-from contextmgr.core.aging import CheckpointInfo, Level, level_target, plan_aging
+from contextmgr.core.aging import Level
 from contextmgr.core.prompts import build_aging_prompt, build_merge_prompt
 from contextmgr.models import Checkpoint, ContextEvent
-from contextmgr.resources import count_text_tokens
+from contextmgr.selectors import active_checkpoints
 from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
-from contextmgr.services.compression import compression_run
-from tests.factories import created, event_types, until_due
+from contextmgr.services.compression import compression_run, session_effective_limits
+from tests.factories import (
+    compress_with_model_summaries,
+    created,
+    event_types,
+    small_session,
+    spec_aging_target,
+    until_due,
+)
 
 # Long, and not repetitive (a looping summary is asked for again: tests/integration/test_compression.py).
 LONG_SUMMARY = "A recap of the earlier answers: " + " ".join(
@@ -59,83 +66,95 @@ def test_checkpoint_structure(chat_session):
     assert checkpoint.next_steps == ["Add refresh tokens"]
 
 
-def test_new_checkpoint_target_and_aging_shares():
-    """Spec: "Target: ~1200 tokens", "Compress to 60%" ~600, "Compress to 50%" ~300, "Compress to 40%" ~150.
-
-    Differs, see docs/conformance.md: "Aging sizes" — the new checkpoint's target is ``summary_max_tokens``
-    (1,024 by default): 1,024 -> 614 -> 307 -> 122."""
-    assert [level_target(level, 1024) for level in (Level.RECENT, Level.OLD, Level.ANCIENT, Level.ULTRA)] == [
-        1024,
-        614,
-        307,
-        122,
-    ]
-
-
-def test_existing_checkpoints_age_one_level_per_compression():
-    """Spec: "When a new compression is triggered, existing checkpoints age and compress further:"
-    "Checkpoint 3 → Checkpoint 2", "Checkpoint 2 → Checkpoint 1", "Checkpoint 1 → Ultra-compress"."""
-    existing = [
-        CheckpointInfo(1, Level.ANCIENT, 300),
-        CheckpointInfo(2, Level.OLD, 600),
-        CheckpointInfo(3, Level.RECENT, 1200),
-    ]
-    plan = plan_aging(existing, summary_max_tokens=1200, max_checkpoints=10)
-    moves = {step.checkpoint_id: (step.from_level, step.to_level, step.target_tokens) for step in plan.steps}
-    assert moves[2] == (Level.OLD, Level.ANCIENT, 300), "to 50% of 600"
-    assert moves[3] == (Level.RECENT, Level.OLD, 720), "to 60% of 1,200"
-    assert plan.merge is not None, "checkpoint 1 becomes the ultra checkpoint"
-    assert plan.merge.checkpoint_ids == (1,)
-    assert plan.merge.target_tokens == 144, "the ultra target, 40% of the ancient one (360)"
-    assert not plan.rollover
-
-
-def test_checkpoint_manager_merges_old_checkpoints():
-    """Spec: "Stores and retrieves checkpoints, ages checkpoints over time,
-    merges old checkpoints"."""
-    existing = [
-        CheckpointInfo(1, Level.ULTRA, 150),
-        CheckpointInfo(2, Level.ANCIENT, 300),
-        CheckpointInfo(3, Level.OLD, 600),
-        CheckpointInfo(4, Level.RECENT, 1200),
-    ]
-    plan = plan_aging(existing, summary_max_tokens=1200, max_checkpoints=3)
-    assert plan.merge is not None
-    assert plan.merge.checkpoint_ids == (1, 2), "the ultra checkpoint and the one aging into it merge"
-    # A tier that keeps one checkpoint merges the older one as soon as a new one comes.
-    small = plan_aging([CheckpointInfo(7, Level.RECENT, 1200)], summary_max_tokens=1200, max_checkpoints=1)
-    assert small.merge is not None
-    assert small.merge.checkpoint_ids == (7,)
+def _aged_events(session, after_event: int) -> list[ContextEvent]:
+    return list(ContextEvent.objects.filter(session=session, type="checkpoint-aged", id__gt=after_event).order_by("id"))
 
 
 @pytest.mark.django_db
-def test_checkpoints_age_through_every_level(due_session, gateway, fake_ollama):
-    """Spec: "Coord->>Coord: Create checkpoint", "Coord->>Coord: Age existing checkpoints" and the levels
-    "Recent Checkpoint 3", "Old Checkpoint 2", "Ancient Checkpoint 1", "Ultra Merged"."""
-    fake_ollama.behaviour.canned_reply = LONG_SUMMARY
-    history = []
-    turn = 100
-    for _ in range(4):
-        assert compression_run(session_id=due_session.pk, gateway=gateway).status == "compressed"
-        first = Checkpoint.objects.get(session=due_session, number=1)
-        history.append((first.level, first.current_tokens, count_text_tokens(first.summary), first.compression_count))
-        turn = until_due(due_session, start=turn)
-    levels = [level for level, *_ in history]
-    assert levels == [Level.RECENT, Level.OLD, Level.ANCIENT, Level.ULTRA]
-    tokens = [current for _, current, *_ in history]
-    assert tokens == sorted(tokens, reverse=True), f"each step smaller: {tokens}"
+def test_aged_summaries_are_written_by_the_model_at_every_level(user, gateway, fake_ollama, embedded_backend):
+    """Spec: "When a new compression is triggered, existing checkpoints age and compress further:"
+    "Checkpoint 3 → Checkpoint 2" "Compress to 60%", "Checkpoint 2 → Checkpoint 1" "Compress to 50%",
+    "Checkpoint 1 → Ultra-compress" "Compress to 40%", and "summary: Message; // LLM-generated summary".
+
+    Each step's summary is the model's own text, accepted as written (``how`` "summarize", not an
+    extract), within the target the aging gave it: 60%, 50% and 40% of the checkpoint's size, capped by
+    the level's share of the summary size (``tests.factories.spec_aging_target``)."""
+    session = small_session(user, compression={"summary_max_tokens": 240})
+    summary_max = session_effective_limits(session).summary_max_tokens
+    turn = 0
+    for compression in range(1, 5):
+        turn = until_due(session, start=turn)
+        written = compress_with_model_summaries(session, gateway, fake_ollama, embedded_backend.count_texts_tokens)
+        compressed = ContextEvent.objects.filter(session=session, type="compressed").latest("id").payload
+        assert compressed["how"] == "summarize"
+        new = Checkpoint.objects.get(session=session, number=compression)
+        assert new.summary == written.new, "the new checkpoint's summary is the model's text"
+        events = _aged_events(session, written.after_event)
+        assert sorted(e.payload["checkpoint"] for e in events) == sorted(written.aged), "every older checkpoint aged"
+        for event in events:
+            step = event.payload
+            assert step["how"] == "summarize", f"the model's summary was not accepted: {step}"
+            assert step["from_level"] - step["to_level"] == 1, f"one level per compression: {step}"
+            aged = Checkpoint.objects.get(pk=step["checkpoint"])
+            assert aged.level == step["to_level"]
+            assert aged.summary == written.aged[aged.id], "the stored summary is the model's text"
+            revision = aged.revisions.latest("id")
+            assert (revision.summary, revision.level, revision.tokens) == (
+                written.aged[aged.id],
+                step["to_level"],
+                step["tokens_after"],
+            )
+            expected = spec_aging_target(step["to_level"], step["tokens_before"], summary_max)
+            assert abs(step["target_tokens"] - expected) <= 1, (
+                f"aging to level {step['to_level']}: target {step['target_tokens']} for {step['tokens_before']} "
+                f"tokens, the spec's ratios give {expected:.1f}"
+            )
+            assert embedded_backend.count_text_tokens(aged.summary) <= step["target_tokens"]
+            assert step["tokens_after"] < step["tokens_before"]
+    first = Checkpoint.objects.get(session=session, number=1)
+    revisions = list(first.revisions.order_by("id"))
+    assert [(r.reason, r.level) for r in revisions] == [
+        ("created", Level.RECENT),
+        ("aged", Level.OLD),
+        ("aged", Level.ANCIENT),
+        ("merged", Level.ULTRA),
+    ], "Recent Checkpoint 3, Old Checkpoint 2, Ancient Checkpoint 1, Ultra Merged"
+    tokens = [r.tokens for r in revisions]
+    assert tokens == sorted(tokens, reverse=True)
     assert len(set(tokens)) == 4, f"each step smaller: {tokens}"
-    summary_tokens = [summary for _, _, summary, _ in history]
-    for before, after in zip(tokens, summary_tokens[1:], strict=False):
-        assert after <= before // 2, f"each aging re-summarizes to at most half: {tokens} -> {summary_tokens}"
-    assert [count for *_, count in history] == [1, 2, 3, 4], "compressionCount: how many times compressed"
-    first = Checkpoint.objects.get(session=due_session, number=1)
+    assert first.compression_count == 4, "compressionCount: how many times compressed"
     assert first.compressed_at is not None
     assert first.compressed_at > first.created_at
-    assert [cp.level for cp in Checkpoint.objects.filter(session=due_session).order_by("number")] == [0, 1, 2, 3]
-    aged = ContextEvent.objects.filter(session=due_session, type="checkpoint-aged").order_by("id")
-    assert [e.payload["to_level"] for e in aged if e.payload["checkpoint"] == first.id] == [2, 1, 0]
-    assert event_types(due_session).count("checkpoint-created") == 4
+    assert [cp.level for cp in active_checkpoints(session=session)] == [0, 1, 2, 3]
+    assert event_types(session).count("checkpoint-created") == 4
+
+
+@pytest.mark.django_db
+def test_checkpoint_manager_merges_old_checkpoints(user, gateway, fake_ollama, embedded_backend):
+    """Spec: "Stores and retrieves checkpoints, ages checkpoints over time, merges old checkpoints" and
+    "Ultra Merged": once one is ultra, the next checkpoint to age into it merges with it; one ultra
+    checkpoint carries both, summarized by the model."""
+    session = small_session(user, compression={"summary_max_tokens": 240})
+    turn = 0
+    for _ in range(4):
+        turn = until_due(session, start=turn)
+        compress_with_model_summaries(session, gateway, fake_ollama, embedded_backend.count_texts_tokens)
+    ultra, ancient = list(active_checkpoints(session=session))[:2]
+    assert (ultra.level, ancient.level) == (Level.ULTRA, Level.ANCIENT)
+    until_due(session, start=turn)
+    written = compress_with_model_summaries(session, gateway, fake_ollama, embedded_backend.count_texts_tokens)
+    merge = next(e.payload for e in _aged_events(session, written.after_event) if "merged" in e.payload)
+    assert merge["merged"] == [ultra.id, ancient.id]
+    assert merge["how"] == "summarize"
+    first, last = ultra.first_position, ancient.last_position
+    ultra.refresh_from_db()
+    ancient.refresh_from_db()
+    assert ancient.merged_into_id == ultra.id
+    assert ultra.summary == written.aged[ultra.id]
+    assert (ultra.first_position, ultra.last_position) == (first, last), "one range for both"
+    active = list(active_checkpoints(session=session))
+    assert [cp.level for cp in active] == [Level.ULTRA, Level.ANCIENT, Level.OLD, Level.RECENT]
+    assert sum(cp.level != Level.ULTRA for cp in active) <= session.profile.tier.max_checkpoints
 
 
 @pytest.mark.django_db

@@ -6,37 +6,61 @@ import pytest
 
 from chat.models import Message
 from chat.services import message_create
-from contextmgr.core.aging import Level, level_target
-from contextmgr.core.selection import ContextMessage, select_for_compression
+from contextmgr.core.aging import Level
 from contextmgr.core.window import chat_messages
-from contextmgr.models import Checkpoint
+from contextmgr.models import Checkpoint, ContextEvent
 from contextmgr.selectors import session_budget, session_window
 from contextmgr.services.checkpoints import CheckpointDraft, CompressionConflict, compression_commit
 from contextmgr.services.compression import compression_run
 from contextmgr.services.goals import artifact_record, decision_record, goal_checkpoint_set, goal_create
-from tests.factories import SMALL_CONTEXTS, created, event_types, small_session, until_due
+from tests.factories import (
+    ANSWER,
+    SMALL_CONTEXTS,
+    compress_with_model_summaries,
+    created,
+    event_types,
+    prompt,
+    small_session,
+    summary_requests,
+    until_due,
+)
 
 pytestmark = pytest.mark.django_db
 
 SUMMARY = "A recap of the earlier answers: " + "the idea was explained step by step and recapped. " * 6
 
 
-def test_only_assistant_and_tool_output_is_selected():
+def test_only_assistant_and_tool_output_is_compressed(user, gateway, fake_ollama):
     """Spec: "✅ Compress LLM output only (assistant messages)", "❌ Never compress user messages",
-    "❌ Never compress system prompt" and "Tool Outputs" -> "Compress When Needed"."""
-    messages = [
-        ContextMessage(1, "system", 50),
-        ContextMessage(2, "user", 40),
-        ContextMessage(3, "assistant", 300),
-        ContextMessage(4, "tool", 200, group="call_1"),
-        ContextMessage(5, "user", 40),
-        ContextMessage(6, "assistant", 300),
-        ContextMessage(7, "user", 40),
-        ContextMessage(8, "assistant", 100),
-    ]
-    selection = select_for_compression(messages, preserve_recent=150)
-    assert selection.message_ids == (3, 4, 6)
-    assert selection.tokens == 800
+    "❌ Never compress system prompt" and "Tool Outputs" -> "Compress When Needed".
+
+    A conversation of questions, answers and tool results compressed by the service: only answers and tool
+    results go into checkpoints, and only they are sent to the model to summarize."""
+    fake_ollama.behaviour.canned_reply = "A recap of the catalogue lookups and of the answers about them."
+    session = small_session(user)
+    index = 0
+    while not session_budget(session=session).compression_due:
+        message_create(session=session, role="user", content=f"Please look up entry {index} of the catalogue?")
+        message_create(
+            session=session,
+            role="tool",
+            content="The catalogue entry describes an old harbour crane and its restoration. " * 3,
+            tool_call_id=f"call_{index}",
+            tool_name="lookup",
+            tool_args={"entry": index},
+        )
+        message_create(session=session, role="assistant", content=ANSWER * 2)
+        index += 1
+    assert compression_run(session_id=session.pk, gateway=gateway).status == "compressed"
+    compressed = Message.objects.filter(session=session, compressed_into__isnull=False)
+    assert {m.role for m in compressed} == {"assistant", "tool"}
+    assert not Message.objects.filter(session=session, role="user", compressed_into__isnull=False).exists()
+    (asked,) = [r["messages"][-1]["content"] for r in summary_requests(fake_ollama)]
+    assert "harbour crane" in asked
+    assert "catalogue?" not in asked, "no user message is sent to be summarized"
+    assert "Be brief." not in asked, "nor the system prompt"
+    role, head = prompt(session)[0]
+    assert (role, head.split("\n")[0]) == ("system", "Be brief."), "the system prompt, as written"
 
 
 def test_user_messages_are_refused_by_the_commit(chat_session):
@@ -86,11 +110,31 @@ def test_never_compressed_content_survives_verbatim(user, gateway, fake_ollama):
     assert not Message.objects.filter(session=session, role="user", compressed_into__isnull=False).exists()
 
 
-def test_each_aging_step_compresses_more_aggressively():
-    """Spec: "✅ Each aging step compresses more aggressively" and "✅ Oldest checkpoints are most compressed"."""
-    targets = [level_target(level, 1024) for level in (Level.RECENT, Level.OLD, Level.ANCIENT, Level.ULTRA)]
+def test_each_aging_step_compresses_more_aggressively(user, gateway, fake_ollama, embedded_backend):
+    """Spec: "✅ Each aging step compresses more aggressively", with the levels "Recent Checkpoint 3" "50-70%
+    compression", "Old Checkpoint 2" "60% compression", "Ancient Checkpoint 1" "70% compression", "Ultra Merged"
+    "80% compression".
+
+    The first checkpoint, through four compressions whose summaries the model writes: each step's target is
+    smaller than the one before, and each version keeps a smaller share of the tokens it stands for."""
+    session = small_session(user, compression={"summary_max_tokens": 240})
+    turn = 0
+    for _ in range(4):
+        turn = until_due(session, start=turn)
+        compress_with_model_summaries(session, gateway, fake_ollama, embedded_backend.count_texts_tokens)
+    first = Checkpoint.objects.get(session=session, number=1)
+    steps = [
+        e.payload
+        for e in ContextEvent.objects.filter(session=session, type="checkpoint-aged").order_by("id")
+        if e.payload["checkpoint"] == first.id
+    ]
+    assert [(s["to_level"], s["how"]) for s in steps] == [(2, "summarize"), (1, "summarize"), (0, "summarize")]
+    targets = [s["target_tokens"] for s in steps]
     assert targets == sorted(targets, reverse=True)
-    assert len(set(targets)) == 4
+    assert len(set(targets)) == 3, f"each target smaller: {targets}"
+    kept = [r.tokens / first.original_tokens for r in first.revisions.order_by("id")]
+    assert kept == sorted(kept, reverse=True)
+    assert len(set(kept)) == 4, f"each version a smaller share of the original: {kept}"
 
 
 def test_oldest_checkpoints_are_most_compressed(due_session, gateway, fake_ollama):

@@ -5,37 +5,69 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from django.test import Client
 
-from chat.services import message_create
-from contextmgr.core.budget import Budget, compute_budget
-from contextmgr.resources import context_profile, context_profiles, ollama_context_size
-from contextmgr.selectors import session_budget
+from chat.services import message_create, session_create
+from contextmgr.models import Checkpoint
+from contextmgr.resources import context_profiles, count_text_tokens
+from contextmgr.selectors import active_checkpoints, session_budget
 from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
 from contextmgr.services.compression import compression_run
-from tests.factories import event_types, small_session, until_due
+from tests.factories import compress_with_model_summaries, event_types, small_session, until_due
+
+pytestmark = pytest.mark.django_db
 
 
-@pytest.mark.parametrize(
-    ("max_tokens", "system", "checkpoints"),
-    [(13_600, 1_000, []), (13_600, 1_000, [1_200]), (6_800, 250, [300, 600, 1_200]), (1_700, 0, [17])],
-)
-def test_available_budget_formula(max_tokens, system, checkpoints):
-    """Spec: "Available Budget = ollama_context_size - system_prompt_tokens - checkpoint_tokens"."""
-    budget = compute_budget(
-        max_tokens=max_tokens, system_prompt_tokens=system, checkpoint_tokens=checkpoints, active_tokens=0
-    )
-    assert budget.available == max_tokens - system - sum(checkpoints)
-    assert budget.checkpoint_tokens == sum(checkpoints)
+def test_available_budget_formula(user, gateway, fake_ollama, embedded_backend):
+    """Spec: "Available Budget = ollama_context_size - system_prompt_tokens - checkpoint_tokens".
+
+    After each of three compressions the session's budget (the API's, the selector's) is its Ollama size less
+    its system prompt and the checkpoints stored in its active context."""
+    session = small_session(user, system_prompt="You are a careful assistant for the onboarding project.")
+    client = Client()
+    client.force_login(user)
+    turn = 0
+    for _ in range(3):
+        turn = until_due(session, start=turn)
+        compress_with_model_summaries(session, gateway, fake_ollama, embedded_backend.count_texts_tokens)
+        session.refresh_from_db()
+        checkpoints = [cp.current_tokens for cp in active_checkpoints(session=session)]
+        expected = session.max_tokens - session.system_prompt_tokens - sum(checkpoints)
+        budget = session_budget(session=session)
+        assert session.system_prompt_tokens > 0
+        assert budget.checkpoint_tokens == sum(checkpoints) > 0
+        assert budget.available == expected
+        context = client.get(f"/api/sessions/{session.pk}/context").json()
+        assert (context["available"], context["checkpoint_tokens"]) == (expected, sum(checkpoints))
+    assert len(checkpoints) == 3
 
 
-def test_sixteen_k_is_13600_tokens_tier_3():
+def _spec_example(user, checkpoints: list[int]):
+    """The spec's worked example as a stored session: a 16K session (13,600 tokens) whose system prompt is
+    1,000 tokens, with checkpoints of ``checkpoints`` tokens, oldest first."""
+    system_prompt = " ".join(["word"] * 1000)
+    assert count_text_tokens(system_prompt) == 1_000
+    session = session_create(owner=user, model="llama3.2:3b", context_size=16_384, system_prompt=system_prompt)
+    for number, tokens in enumerate(checkpoints, start=1):
+        Checkpoint.objects.create(
+            session=session,
+            number=number,
+            level=3 - (len(checkpoints) - number),
+            summary=f"Checkpoint {number}.",
+            original_tokens=tokens * 2,
+            current_tokens=tokens,
+        )
+    return session
+
+
+def test_sixteen_k_is_13600_tokens_tier_3(user):
     """Spec: "Ollama enforces a fixed context limit (e.g., 13,600 tokens for 16K selection)." and
     "Example: 16K Context (Tier 3)"."""
-    profile = context_profile(16_384)
-    assert profile.ollama_context_size == 13_600
-    assert profile.tier.number == 3
-    assert profile.tier.label == "Tier 3 Standard"
-    assert ollama_context_size(16_384) == 13_600
+    session = session_create(owner=user, model="llama3.2:3b", context_size=16_384)
+    assert session.max_tokens == 13_600
+    assert session.profile.tier.number == 3
+    assert session.profile.tier.label == "Tier 3 Standard"
+    assert session_budget(session=session).max_tokens == 13_600
 
 
 def test_tier_table():
@@ -64,42 +96,42 @@ def test_tier_table():
         ("After 3rd Compression", [300, 600, 1_200], 10_500, 8_400),
     ],
 )
-def test_worked_example(box, checkpoints, available, trigger):
+def test_worked_example(box, checkpoints, available, trigger, user):
     """Spec: "Ollama: 13,600 tokens FIXED", "System Prompt: 1,000 tokens", then per box the available
     budget and "Trigger at: ... 80%" (12,600/10,080; 10,800/8,640; 10,500/8,400)."""
-    budget = compute_budget(
-        max_tokens=13_600, system_prompt_tokens=1_000, checkpoint_tokens=checkpoints, active_tokens=0
-    )
+    session = _spec_example(user, checkpoints)
+    budget = session_budget(session=session)
     assert (budget.available, budget.trigger_at) == (available, trigger), box
 
 
-def test_worked_example_first_compression_box_follows_the_formula():
+def test_worked_example_first_compression_box_follows_the_formula(user):
     """Spec: "Checkpoint 1: 1,200 tokens", "Available: 10,400 tokens", "Trigger at: 8,320 tokens 80%".
 
     Differs, see docs/conformance.md: "The worked example's first box" — the formula gives 11,400 / 9,120,
     which is what the product computes."""
-    budget = compute_budget(max_tokens=13_600, system_prompt_tokens=1_000, checkpoint_tokens=[1_200], active_tokens=0)
+    budget = session_budget(session=_spec_example(user, [1_200]))
     assert (budget.available, budget.trigger_at) == (11_400, 9_120)
     assert (budget.available, budget.trigger_at) != (10_400, 8_320)
 
 
-def test_available_budget_shrinks_with_each_checkpoint():
+def test_available_budget_shrinks_with_each_checkpoint(user, gateway, fake_ollama, embedded_backend):
     """Spec: "Available budget shrinks with each checkpoint, but aging keeps it sustainable for 3-5+ compressions."
 
-    The spec's own sequence: each compression costs less of the budget than the one before, because the
-    older checkpoints age (1,200 -> 600 -> 300)."""
-    boxes = [[], [1_200], [600, 1_200], [300, 600, 1_200]]
-    available = [
-        Budget(max_tokens=13_600, system_prompt_tokens=1_000, checkpoint_tokens=sum(cps), active_tokens=0).available
-        for cps in boxes
-    ]
-    assert available == sorted(available, reverse=True)
-    assert len(set(available)) == 4
+    Four compressions whose summaries the model writes at the same size: each new checkpoint takes budget, but
+    as the older ones age each later compression takes less than the first did."""
+    session = small_session(user, compression={"summary_max_tokens": 240})
+    available = [session_budget(session=session).available]
+    turn = 0
+    for _ in range(4):
+        turn = until_due(session, start=turn)
+        compress_with_model_summaries(session, gateway, fake_ollama, embedded_backend.count_texts_tokens)
+        available.append(session_budget(session=session).available)
     costs = [before - after for before, after in itertools.pairwise(available)]
-    assert costs == [1_200, 600, 300], "aging halves what each further compression takes"
+    assert all(cost > 0 for cost in costs), f"each checkpoint takes budget: {costs}"
+    assert all(cost < costs[0] for cost in costs[1:]), f"aging makes each later one cost less: {costs}"
+    assert costs[-1] < costs[1], f"{costs}"
 
 
-@pytest.mark.django_db
 def test_available_budget_recalculated_after_each_compression(chat_session):
     """Spec: "Available budget recalculated after each compression" and "Accounts for system prompt and checkpoints"."""
     for index in range(4):
@@ -118,7 +150,6 @@ def test_available_budget_recalculated_after_each_compression(chat_session):
     assert after.trigger_at < before.trigger_at
 
 
-@pytest.mark.django_db
 def test_conversation_sustains_five_compressions(user, gateway, fake_ollama):
     """Spec: "With dynamic budget tracking:" "Compression triggers based on available space",
     "Checkpoints age and compress further" and "Conversation sustains 3-5+ compressions"."""

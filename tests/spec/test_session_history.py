@@ -164,7 +164,7 @@ def test_the_files_token_count_is_the_full_historys_and_an_import_counts_again(d
     full = sum(due_session.messages.values_list("tokens", flat=True))
     assert exported["metadata"]["tokenCount"] == full
     exported["metadata"].update(tokenCount=1, compressionCount=7)
-    imported = session_import(owner=due_session.owner, data=exported, gateway=gateway)
+    imported = session_import(owner=due_session.owner, data=exported, on_existing="copy", gateway=gateway)
     again = session_file(session=imported)
     assert again["metadata"]["compressionCount"] == 0
     assert again["metadata"]["tokenCount"] == sum(imported.messages.values_list("tokens", flat=True))

@@ -6,7 +6,9 @@ official client, httpx and the gateway's error mapping all run for real against
 it. It answers to the embedded model's name and to ``SERVED_MODEL`` (an
 "Ollama" model), and with ``--test-controls`` it misbehaves on request: drop a
 stream half-way, answer slowly, fail with a status, hold generations until
-released, answer with a canned text (or canned texts in turn: ``canned_replies``).
+released, answer with a canned text (or canned texts in turn: ``canned_replies``;
+cut at ``num_predict`` tokens and counted as the model's own reply would be), or
+report another parameter size for a model name (``parameter_sizes``).
 One server (one loaded model) serves the whole run, supervised, so a test can
 kill it and see it come back.
 """

@@ -168,6 +168,17 @@ def test_a_compression_says_what_its_summary_changed_in_the_goal():
     )
 
 
+def test_a_cut_prompt_says_the_model_did_not_see_the_whole_context():
+    line = describe_event("prompt-truncated", {"reported_tokens": 350, "sent_tokens": 1040, "max_tokens": 350})
+    assert line == (
+        "The model server evaluated 350 of about 1,040 prompt tokens: the model did not see the whole context; "
+        "this session's context is now 350 tokens"
+    )
+    assert describe_event("prompt-truncated", {}) == (
+        "The model server cut the prompt: the model did not see the whole context"
+    )
+
+
 def test_an_event_that_lacks_a_figure_leaves_it_out_and_counts_in_words():
     # A rollover's aging event of an older version had no from_level and no tokens_before.
     aged = describe_event("checkpoint-aged", {"number": 1, "to_level": 0, "tokens_after": 166})

@@ -16,6 +16,7 @@ from contextmgr.core.tokens import (
     count_with,
     message_estimate,
     parse_ranks,
+    prompt_truncated,
 )
 from contextmgr.resources import (
     TiktokenCounter,
@@ -121,3 +122,10 @@ def test_calibration_moves_a_third_of_the_way_to_each_observed_ratio():
     assert calibration.factor("other") == 1.0
     assert calibration.observe("odd", exact=1, estimated=600) == 1.0
     assert calibration.observe("m", exact=6000, estimated=600) == pytest.approx(1.11)
+
+
+def test_a_prompt_is_truncated_only_when_the_count_falls_beyond_the_estimates_error():
+    assert not prompt_truncated(sent=1000, reported=1000)
+    assert not prompt_truncated(sent=1000, reported=760), "tiktoken's p90 error is 21%"
+    assert prompt_truncated(sent=1000, reported=740)
+    assert prompt_truncated(sent=3000, reported=1026), "Ollama keeps about half of a 2,048 context"
