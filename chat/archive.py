@@ -40,7 +40,7 @@ from chat.export import session_file_build
 from chat.imports import ImportTooLarge
 from chat.models import Message
 from chat.models import Session as ChatSession
-from chat.selectors import ModelFacts
+from chat.selectors import ModelFacts, session_for_file
 from chat.services import session_start
 from chat.session_file import TOO_MANY_ENTRIES, LongNumber, SessionFile
 from contextmgr.models import (
@@ -710,6 +710,19 @@ def _archive_import(*, owner: Any, archive: SessionArchive, entries: list[_Entry
         reliability_score=state.reliability_score,
         created_at=state.created_at,
         last_activity=state.last_activity,
+        **_file_identity(owner, file),
     )
     session.refresh_from_db()
     return session
+
+
+def _file_identity(owner: Any, file: SessionFile) -> dict[str, str]:
+    """The copy's session file names the archived one's sessionId and provider, as an import of that file
+    would keep them (so the copy's export is the original's, and the CLI's later file of it is recognised),
+    unless the owner holds a session of that sessionId already: then it is a copy under its own id."""
+    file_id = file.session_id or ""
+    default_provider = "embedded" if file.model.startswith("embedded/") else "ollama"
+    return {
+        "source_session_id": file_id if session_for_file(user=owner, file_session_id=file_id) is None else "",
+        "source_provider": "" if file.provider in (None, default_provider) else file.provider,
+    }

@@ -224,12 +224,12 @@ def test_an_archived_session_is_imported_identical(user, other_user, gateway, fa
         Snapshot.objects.filter(session=original).order_by("id").values_list(*kept)
     )
 
-    # The archive of the imported session is the archive it came from, byte for byte, apart from the session id;
-    # and so is the plain export.
-    assert _without_session_id(session_archive(session=imported), imported) == _without_session_id(archive, original)
-    assert _without_session_id(session_file(session=imported), imported) == _without_session_id(
-        session_file(session=original), original
-    )
+    # Another user's copy names the original's session file (sessionId and provider), as an import of that file
+    # would: the archive of the imported session is the archive it came from, byte for byte, and so is the plain
+    # export.
+    assert (imported.source_session_id, imported.source_provider) == (str(original.id), "")
+    assert json.dumps(session_archive(session=imported), ensure_ascii=False) == json.dumps(archive, ensure_ascii=False)
+    assert json.dumps(session_file(session=imported)) == json.dumps(session_file(session=original))
 
     # Restoring the same snapshot in both gives the same prompt (and brings the deleted goal back in both).
     restored_at = timezone.now()
@@ -300,7 +300,10 @@ def test_the_api_archives_for_the_owner_only_and_imports_it(api, bob_api, user):
     assert list(new.messages.values_list(*fields, "tool_result")) == list(
         session.messages.values_list(*fields, "tool_result")
     )
+    # The owner holds the original: the copy is a session of its own id, its archive the same apart from that id.
+    assert new.source_session_id == ""
     again = api.get(f"/api/sessions/{new.id}/archive").json()
+    assert again["session"]["sessionId"] == str(new.id)
     assert _without_session_id(again, new) == _without_session_id(archive, session)
     # The archive's ids became the new session's own.
     checkpoint = Checkpoint.objects.get(session=new)
@@ -509,3 +512,24 @@ def test_an_archive_is_imported_without_asking_the_backend_about_its_model(
         session.max_tokens,
         session.model_parameter_size_b,
     )
+
+
+def test_a_session_from_the_cli_keeps_its_file_identity_in_another_users_copy(api, bob_api, other_user):
+    cli = json.loads((Path(__file__).parent.parent / "data" / "ollm_cli_session.json").read_text(encoding="utf-8"))
+    first = api.post("/api/sessions/import", cli, content_type=JSON)
+    assert first.status_code == 201, first.content
+    archive = api.get(f"/api/sessions/{first.json()['id']}/archive").json()
+    assert (archive["session"]["sessionId"], archive["session"]["provider"]) == (cli["sessionId"], cli["provider"])
+
+    copy = bob_api.post("/api/sessions/import", archive, content_type=JSON)
+    assert copy.status_code == 201, copy.content
+    copied = Session.objects.get(pk=copy.json()["id"])
+    assert (copied.owner, copied.source_session_id, copied.source_provider) == (
+        other_user,
+        cli["sessionId"],
+        cli["provider"],
+    )
+    assert bob_api.get(f"/api/sessions/{copied.id}/archive").json() == archive
+    # The owner's own copy cannot share the sessionId of the session it holds: a copy under its own id.
+    own = Session.objects.get(pk=api.post("/api/sessions/import", archive, content_type=JSON).json()["id"])
+    assert (own.source_session_id, own.source_provider) == ("", cli["provider"])
