@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import pydantic
 from django.core.exceptions import ValidationError
-from django.db import models, transaction
+from django.db import IntegrityError, models, transaction
 from pydantic_core import ErrorDetails
 
 from chat.archive_file import (
@@ -504,7 +504,12 @@ def session_archive_import(
         raise ValidationError({"context_size": "An archive keeps its own context size: import it without one."})
     archive = session_archive_parse(data)
     entries = _check_references(archive)
-    return _archive_import(owner=owner, archive=archive, entries=entries, title=title)
+    try:
+        return _archive_import(owner=owner, archive=archive, entries=entries, title=title, keep_file_id=True)
+    except IntegrityError:
+        # Another import gave the owner a session of this sessionId meanwhile (one per file and owner): nothing
+        # of this one was kept, and it is made again as a copy under its own id.
+        return _archive_import(owner=owner, archive=archive, entries=entries, title=title, keep_file_id=False)
 
 
 def _created(rows: list[Any], times: Iterable[dict[str, Any]]) -> None:
@@ -528,7 +533,9 @@ def _reserve(model: type[models.Model], session: ChatSession, **fields: Any) -> 
 
 
 @transaction.atomic
-def _archive_import(*, owner: Any, archive: SessionArchive, entries: list[_Entry], title: str | None) -> ChatSession:
+def _archive_import(
+    *, owner: Any, archive: SessionArchive, entries: list[_Entry], title: str | None, keep_file_id: bool
+) -> ChatSession:
     file: SessionFile = archive.session
     state = archive.state
     session = session_start(
@@ -710,17 +717,17 @@ def _archive_import(*, owner: Any, archive: SessionArchive, entries: list[_Entry
         reliability_score=state.reliability_score,
         created_at=state.created_at,
         last_activity=state.last_activity,
-        **_file_identity(owner, file),
+        **_file_identity(owner, file, keep_file_id=keep_file_id),
     )
     session.refresh_from_db()
     return session
 
 
-def _file_identity(owner: Any, file: SessionFile) -> dict[str, str]:
+def _file_identity(owner: Any, file: SessionFile, *, keep_file_id: bool) -> dict[str, str]:
     """The copy's session file names the archived one's sessionId and provider, as an import of that file
     would keep them (so the copy's export is the original's, and the CLI's later file of it is recognised),
     unless the owner holds a session of that sessionId already: then it is a copy under its own id."""
-    file_id = file.session_id or ""
+    file_id = (file.session_id or "") if keep_file_id else ""
     default_provider = "embedded" if file.model.startswith("embedded/") else "ollama"
     return {
         "source_session_id": file_id if session_for_file(user=owner, file_session_id=file_id) is None else "",

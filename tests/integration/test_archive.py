@@ -533,3 +533,16 @@ def test_a_session_from_the_cli_keeps_its_file_identity_in_another_users_copy(ap
     # The owner's own copy cannot share the sessionId of the session it holds: a copy under its own id.
     own = Session.objects.get(pk=api.post("/api/sessions/import", archive, content_type=JSON).json()["id"])
     assert (own.source_session_id, own.source_provider) == ("", cli["provider"])
+
+
+def test_two_copies_racing_for_one_session_id_make_the_second_a_copy_of_its_own(user, other_user, monkeypatch):
+    archive = session_archive(session=_compressed_session(user))
+    first = session_archive_import(owner=other_user, data=archive)
+    assert first.source_session_id == archive["session"]["sessionId"]
+    # The second looked before the first was stored: the database refuses the same sessionId for the same owner.
+    monkeypatch.setattr("chat.archive.session_for_file", lambda **kwargs: None)
+    second = session_archive_import(owner=other_user, data=archive)
+    assert second.pk != first.pk
+    assert second.source_session_id == ""
+    assert Session.objects.filter(owner=other_user).count() == 2
+    assert Checkpoint.objects.filter(session=second).count() == 1
