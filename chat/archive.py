@@ -37,7 +37,7 @@ from chat.archive_file import (
     SnapshotState,
 )
 from chat.export import session_file_build
-from chat.imports import ImportTooLarge
+from chat.imports import IMPORTED_TITLE, ImportTooLarge
 from chat.models import Message
 from chat.models import Session as ChatSession
 from chat.selectors import ModelFacts, session_for_file
@@ -54,7 +54,6 @@ from contextmgr.models import (
     Snapshot,
 )
 
-IMPORTED_TITLE = "Imported conversation"
 MAX_REPORTED_PROBLEMS = 3
 Mapping = Callable[[int], int | None]
 

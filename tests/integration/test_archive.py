@@ -425,6 +425,8 @@ def test_the_chat_page_offers_the_archive_to_its_owner(owner_client, client, oth
     assert response.status_code == 200
     assert f'filename="ollm-archive-{session.id}.json"' in response["Content-Disposition"]
     assert json.loads(response.content) == session_archive(session=session)
+    # The delete confirmation offers it too, before everything goes.
+    assert url in owner_client.get(f"/sessions/{session.id}/delete/").content.decode()
     client.force_login(other_user)
     assert client.get(url).status_code == 404
 
