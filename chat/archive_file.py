@@ -152,8 +152,8 @@ Strategy = Literal["summarize", "truncate"]
 
 
 class _ArchiveModel(BaseModel):
-    # snake_case, as the rest of ollm-site's API; strict: no "3" for 3; no field it does not know.
-    model_config = ConfigDict(strict=True, extra="forbid")
+    # snake_case, as the rest of ollm-site's API; strict: no "3" for 3; no field it does not know; no NaN.
+    model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
 
 
 class ArchiveState(_ArchiveModel):

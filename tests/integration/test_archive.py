@@ -401,6 +401,34 @@ def test_an_archive_over_the_entry_limit_is_413(api, user):
     assert "events" in response.json()["detail"]
 
 
+MARK = "@@hostile@@"
+
+
+@pytest.mark.parametrize(
+    ("path", "text", "detail"),
+    [
+        (("state", "reliability_score"), "NaN", "archive.state.reliability_score: "),
+        (("state", "reliability_score"), "1e400", "archive.state.reliability_score: "),
+        (("messages", 0, "tokens"), "7" * 5_000, "archive.messages[0].tokens: is a number of 5,000 digits"),
+        (("events", 0, "payload"), '{"x": [Infinity]}', "archive.events[0].payload: holds a number that is not"),
+        (
+            ("messages", 0, "created_at"),
+            '"0001-01-01T00:00:00+05:00"',
+            "archive.messages[0].created_at: '0001-01-01T00:00:00+05:00' is out of range",
+        ),
+    ],
+)
+def test_numbers_and_times_the_database_cannot_store_are_422_at_their_place(api, user, path, text, detail):
+    """Values Python's json reads (and never writes) but the database cannot store: 422 at their place."""
+    archive = _broken(session_archive(session=_compressed_session(user)), path, MARK)
+    hostile = json.dumps(archive).replace(f'"{MARK}"', text)
+    before = Session.objects.count()
+    response = api.post("/api/sessions/import", hostile, content_type=JSON)
+    assert response.status_code == 422, response.content
+    assert detail in response.json()["detail"]
+    assert Session.objects.count() == before
+
+
 def test_an_archive_over_the_size_limit_is_413(api, user):
     archive = session_archive(session=_compressed_session(user))
     archive["state"]["settings"] = {"padding": "x" * MAX_IMPORT_BYTES}
