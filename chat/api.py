@@ -9,13 +9,15 @@ from uuid import UUID
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, JsonResponse
 from ninja import Router, Status, UploadedFile
 from ninja.errors import HttpError
 from ninja.pagination import paginate
 from ninja.params.functions import File, Query
 
 from accounts.auth import api_user
+from chat.archive import session_archive, session_archive_import
+from chat.archive_file import SessionArchive, is_archive
 from chat.export import session_file_build
 from chat.imports import MAX_IMPORT_BYTES, ImportTooLarge, import_throttle, session_file_import, session_file_load
 from chat.models import Message, Session
@@ -143,8 +145,14 @@ def session_import_view(
         if not length.isdigit() or int(length) > MAX_IMPORT_BYTES:
             raise ImportTooLarge(f"The body is {length} bytes; the limit is {MAX_IMPORT_BYTES:,}.")
         raw = request.body
+    data = session_file_load(raw)
+    # An archive (GET /sessions/{id}/archive, "format": "ollm-site-archive") is an identical copy of its
+    # session, always a new one under new ids (on_existing does not apply); a context_size cannot override
+    # its own (422). See chat.archive.
+    if is_archive(data):
+        return Status(201, session_archive_import(owner=owner, data=data, context_size=context_size, title=title))
     imported = session_file_import(
-        owner=owner, data=session_file_load(raw), context_size=context_size, title=title, on_existing=on_existing
+        owner=owner, data=data, context_size=context_size, title=title, on_existing=on_existing
     )
     return Status(201 if imported.created else 200, imported.session)
 
@@ -187,6 +195,16 @@ def session_delete_view(request: HttpRequest, session_id: UUID) -> Any:
 def session_export(request: HttpRequest, session_id: UUID) -> Any:
     """The OLLM session file: every message and tool call, compressed or not."""
     return session_file_build(session=session_for_owner(user=api_user(request), session_id=session_id))
+
+
+@router.get("/sessions/{session_id}/archive", response=SessionArchive, by_alias=True, summary="Archive a whole session")
+def session_archive_view(request: HttpRequest, session_id: UUID) -> Any:
+    """Everything of the session: the OLLM session file (under ``session``), its settings, each message's
+    context state, checkpoints with their revisions, facts and ledgers, goals, decisions, artifacts,
+    snapshots and events. ``POST /sessions/import`` rebuilds it as an identical session."""
+    session = session_for_owner(user=api_user(request), session_id=session_id)
+    # Written as built: a snapshot's state keeps exactly its own keys (the schema's defaults are not added).
+    return JsonResponse(session_archive(session=session), json_dumps_params={"ensure_ascii": False})
 
 
 @router.get("/sessions/{session_id}/messages", response=list[MessageOut], summary="List a session's messages")

@@ -13,6 +13,7 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/rename/", views.session_rename, name="session_rename"),
     path("sessions/<uuid:session_id>/delete/", views.session_remove, name="session_remove"),
     path("sessions/<uuid:session_id>/export/", views.session_export, name="session_export"),
+    path("sessions/<uuid:session_id>/archive/", views.session_archive_download, name="session_archive"),
     path("sessions/<uuid:session_id>/history/", views.session_full_history, name="session_full_history"),
     path("sessions/<uuid:session_id>/context/", views.context_window, name="context_window"),
     path("sessions/<uuid:session_id>/meter/", views.context_meter_partial, name="context_meter"),

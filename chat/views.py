@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from chat.archive import session_archive
 from chat.export import session_file, sessions_zip_response
 from chat.forms import RenameForm, SessionForm
 from chat.fragments import history_groups
@@ -105,6 +106,16 @@ def session_export(request: HttpRequest, session_id: UUID) -> HttpResponse:
     session = session_for_viewer(user=request.user, session_id=session_id)
     response = JsonResponse(session_file(session=session), json_dumps_params={"indent": 2, "ensure_ascii": False})
     response["Content-Disposition"] = f'attachment; filename="ollm-session-{session.pk}.json"'
+    return response
+
+
+@login_required
+@require_GET
+def session_archive_download(request: HttpRequest, session_id: UUID) -> HttpResponse:
+    """The whole session (chat.archive), for its owner only: the import rebuilds it identically."""
+    session = session_for_owner(user=request.user, session_id=session_id)
+    response = JsonResponse(session_archive(session=session), json_dumps_params={"ensure_ascii": False})
+    response["Content-Disposition"] = f'attachment; filename="ollm-archive-{session.pk}.json"'
     return response
 
 

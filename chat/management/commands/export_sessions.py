@@ -8,6 +8,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from chat.archive import session_archive
 from chat.export import session_file, sessions_zip
 from chat.models import Message, Session
 from search.models import SearchDocument
@@ -23,6 +24,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--dir", default="~/.ollm/sessions", help="Folder to write to (created if missing).")
         parser.add_argument("--zip", help="Write one zip file here instead of a folder of files.")
+        parser.add_argument(
+            "--archive",
+            action="store_true",
+            help="Write each session's whole archive ({sessionId}.archive.json: the session file plus checkpoints, "
+            "goals, decisions, artifacts, snapshots, events and settings), which the import rebuilds identically.",
+        )
         parser.add_argument("--user", help="Only this user's sessions.")
         parser.add_argument("--query", default="", help="Only sessions with a match for this search.")
         parser.add_argument("--model", default="", help="Only sessions with this model.")
@@ -51,6 +58,16 @@ class Command(BaseCommand):
             if owner is None:
                 raise CommandError(f"There is no user {options['user']!r}.")
         sessions: list[Session] = list(sessions_matching(user=owner, query=options["query"], filters=filters))
+        if options["archive"]:
+            if options["zip"]:
+                raise CommandError("--archive writes a folder of files; it cannot be combined with --zip.")
+            folder = Path(options["dir"]).expanduser()
+            folder.mkdir(parents=True, exist_ok=True)
+            for session in sessions:
+                path = folder / f"{session.id}.archive.json"
+                path.write_text(json.dumps(session_archive(session=session), ensure_ascii=False), encoding="utf-8")
+            self.stdout.write(f"Wrote {len(sessions)} session archive(s) to {folder}")
+            return
         if options["zip"]:
             target = Path(options["zip"]).expanduser()
             target.parent.mkdir(parents=True, exist_ok=True)
