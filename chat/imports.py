@@ -335,11 +335,6 @@ def _counted(entries: list[_Entry], *, model: str, gateway: Gateway) -> list[New
     ]
 
 
-def _same(entry: _Entry) -> tuple[str, str, str, str]:
-    """What makes two entries of a history the same message (their times are not compared)."""
-    return (entry.role, entry.content, entry.tool_call_id, entry.tool_name)
-
-
 def session_update_from_file(*, session: ChatSession, file: SessionFile, gateway: Gateway | None = None) -> Imported:
     """Add to ``session`` the messages and tool calls ``file`` has after the history the session holds.
 
@@ -349,25 +344,38 @@ def session_update_from_file(*, session: ChatSession, file: SessionFile, gateway
     session holds is changed or removed: not a message, nor its title, model, context size,
     system prompt, provider or checkpoints; the added messages count with the session's model and
     take the session's last activity to the file's ``lastActivity`` when that is later.
+
+    The file's two lists are compared one by one, as the file keeps them: put in one history by
+    their times, two entries of the same millisecond could come out in either order.
     """
-    held = _history(session_file_build(session=session))
-    given = _history(file)
-    for index, (mine, theirs) in enumerate(zip(held, given, strict=False)):
-        if _same(mine) != _same(theirs):
+    held = session_file_build(session=session)
+    pairs = [
+        *(
+            ((m.role, m.text), (theirs.role, theirs.text), f"file.messages[{i}]")
+            for i, (m, theirs) in enumerate(zip(held.messages, file.messages, strict=False))
+        ),
+        *(
+            ((c.id, c.name), (theirs.id, theirs.name), f"file.toolCalls[{i}]")
+            for i, (c, theirs) in enumerate(zip(held.tool_calls, file.tool_calls, strict=False))
+        ),
+    ]
+    for mine, theirs, where in pairs:
+        if mine != theirs:
             raise ImportConflict(
                 session.pk,
                 f"The file (sessionId {file.session_id}) and your session {session.pk} went separate ways "
-                f"at entry {index + 1} of the history ({mine.role} here, {theirs.role} in the file at "
-                f"{theirs.where}): an update only adds what the file has after the session's history. "
-                "Import it with on_existing=copy to keep both.",
+                f"at {where} ({mine[0]} here, {theirs[0]} in the file): an update only adds what the file has "
+                "after the session's history. Import it with on_existing=copy to keep both.",
             )
-    added = given[len(held) :]
+    new = {f"file.messages[{i}]" for i in range(len(held.messages), len(file.messages))}
+    new |= {f"file.toolCalls[{i}]" for i in range(len(held.tool_calls), len(file.tool_calls))}
+    added = [entry for entry in _history(file) if entry.where in new]
     if not added:
         return Imported(session=session, created=False, added=0)
     history = _counted(added, model=session.model, gateway=gateway or get_gateway())
     _session_extend(
         session=session,
-        held=len(held),
+        held=len(held.messages) + len(held.tool_calls),
         history=history,
         places=[entry.where for entry in added],
         last_activity=file.last_activity,

@@ -17,6 +17,7 @@ from django.conf import settings as django_settings
 from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import override_settings
+from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -824,7 +825,7 @@ def test_an_update_never_removes_what_the_session_holds(api, user):
     refused = api.post("/api/sessions/import?on_existing=update", elsewhere, content_type=JSON)
     assert refused.status_code == 409
     assert refused.json()["session_id"] == first["id"]
-    assert "went separate ways at entry 6" in refused.json()["detail"]
+    assert "went separate ways at file.messages[4] (user here, user in the file)" in refused.json()["detail"]
     assert "on_existing=copy" in refused.json()["detail"]
     assert list(session.messages.order_by("position").values_list("content", flat=True))[-1] == (
         "Asked here, not in the CLI"
@@ -860,6 +861,20 @@ def test_a_session_started_here_is_recognised_by_its_own_id_and_updated_from_the
     assert session.messages.count() == 6
     assert Session.objects.count() == 1
     assert api.get(f"/api/sessions/{session.id}/export").json()["sessionId"] == str(session.id)
+
+
+def test_an_update_compares_messages_and_tool_calls_list_by_list(api, user):
+    """A tool result and the next message stored in the same millisecond: the file cannot order them
+    by their times, and the update still recognises the session's history in it."""
+    session = session_create(owner=user, model="llama3.2:3b", context_size=8192, title="Same millisecond")
+    _history(session)
+    Message.objects.filter(session=session).update(created_at=timezone.now())
+    exported = api.get(f"/api/sessions/{session.id}/export").json()
+    exported["messages"].append(_say("user", "Continued", "2099-01-01T00:00:00.000Z"))
+    updated = api.post("/api/sessions/import?on_existing=update", exported, content_type=JSON)
+    assert updated.status_code == 200, updated.content
+    assert list(session.messages.order_by("position").values_list("content", flat=True))[-1] == "Continued"
+    assert session.messages.count() == 6
 
 
 def test_two_imports_of_one_file_at_once_make_one_session(api, monkeypatch):
