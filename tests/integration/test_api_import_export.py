@@ -6,7 +6,7 @@ import json
 import math
 import os
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from uuid import uuid4
 
@@ -868,7 +868,9 @@ def test_an_update_compares_messages_and_tool_calls_list_by_list(api, user):
     by their times, and the update still recognises the session's history in it."""
     session = session_create(owner=user, model="llama3.2:3b", context_size=8192, title="Same millisecond")
     _history(session)
-    Message.objects.filter(session=session).update(created_at=timezone.now())
+    moment = timezone.now().replace(microsecond=0)
+    for offset, message in enumerate(session.messages.order_by("position")):
+        Message.objects.filter(pk=message.pk).update(created_at=moment + timedelta(microseconds=offset))
     exported = api.get(f"/api/sessions/{session.id}/export").json()
     exported["messages"].append(_say("user", "Continued", "2099-01-01T00:00:00.000Z"))
     updated = api.post("/api/sessions/import?on_existing=update", exported, content_type=JSON)
