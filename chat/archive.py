@@ -373,6 +373,8 @@ class _Entry:
     tool_name: str = ""
     tool_args: Any = None
     tool_result: Any = None
+    # How the file wrote it (Message.source_format), as a session file's import keeps it.
+    source_format: dict[str, Any] | None = None
 
 
 def _refused(where: str, problem: str) -> ValidationError:
@@ -422,6 +424,7 @@ def _history(archive: SessionArchive) -> list[_Entry]:
                     call.name,
                     call.args,
                     call.result.data,
+                    {"returnDisplay": call.result.return_display} if call.result.return_display is not None else None,
                 )
             )
             continue
@@ -432,7 +435,8 @@ def _history(archive: SessionArchive) -> list[_Entry]:
             raise _refused(
                 f"messages[{index}].role", f'is "{state.role}"; session.messages[{number}] is "{message.role}"'
             )
-        entries.append(_Entry(state, message.text))
+        parts = {"parts": [len(part.text) for part in message.parts]} if len(message.parts) > 1 else None
+        entries.append(_Entry(state, message.text, source_format=parts))
     return entries
 
 
@@ -655,6 +659,7 @@ def _archive_import(
                 tool_name=e.tool_name,
                 tool_args=e.tool_args,
                 tool_result=e.tool_result,
+                source_format=e.source_format,
             )
             for e in entries
         ),
@@ -722,7 +727,7 @@ def _archive_import(
     return session
 
 
-def _file_identity(owner: Any, file: SessionFile, *, keep_file_id: bool) -> dict[str, str]:
+def _file_identity(owner: Any, file: SessionFile, *, keep_file_id: bool) -> dict[str, Any]:
     """The copy's session file names the archived one's sessionId and provider, as an import of that file
     would keep them (so the copy's export is the original's, and the CLI's later file of it is recognised),
     unless the owner holds a session of that sessionId already: then it is a copy under its own id."""
@@ -731,4 +736,7 @@ def _file_identity(owner: Any, file: SessionFile, *, keep_file_id: bool) -> dict
     return {
         "source_session_id": file_id if session_for_file(user=owner, file_session_id=file_id) is None else "",
         "source_provider": "" if file.provider in (None, default_provider) else file.provider,
+        "source_metadata": {"modeHistory": file.metadata.mode_history}
+        if file.metadata.mode_history is not None
+        else {},
     }
