@@ -4,14 +4,14 @@ from typing import Any
 
 from django import forms
 
-from chat.models import CONTEXT_SIZE_CHOICES, MAX_SYSTEM_PROMPT_CHARS, MAX_TITLE_LENGTH
+from chat.models import CONTEXT_SIZE_CHOICES, DEFAULT_CONTEXT_SIZE, MAX_SYSTEM_PROMPT_CHARS, MAX_TITLE_LENGTH
 from contextmgr.models import MAX_GOAL_CHARS
 
 
 class SessionForm(forms.Form):
     title = forms.CharField(max_length=MAX_TITLE_LENGTH, required=False)
     model = forms.ChoiceField(choices=[])
-    context_size = forms.TypedChoiceField(choices=CONTEXT_SIZE_CHOICES, coerce=int, initial=4096)
+    context_size = forms.TypedChoiceField(choices=CONTEXT_SIZE_CHOICES, coerce=int, initial=DEFAULT_CONTEXT_SIZE)
     system_prompt = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3}), required=False, max_length=MAX_SYSTEM_PROMPT_CHARS
     )

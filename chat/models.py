@@ -23,6 +23,8 @@ MAX_SYSTEM_PROMPT_CHARS = 100_000
 MAX_MESSAGE_CHARS = 1_000_000
 # A session file's sessionId and provider, as kept by an import.
 MAX_SOURCE_FIELD_LENGTH = 200
+# The selection of a new session's form, and of a session an outside client starts without num_ctx.
+DEFAULT_CONTEXT_SIZE = 4096
 
 CONTEXT_SIZE_CHOICES = [
     (p.size, f"{p.label} ({p.ollama_context_size:,} tokens, {p.tier.label})") for p in context_profiles()
@@ -86,6 +88,22 @@ class Session(models.Model):
         blank=True,
         help_text="What the imported file's metadata held that this app does not use (the CLI's modeHistory); "
         "its export writes it back.",
+    )
+
+    # A session started through the Ollama or OpenAI endpoint (chat.drop_in): the client that sent it,
+    # and the digest of the history that client holds (contextmgr.core.client_history).
+    client = models.CharField(
+        max_length=MAX_SOURCE_FIELD_LENGTH,
+        blank=True,
+        help_text="The client (its User-Agent) that started it through the Ollama or OpenAI endpoint; "
+        "empty: started here.",
+    )
+    client_digest = models.CharField(
+        max_length=64,
+        blank=True,
+        db_index=True,
+        help_text="The digest of the history its client holds: the client's next request that resends it "
+        "continues this session.",
     )
 
     class Meta:

@@ -56,6 +56,12 @@ def session_for_file(*, user: Any, file_session_id: str) -> Session | None:
     return found
 
 
+def session_for_client_history(*, user: Any, digest: str) -> Session | None:
+    """The user's session, most recently active first, whose outside client last held a history
+    with this digest (``Session.client_digest``): the one a request resending it continues."""
+    return sessions_for_user(user=user).filter(client_digest=digest).first()
+
+
 def session_history(*, session: Session) -> QuerySet[Message]:
     """The full history in order, with the checkpoint that covers each compressed message."""
     return Message.objects.filter(session=session).select_related("compressed_into").order_by("position")

@@ -16,6 +16,7 @@ from django.utils import timezone
 from chat.models import (
     MAX_MESSAGE_CHARS,
     MAX_MODEL_NAME_LENGTH,
+    MAX_SOURCE_FIELD_LENGTH,
     MAX_SYSTEM_PROMPT_CHARS,
     MAX_TITLE_LENGTH,
     Message,
@@ -60,9 +61,11 @@ def session_create(
     parameter_size_b: float | None = None,
     context_limit: int | None = None,
     settings: dict[str, Any] | None = None,
+    client: str = "",
 ) -> Session:
     """Start a conversation. ``max_tokens`` is the Ollama size of the selection, never the selection
-    itself, and never more than ``context_limit`` (the model's own context length, when known)."""
+    itself, and never more than ``context_limit`` (the model's own context length, when known).
+    ``client``: the outside client that started it through the Ollama or OpenAI endpoint."""
     title = storable_text(title).strip() or DEFAULT_TITLE
     model = storable_text(model).strip()
     system_prompt = storable_text(system_prompt)
@@ -97,6 +100,7 @@ def session_create(
         system_prompt_tokens=system_tokens,
         summary_model=summary_model,
         settings=settings,
+        client=storable_text(client)[:MAX_SOURCE_FIELD_LENGTH],
     )
     session_refresh_reliability(session=session)
     return session
@@ -113,6 +117,7 @@ def session_start(
     goal: str = "",
     settings: dict[str, Any] | None = None,
     facts: ModelFacts | None = None,
+    client: str = "",
 ) -> Session:
     """Start a conversation the way every door does (page, API, terminal, import).
 
@@ -120,7 +125,7 @@ def session_start(
     context length; a model no enabled backend has is refused with a ValidationError). Ask it
     before any transaction, as it may wait on the network: ``facts`` are the answer when the
     caller asked already (an import asks before the transaction that stores the file).
-    ``goal``: an active goal to start with.
+    ``goal``: an active goal to start with; ``client``: see ``session_create``.
     """
     if facts is None:
         facts = model_facts(model=model)
@@ -135,6 +140,7 @@ def session_start(
             settings=settings,
             parameter_size_b=facts.parameter_size_b,
             context_limit=facts.context_length,
+            client=client,
         )
         if goal.strip():
             goal_create(session=session, description=goal)
@@ -277,6 +283,13 @@ def session_prompt_truncated(*, session: Session, sent_tokens: int, reported_tok
 
 
 @transaction.atomic
+def session_client_seen(*, session: Session, digest: str) -> None:
+    """Remember the digest of the history the session's outside client now holds (its request and the
+    reply it got: ``ClientRequest.digest_with_reply``), which that client's next request resends."""
+    Session.objects.filter(pk=session.pk).update(client_digest=digest)
+    session.client_digest = digest
+
+
 def session_delete(*, session: Session) -> None:
     """Delete a session with its whole history, checkpoints, goals, snapshots and events."""
     Session.objects.filter(pk=session.pk).delete()

@@ -45,7 +45,7 @@ class SyncChainMiddleware:
 class SecurityHeadersMiddleware:
     """A Content-Security-Policy on every response (``OLLM_CONTENT_SECURITY_POLICY`` replaces the
     default; a response that has its own is left alone), and ``Cache-Control: no-store`` on
-    every response of the REST API, whose answers carry a user's data to scripts."""
+    every response of the REST API and the drop-in endpoints, whose answers carry a user's data to scripts."""
 
     sync_capable = True
     async_capable = False
@@ -57,7 +57,7 @@ class SecurityHeadersMiddleware:
         response = self.get_response(request)
         if "Content-Security-Policy" not in response:
             response["Content-Security-Policy"] = self.policy(request)
-        if request.path_info.startswith("/api/"):
+        if request.path_info.startswith(("/api/", "/ollama/", "/v1/")):
             patch_cache_control(response, no_store=True)
         return response
 

@@ -5,6 +5,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from accounts.views import LoginView
+from chat import ollama_api, openai_api
 from ollm_site.api import api
 
 admin.site.site_header = "ollm-site review"
@@ -15,6 +16,9 @@ urlpatterns = [
     path("accounts/login/", LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/", api.urls),
+    # Drop-in endpoints for Ollama's and OpenAI's clients (docs/drop-in.md).
+    path("ollama/", include(ollama_api.urlpatterns)),
+    path("v1/", include(openai_api.urlpatterns)),
     path("account/", include("accounts.urls")),
     path("", include("contextmgr.urls")),
     path("", include("chat.urls")),

@@ -1,0 +1,276 @@
+"""Ollama's API under /ollama/, for the clients people already use (the ``ollama`` Python client,
+Open WebUI, editor plugins): each conversation becomes a session with managed context.
+
+Shapes follow Ollama's API (docs/api.md of ollama/ollama): NDJSON chunks while streaming, the counts
+and durations (nanoseconds) on the last one, errors as ``{"error": "..."}``. What differs is said in
+docs/drop-in.md: the prompt sent is the session's managed one, and ``tools``, ``images`` and
+``format`` are refused rather than ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
+from django.urls import path
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from chat.conversations import Conversation, conversation_reply, conversation_resolve
+from chat.drop_in import (
+    SESSION_HEADER,
+    DropInError,
+    ReplyStream,
+    client_name,
+    json_body,
+    requested_session,
+    token_required,
+)
+from chat.selectors import models_available
+from chat.turn import TurnOutcome
+from contextmgr.core.client_history import ClientMessage, client_request
+from contextmgr.core.times import iso_millis
+from contextmgr.llm.types import ModelInfo
+
+# The version of Ollama's API these shapes follow; clients ask it before using newer fields.
+OLLAMA_API_VERSION = "0.12.0"
+NANOSECONDS = 1_000_000_000
+
+
+def _error(status: int, message: str) -> HttpResponseBase:
+    return JsonResponse({"error": message}, status=status)
+
+
+authenticated = token_required(_error)
+
+
+def _now() -> str:
+    return iso_millis(timezone.now())
+
+
+def _parameter_size(billions: float | None) -> str:
+    if billions is None:
+        return ""
+    return f"{round(billions * 1000)}M" if billions < 1 else f"{billions:g}B"
+
+
+def _details(info: ModelInfo) -> dict[str, Any]:
+    return {
+        "format": "gguf",
+        "family": info.family,
+        "families": [info.family] if info.family else None,
+        "parameter_size": _parameter_size(info.parameter_size_b),
+        "quantization_level": "",
+    }
+
+
+def _model(info: ModelInfo) -> dict[str, Any]:
+    return {
+        "name": info.name,
+        "model": info.name,
+        "modified_at": _now(),
+        "size": 0,
+        "digest": "",
+        "details": _details(info),
+    }
+
+
+def _find_model(name: str) -> ModelInfo:
+    for info in models_available():
+        if info.name == name or info.name == f"{name}:latest":
+            return info
+    raise DropInError(404, f"model '{name}' not found")
+
+
+def _text(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise DropInError(400, f"{what} must be text.")
+    return value
+
+
+def _options(body: dict[str, Any]) -> int | None:
+    """The request's num_ctx; unsupported inputs are refused, not silently dropped."""
+    for field in ("tools", "format"):
+        if body.get(field):
+            raise DropInError(400, f"{field!r} is not supported by ollm-site's managed context.")
+    options = body.get("options") or {}
+    if not isinstance(options, dict):
+        raise DropInError(400, "options must be an object.")
+    num_ctx = options.get("num_ctx")
+    if num_ctx is None:
+        return None
+    if not isinstance(num_ctx, int) or isinstance(num_ctx, bool) or num_ctx <= 0:
+        raise DropInError(400, "options.num_ctx must be a positive integer.")
+    return num_ctx
+
+
+def _messages(body: dict[str, Any]) -> list[ClientMessage]:
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        raise DropInError(400, "messages must be a list of {role, content} objects.")
+    parsed = []
+    for message in messages:
+        if not isinstance(message, dict):
+            raise DropInError(400, "messages must be a list of {role, content} objects.")
+        if message.get("images"):
+            raise DropInError(400, "images are not supported by ollm-site's managed context.")
+        role = _text(message.get("role"), "a message's role")
+        parsed.append(ClientMessage(role, _text(message.get("content", ""), "a message's content")))
+    return parsed
+
+
+def _final(outcome: TurnOutcome, model: str) -> dict[str, Any]:
+    """The last chunk's counts and durations, as Ollama reports them."""
+    result = outcome.result
+    prompt_ns = round(result.prompt_seconds * NANOSECONDS)
+    eval_ns = round(result.generation_seconds * NANOSECONDS)
+    return {
+        "model": model,
+        "created_at": _now(),
+        "done": True,
+        "done_reason": result.done_reason,
+        "total_duration": prompt_ns + eval_ns,
+        "load_duration": 0,
+        "prompt_eval_count": result.prompt_tokens,
+        "prompt_eval_duration": prompt_ns,
+        "eval_count": result.completion_tokens,
+        "eval_duration": eval_ns,
+    }
+
+
+def _answer(
+    request: HttpRequest, user: Any, body: dict[str, Any], messages: list[ClientMessage], *, chat: bool
+) -> HttpResponseBase:
+    model = _text(body.get("model"), "model").strip()
+    if not model:
+        raise DropInError(400, "model is required.")
+    num_ctx = _options(body)
+    conversation = conversation_resolve(
+        owner=user,
+        model=model,
+        request=client_request(messages),
+        client=client_name(request),
+        num_ctx=num_ctx,
+        session_id=requested_session(request),
+    )
+
+    def piece(text: str) -> dict[str, Any]:
+        if chat:
+            return {"message": {"role": "assistant", "content": text}}
+        return {"response": text}
+
+    if body.get("stream", True) is False:
+        outcome = async_to_sync(conversation_reply)(conversation=conversation)
+        response: HttpResponseBase = JsonResponse(
+            {**_final(outcome, model), **piece(outcome.assistant_message.content)}
+        )
+    else:
+        response = StreamingHttpResponse(_ndjson(conversation, model, piece), content_type="application/x-ndjson")
+    response[SESSION_HEADER] = str(conversation.session.pk)
+    return response
+
+
+async def _ndjson(conversation: Conversation, model: str, piece: Any) -> AsyncIterator[bytes]:
+    stream = ReplyStream(conversation)
+    async for delta in stream.deltas():
+        yield _line({"model": model, "created_at": _now(), **piece(delta), "done": False})
+    if stream.outcome is not None:
+        yield _line({**_final(stream.outcome, model), **piece("")})
+    else:
+        assert stream.error is not None
+        # Ollama tells a failure after the stream began as a last line with "error".
+        yield _line({"error": stream.error[1]})
+
+
+def _line(chunk: dict[str, Any]) -> bytes:
+    return (json.dumps(chunk, ensure_ascii=False) + "\n").encode()
+
+
+@require_POST
+@authenticated
+def chat(request: HttpRequest, user: Any) -> HttpResponseBase:
+    """POST /ollama/api/chat: the request's last message is answered in its session."""
+    body = json_body(request)
+    return _answer(request, user, body, _messages(body), chat=True)
+
+
+@require_POST
+@authenticated
+def generate(request: HttpRequest, user: Any) -> HttpResponseBase:
+    """POST /ollama/api/generate: ``prompt`` (with ``system``) is a user message; each call starts a
+    session unless X-OLLM-Session names one to continue."""
+    body = json_body(request)
+    system = _text(body.get("system", ""), "system")
+    prompt = _text(body.get("prompt", ""), "prompt")
+    if body.get("images"):
+        raise DropInError(400, "images are not supported by ollm-site's managed context.")
+    messages = [ClientMessage("system", system)] if system.strip() else []
+    return _answer(request, user, body, [*messages, ClientMessage("user", prompt)], chat=False)
+
+
+@require_GET
+@authenticated
+def tags(request: HttpRequest, user: Any) -> HttpResponseBase:
+    """GET /ollama/api/tags: every model a backend serves now."""
+    return JsonResponse({"models": [_model(info) for info in models_available()]})
+
+
+@require_GET
+@authenticated
+def ps(request: HttpRequest, user: Any) -> HttpResponseBase:
+    """GET /ollama/api/ps: the models that can answer now, with their context length."""
+    return JsonResponse({
+        "models": [
+            {**_model(info), "expires_at": None, "size_vram": 0, "context_length": info.context_length}
+            for info in models_available()
+        ]
+    })  # fmt: skip
+
+
+@require_POST
+@authenticated
+def show(request: HttpRequest, user: Any) -> HttpResponseBase:
+    """POST /ollama/api/show: a model's details."""
+    body = json_body(request)
+    info = _find_model(_text(body.get("model", body.get("name")), "model"))
+    model_info: dict[str, Any] = {"general.architecture": info.family}
+    if info.context_length:
+        model_info[f"{info.family}.context_length"] = info.context_length
+    return JsonResponse({
+        "modelfile": "",
+        "parameters": "",
+        "template": "",
+        "details": _details(info),
+        "model_info": model_info,
+        "capabilities": ["completion"],
+        "modified_at": _now(),
+    })  # fmt: skip
+
+
+@require_GET
+@authenticated
+def version(request: HttpRequest, user: Any) -> HttpResponseBase:
+    """GET /ollama/api/version."""
+    return JsonResponse({"version": OLLAMA_API_VERSION})
+
+
+@require_http_methods(["GET", "HEAD"])
+@authenticated
+def root(request: HttpRequest, user: Any) -> HttpResponseBase:
+    """GET /ollama/: what Ollama answers there, for clients that check the server is up."""
+    return HttpResponse("Ollama is running", content_type="text/plain")
+
+
+urlpatterns = [
+    path("", root),
+    path("api/chat", chat),
+    path("api/generate", generate),
+    path("api/tags", tags),
+    path("api/ps", ps),
+    path("api/show", show),
+    path("api/version", version),
+]
