@@ -127,9 +127,10 @@ class SessionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         "last_activity",
     ]
     list_filter = ["model", TierFilter, ReliabilityFilter]
-    search_fields = ["title", "owner__username", "model"]
+    search_fields = ["title", "owner__username", "model", "client"]
     readonly_fields = [
         "id",
+        "client",
         "owner",
         "model_parameter_size_b",
         "max_tokens",
@@ -146,6 +147,7 @@ class SessionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         "title",
         "model",
         "model_parameter_size_b",
+        "client",
         "context_size",
         "max_tokens",
         "context",

@@ -13,10 +13,11 @@ from typing import Any
 from uuid import UUID
 
 from asgiref.sync import sync_to_async
+from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from chat.models import DEFAULT_CONTEXT_SIZE, Message, Session
-from chat.selectors import model_facts, session_for_client_history, session_for_owner
+from chat.selectors import model_availability, model_facts, session_for_client_history, session_for_owner
 from chat.services import NewMessage, message_create_many, session_client_seen, session_start, session_update
 from chat.turn import OnDelta, TurnOutcome, message_counter, turn_retry, turn_run
 from contextmgr.core.client_history import ClientRequest, context_size_for
@@ -65,7 +66,7 @@ def conversation_resolve(
     from its first message, of ``num_ctx``'s size (``context_size_for``), whose history is the
     request's earlier messages: a diverged client branches, it never rewrites a session.
     A continued session switches to ``model`` when the client names another (``session_update``).
-    Raises a ValidationError for a model no backend serves.
+    Raises a ValidationError (on ``model``) for a model no backend serves, before anything is stored.
     """
     session = None
     if session_id is not None:
@@ -74,6 +75,8 @@ def conversation_resolve(
             session = named
     elif request.earlier:
         session = session_for_client_history(user=owner, digest=request.earlier_digest)
+    if session is None or model != session.model:
+        _refuse_unserved(model, gateway)
     if session is not None:
         if model != session.model:
             session = session_update(session=session, model=model)
@@ -86,6 +89,17 @@ def conversation_resolve(
         created=True,
         retry=False,
     )
+
+
+def _refuse_unserved(model: str, gateway: Gateway | None) -> None:
+    """What Ollama answers for a model it does not have, before anything is stored; the served list is
+    asked again before refusing (a model pulled a moment ago). Nothing is refused when no backend
+    answers at all: the turn's error says what is down."""
+    if (
+        model_availability(model=model, gateway=gateway).available is False
+        and model_availability(model=model, gateway=gateway, refresh=True).available is False
+    ):
+        raise ValidationError({"model": f"model '{model}' not found"})
 
 
 def _session_from_request(

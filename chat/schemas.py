@@ -69,6 +69,10 @@ class SessionOut(Schema):
     source_provider: str | None = Field(
         description="The provider the imported file named, which its export writes back; null when it named none."
     )
+    client: str | None = Field(
+        description="The client (its User-Agent) that started it through the Ollama (/ollama/) or OpenAI (/v1/) "
+        "endpoint; null for a session started here."
+    )
 
     model_available: bool | None = Field(
         description="Whether a backend serves the session's model now, read when asked (a session imported from "
@@ -94,6 +98,10 @@ class SessionOut(Schema):
     @staticmethod
     def resolve_source_provider(obj: Session) -> str | None:
         return obj.source_provider or None
+
+    @staticmethod
+    def resolve_client(obj: Session) -> str | None:
+        return obj.client or None
 
 
 class ImportConflictOut(Schema):

@@ -36,6 +36,7 @@ API_GATEWAY_USERS = (
     "chat.selectors.get_gateway",
     "chat.imports.get_gateway",
     "chat.turn.get_gateway",
+    "chat.conversations.get_gateway",
     "contextmgr.selectors.get_gateway",
     "contextmgr.services.compression.get_gateway",
 )
