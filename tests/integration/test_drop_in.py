@@ -4,6 +4,7 @@ session, and errors in each API's own shape. The real clients over HTTP: test_dr
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from django.test import Client
@@ -35,7 +36,7 @@ def ollama(api_token, api_gateway):
     return Client(headers={"Authorization": f"Bearer {api_token}", "User-Agent": "ollama-python/0.6.3"})
 
 
-def chat(client: Client, messages: list[dict[str, str]], **extra) -> tuple[dict, str]:
+def chat(client: Client, messages: list[dict[str, str]], **extra: Any) -> tuple[dict[str, Any], str]:
     """A non-streaming /ollama/api/chat; the answer and the session it went to."""
     body = {"model": MODEL_NAME, "messages": messages, "stream": False, **extra.pop("body", {})}
     response = client.post("/ollama/api/chat", json.dumps(body), content_type="application/json", **extra)
