@@ -114,7 +114,11 @@ def openai_send(drop_in: DropIn) -> Send:
 
     def send(messages: list[dict[str, str]], stream: bool) -> str:
         if not stream:
-            completion = client.chat.completions.create(model=MODEL_NAME, messages=messages)  # type: ignore[arg-type]
+            completion = client.chat.completions.create(
+                model=MODEL_NAME,
+                messages=messages,  # type: ignore[arg-type]
+                extra_body={"num_ctx": NUM_CTX},
+            )
             assert completion.usage is not None
             assert completion.usage.completion_tokens > 0
             return str(completion.choices[0].message.content)
@@ -124,6 +128,7 @@ def openai_send(drop_in: DropIn) -> Send:
                 messages=messages,  # type: ignore[arg-type]
                 stream=True,
                 stream_options={"include_usage": True},
+                extra_body={"num_ctx": NUM_CTX},
             )
         )
         assert chunks[-1].usage is not None
