@@ -9,12 +9,13 @@ import re
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import ollama
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 
 from contextmgr.llm.embedded import MODEL_NAME
 from tests.factories import E2E_PASSWORD, E2E_USERNAME
@@ -112,11 +113,12 @@ def ollama_send(drop_in: DropIn) -> Send:
 def openai_send(drop_in: DropIn) -> Send:
     client = openai.OpenAI(base_url=f"{drop_in.url}/v1", api_key=drop_in.token, timeout=scaled(600), max_retries=0)
 
-    def send(messages: list[dict[str, str]], stream: bool) -> str:
+    def send(history: list[dict[str, str]], stream: bool) -> str:
+        messages = cast("list[ChatCompletionMessageParam]", history)
         if not stream:
             completion = client.chat.completions.create(
                 model=MODEL_NAME,
-                messages=messages,  # type: ignore[arg-type]
+                messages=messages,
                 extra_body={"num_ctx": NUM_CTX},
             )
             assert completion.usage is not None
@@ -125,7 +127,7 @@ def openai_send(drop_in: DropIn) -> Send:
         chunks = list(
             client.chat.completions.create(
                 model=MODEL_NAME,
-                messages=messages,  # type: ignore[arg-type]
+                messages=messages,
                 stream=True,
                 stream_options={"include_usage": True},
                 extra_body={"num_ctx": NUM_CTX},
