@@ -36,7 +36,7 @@ def ollama(api_token, api_gateway):
     return Client(headers={"Authorization": f"Bearer {api_token}", "User-Agent": "ollama-python/0.6.3"})
 
 
-def chat(client: Client, messages: list[dict[str, str]], **extra: Any) -> tuple[dict[str, Any], str]:
+def ollama_chat(client: Client, messages: list[dict[str, str]], **extra: Any) -> tuple[dict[str, Any], str]:
     """A non-streaming /ollama/api/chat; the answer and the session it went to."""
     body = {"model": MODEL_NAME, "messages": messages, "stream": False, **extra.pop("body", {})}
     response = client.post("/ollama/api/chat", json.dumps(body), content_type="application/json", **extra)
@@ -68,7 +68,7 @@ def test_every_route_refuses_no_token_a_bad_token_and_a_logged_in_browser(method
 
 def test_a_resent_history_continues_its_session_and_the_model_gets_the_managed_prompt(ollama, model_server):
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "What is the capital of France?"}]
-    first, session_id = chat(ollama, messages, body={"options": {"num_ctx": 2048}})
+    first, session_id = ollama_chat(ollama, messages, body={"options": {"num_ctx": 2048}})
     assert first["done"] is True
     assert first["prompt_eval_count"] > 0
     assert first["eval_count"] > 0
@@ -79,7 +79,7 @@ def test_a_resent_history_continues_its_session_and_the_model_gets_the_managed_p
     assert session.system_prompt == SYSTEM
     messages += [first["message"], {"role": "user", "content": "And of Italy?"}]
     model_server.behaviour.requests.clear()
-    second, again = chat(ollama, messages, body={"options": {"num_ctx": 2048}})
+    second, again = ollama_chat(ollama, messages, body={"options": {"num_ctx": 2048}})
     assert again == session_id
     assert Session.objects.count() == 1
     assert roles_and_texts(session_id) == [
@@ -98,7 +98,9 @@ def test_a_resent_history_continues_its_session_and_the_model_gets_the_managed_p
 
 def test_the_session_header_continues_a_session_with_only_the_new_message(ollama, user):
     session = session_create(owner=user, model=MODEL_NAME, context_size=2048, title="Started on the page")
-    answer, session_id = chat(ollama, [{"role": "user", "content": "Say hello."}], HTTP_X_OLLM_SESSION=str(session.pk))
+    answer, session_id = ollama_chat(
+        ollama, [{"role": "user", "content": "Say hello."}], HTTP_X_OLLM_SESSION=str(session.pk)
+    )
     assert session_id == str(session.pk)
     assert roles_and_texts(session_id) == [("user", "Say hello."), ("assistant", answer["message"]["content"])]
     assert Session.objects.get(pk=session.pk).client == ""  # started on the page, not by a client
@@ -106,14 +108,14 @@ def test_the_session_header_continues_a_session_with_only_the_new_message(ollama
 
 def test_an_edited_history_branches_into_a_new_session_and_leaves_the_old_one_alone(ollama):
     messages = [{"role": "user", "content": "Name a fruit."}]
-    first, session_id = chat(ollama, messages)
+    first, session_id = ollama_chat(ollama, messages)
     before = roles_and_texts(session_id)
     edited = [
         {"role": "user", "content": "Name a vegetable."},
         first["message"],
         {"role": "user", "content": "Another?"},
     ]
-    second, branch_id = chat(ollama, edited)
+    second, branch_id = ollama_chat(ollama, edited)
     assert branch_id != session_id
     assert roles_and_texts(session_id) == before
     assert roles_and_texts(branch_id) == [
@@ -126,7 +128,7 @@ def test_an_edited_history_branches_into_a_new_session_and_leaves_the_old_one_al
 
 def test_a_repeated_call_after_a_failure_answers_the_stored_message_instead_of_storing_it_again(ollama, model_server):
     messages = [{"role": "user", "content": "Name a fruit."}]
-    first, session_id = chat(ollama, messages)
+    first, session_id = ollama_chat(ollama, messages)
     messages += [first["message"], {"role": "user", "content": "Name a color."}]
     body = json.dumps({"model": MODEL_NAME, "messages": messages, "stream": False})
     model_server.behaviour.fail_status = 500
@@ -137,7 +139,7 @@ def test_a_repeated_call_after_a_failure_answers_the_stored_message_instead_of_s
     assert failed.status_code in (502, 503)
     assert isinstance(failed.json()["error"], str)
     assert roles_and_texts(session_id)[-1] == ("user", "Name a color.")  # stored before the model failed
-    second, again = chat(ollama, messages)
+    second, again = ollama_chat(ollama, messages)
     assert again == session_id
     assert roles_and_texts(session_id)[2:] == [("user", "Name a color."), ("assistant", second["message"]["content"])]
 
@@ -233,10 +235,10 @@ def test_generate_answers_a_prompt_in_a_session_of_its_own(ollama):
 
 def test_a_token_sees_only_its_owners_sessions(ollama, other_user, api_gateway):
     messages = [{"role": "user", "content": "Name a fruit."}]
-    first, session_id = chat(ollama, messages)
+    first, session_id = ollama_chat(ollama, messages)
     bob = Client(headers={"Authorization": f"Bearer {api_token_create(user=other_user, name='bob')[1]}"})
     # bob resends alice's history: it is not continued (a session of bob's own is started).
-    _, bobs = chat(bob, [*messages, first["message"], {"role": "user", "content": "Another?"}])
+    _, bobs = ollama_chat(bob, [*messages, first["message"], {"role": "user", "content": "Another?"}])
     assert bobs != session_id
     assert Session.objects.get(pk=bobs).owner == other_user
     assert len(roles_and_texts(session_id)) == 2

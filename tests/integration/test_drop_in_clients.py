@@ -139,7 +139,7 @@ def openai_send(drop_in: DropIn) -> Send:
     return send
 
 
-def converse(send: Send, turns: int, *, first: int = 0, after_first: Callable[[], None] | None = None) -> list[str]:
+def talk(send: Send, turns: int, *, first: int = 0, after_first: Callable[[], None] | None = None) -> list[str]:
     """``turns`` turns, streaming every other one, the client keeping the whole history as clients do;
     the conversation as the client holds it at the end (contents, system prompt first)."""
     messages = [{"role": "system", "content": SYSTEM}]
@@ -207,7 +207,7 @@ def test_a_client_keeps_a_sixty_turn_conversation_inside_2k(drop_in, model_serve
         session_id.append(the_new_session(drop_in, known, client_prefix)["id"])
         drop_in.pin(session_id[0])
 
-    held = converse(make_send(drop_in), TURNS, after_first=pin)
+    held = talk(make_send(drop_in), TURNS, after_first=pin)
     session = the_new_session(drop_in, known, client_prefix)
     assert session["id"] == session_id[0]
     assert_long_conversation_kept(drop_in, model_server, session, held)
@@ -220,7 +220,7 @@ def test_two_clients_at_once_keep_two_sessions(drop_in):
 
     def run(name: str, send: Send, first: int) -> None:
         try:
-            held[name] = converse(send, 3, first=first)
+            held[name] = talk(send, 3, first=first)
         except BaseException as exc:  # told to the test below
             errors.append(exc)
 

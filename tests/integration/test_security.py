@@ -65,6 +65,7 @@ pytestmark = pytest.mark.django_db
 
 LOGIN_PAGES = ("/accounts/login/", "/admin/login/")
 UNSAFE_METHODS = ("post", "put", "patch", "delete")
+TOKEN_ONLY = ("/ollama/", "/v1/")
 DJANGO_METHODS = ("get", "post", "put", "patch", "delete")
 
 # Routes anyone may open, by URL name, and why.
@@ -88,7 +89,13 @@ class Route:
 
     @property
     def is_api(self) -> bool:
-        return self.template.startswith("/api/")
+        return self.template.startswith(("/api/", *TOKEN_ONLY))
+
+    @property
+    def is_token_only(self) -> bool:
+        """The Ollama and OpenAI endpoints: an API token or nothing, never a browser's cookie (so they need
+        no CSRF token: no page can make a browser call them)."""
+        return self.template.startswith(TOKEN_ONLY)
 
     @property
     def admin_model(self) -> type[Any] | None:
@@ -368,7 +375,8 @@ def test_pages_without_ids_never_list_another_users_data(user, alice_data, other
         # The words of Bob's marker, which a leak would show as "bob-private".
         response = client.get(route.url({}), {"q": "bob private"})
         pages += 1
-        assert response.status_code in (200, 302, 404, 405), (route.template, response.status_code)
+        expected = (401, 405) if route.is_token_only else (200, 302, 404, 405)
+        assert response.status_code in expected, (route.template, response.status_code)
         assert b"bob-private" not in response.content, route.template
     assert pages >= 8
     found = client.get("/search/", {"q": "alice private"})
@@ -411,6 +419,9 @@ def test_every_unsafe_method_needs_the_csrf_token(user, alice_data, api_gateway)
                 continue
             response = request(client, method, url)
             checked += 1
+            if route.is_token_only:
+                assert response.status_code in (401, 405), (method, url, response.status_code)
+                continue
             assert response.status_code == 403, (method, url, response.status_code)
             if route.path_view is not None:  # ninja's own check, not the middleware's
                 assert response.json() == {"detail": "CSRF check Failed"}, (method, url)
