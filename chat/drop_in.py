@@ -87,6 +87,15 @@ def json_body(request: HttpRequest) -> dict[str, Any]:
     return body
 
 
+def num_ctx_of(value: Any, where: str) -> int | None:
+    """A client's context size (``where``: the field it came in), or None without one."""
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise DropInError(400, f"{where} must be a positive integer.")
+    return value
+
+
 def requested_session(request: HttpRequest) -> UUID | None:
     """The session the X-OLLM-Session header names, if it does."""
     value = request.headers.get(SESSION_HEADER, "").strip()

@@ -27,6 +27,7 @@ from chat.drop_in import (
     ReplyStream,
     client_name,
     json_body,
+    num_ctx_of,
     requested_session,
     token_required,
 )
@@ -100,12 +101,7 @@ def _options(body: dict[str, Any]) -> int | None:
     options = body.get("options") or {}
     if not isinstance(options, dict):
         raise DropInError(400, "options must be an object.")
-    num_ctx = options.get("num_ctx")
-    if num_ctx is None:
-        return None
-    if not isinstance(num_ctx, int) or isinstance(num_ctx, bool) or num_ctx <= 0:
-        raise DropInError(400, "options.num_ctx must be a positive integer.")
-    return num_ctx
+    return num_ctx_of(options.get("num_ctx"), "options.num_ctx")
 
 
 def _messages(body: dict[str, Any]) -> list[ClientMessage]:

@@ -26,6 +26,7 @@ from chat.drop_in import (
     ReplyStream,
     client_name,
     json_body,
+    num_ctx_of,
     requested_session,
     token_required,
 )
@@ -85,17 +86,6 @@ def _messages(body: dict[str, Any]) -> list[ClientMessage]:
     return parsed
 
 
-def _num_ctx(body: dict[str, Any]) -> int | None:
-    """The context size a new session gets: OpenAI's API has no field for it, so ``num_ctx`` is taken
-    from the body's top level (the ``openai`` client's ``extra_body={"num_ctx": 2048}``)."""
-    num_ctx = body.get("num_ctx")
-    if num_ctx is None:
-        return None
-    if not isinstance(num_ctx, int) or isinstance(num_ctx, bool) or num_ctx <= 0:
-        raise DropInError(400, "num_ctx must be a positive integer.")
-    return num_ctx
-
-
 def _finish_reason(outcome: TurnOutcome) -> str:
     return "length" if outcome.result.done_reason == "length" else "stop"
 
@@ -122,7 +112,8 @@ def chat_completions(request: HttpRequest, user: Any) -> HttpResponseBase:
         model=model.strip(),
         request=client_request(_messages(body)),
         client=client_name(request),
-        num_ctx=_num_ctx(body),
+        # OpenAI's API has no field for it: the openai client sends extra_body={"num_ctx": 2048}.
+        num_ctx=num_ctx_of(body.get("num_ctx"), "num_ctx"),
         session_id=requested_session(request),
     )
     completion_id = f"chatcmpl-{conversation.session.pk.hex}-{time.time_ns()}"
