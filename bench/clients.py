@@ -46,27 +46,9 @@ class Timed:
 
 async def api_turn(session_id: Any, authorization: bytes, content: str) -> Timed:
     """POST /api/sessions/{id}/messages and read the whole answer."""
-    body = json.dumps({"content": content}).encode()
-    communicator = HttpCommunicator(
-        application,
-        "POST",
-        f"/api/sessions/{session_id}/messages",
-        body=body,
-        headers=[
-            (b"host", b"localhost"),
-            (b"authorization", authorization),
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-        ],
-    )
-    started = time.perf_counter()
-    response = await communicator.get_response(timeout=TIMEOUT)
-    seconds = time.perf_counter() - started
-    assert response["status"] == 200, response
-    # The client hangs up, as a browser does, so the handler's disconnect listener ends too.
-    await communicator.send_input({"type": "http.disconnect"})
-    await communicator.wait(timeout=TIMEOUT)
-    return Timed(seconds)
+    answer = await http_post_timed(f"/api/sessions/{session_id}/messages", authorization, {"content": content})
+    assert answer.status == 200, answer.body
+    return answer.timed
 
 
 async def ws_connect(session_id: Any, cookie: bytes) -> WebsocketCommunicator:
@@ -137,3 +119,60 @@ class RecordingBackend:
     def direct(self) -> Callable[..., ChatStream]:
         """The backend's own ``chat``, unrecorded."""
         return self._chat
+
+
+@dataclass
+class HttpAnswer:
+    """A response read chunk by chunk as its client reads it."""
+
+    timed: Timed  # seconds: up to the last chunk; token_times: the chunks that carried reply text
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+async def http_post_timed(
+    path: str,
+    authorization: bytes,
+    payload: dict[str, Any],
+    *,
+    headers: Sequence[tuple[bytes, bytes]] = (),
+    carries_text: Callable[[bytes], bool] | None = None,
+) -> HttpAnswer:
+    """POST ``payload`` as JSON through the ASGI application and read the answer chunk by chunk;
+    ``carries_text`` says which chunks hold reply text (a streamed answer's first token)."""
+    body = json.dumps(payload).encode()
+    communicator = HttpCommunicator(
+        application,
+        "POST",
+        path,
+        body=body,
+        headers=[
+            (b"host", b"localhost"),
+            (b"authorization", authorization),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            *headers,
+        ],
+    )
+    token_times: list[float] = []
+    chunks: list[bytes] = []
+    started = time.perf_counter()
+    await communicator.send_input({"type": "http.request", "body": body})
+    start = await communicator.receive_output(TIMEOUT)
+    assert start["type"] == "http.response.start", start
+    while True:
+        message = await communicator.receive_output(TIMEOUT)
+        now = time.perf_counter()
+        assert message["type"] == "http.response.body", message
+        chunks.append(message.get("body", b""))
+        if carries_text is not None and carries_text(chunks[-1]):
+            token_times.append(now)
+        if not message.get("more_body", False):
+            break
+    seconds = now - started
+    # The client hangs up, as api_turn's does, so the handler's disconnect listener ends too.
+    await communicator.send_input({"type": "http.disconnect"})
+    await communicator.wait(timeout=TIMEOUT)
+    names = {key.decode().lower(): value.decode() for key, value in start.get("headers", [])}
+    return HttpAnswer(Timed(seconds, token_times), start["status"], names, b"".join(chunks))
