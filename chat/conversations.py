@@ -8,6 +8,7 @@ block, checkpoints, active messages), never the client's raw history.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -18,7 +19,14 @@ from django.db import transaction
 
 from chat.models import DEFAULT_CONTEXT_SIZE, Message, Session
 from chat.selectors import model_availability, model_facts, session_for_client_history, session_for_owner
-from chat.services import NewMessage, message_create_many, session_client_seen, session_start, session_update
+from chat.services import (
+    NewMessage,
+    message_create_many,
+    session_client_claim,
+    session_client_seen,
+    session_start,
+    session_update,
+)
 from chat.turn import OnDelta, TurnOutcome, message_counter, turn_retry, turn_run
 from contextmgr.core.client_history import ClientRequest, context_size_for
 from contextmgr.llm import Gateway, get_gateway
@@ -61,34 +69,45 @@ def conversation_resolve(
 
     With ``session_id`` (the X-OLLM-Session header) that session (Http404 unless the owner's) is
     continued when the request resends the history its client holds, or sends only its new message;
-    without it, the owner's session whose client holds the request's earlier messages is. Any other
-    request (a first message, even a repeated one; a history the client edited or trimmed) starts a new session, titled
+    without it, the owner's session whose client holds the request's earlier messages is, or the one
+    that stored this very request's message without answering it (the request repeated after an error).
+    The session is claimed for the request (``session_client_claim``): a second request matching it
+    while the first is answered branches. Any other request (a first message; a history the client
+    edited or trimmed) starts a new session, titled
     from its first message, of ``num_ctx``'s size (``context_size_for``), whose history is the
     request's earlier messages: a diverged client branches, it never rewrites a session.
     A continued session switches to ``model`` when the client names another (``session_update``).
     Raises a ValidationError (on ``model``) for a model no backend serves, before anything is stored.
     """
-    session = None
-    if session_id is not None:
-        named = session_for_owner(user=owner, session_id=session_id)
-        if not request.earlier or named.client_digest == request.earlier_digest:
-            session = named
-    elif request.earlier:
-        session = session_for_client_history(user=owner, digest=request.earlier_digest)
+    session, matched = _continued(owner, request, session_id)
     if session is None or model != session.model:
         _refuse_unserved(model, gateway)
-    if session is not None:
-        if model != session.model:
-            session = session_update(session=session, model=model)
-        return Conversation(session, request, created=False, retry=_unanswered(session, request.new_message))
-    return Conversation(
-        _session_from_request(
+    if session is not None and model != session.model:
+        session = session_update(session=session, model=model)
+    if session is not None and matched is not None and not session_client_claim(session=session, expected=matched):
+        session = None  # another request with the same history took it a moment ago: this one branches
+    if session is None:
+        session = _session_from_request(
             owner=owner, model=model, request=request, client=client, num_ctx=num_ctx, gateway=gateway
-        ),
-        request,
-        created=True,
-        retry=False,
-    )
+        )
+        return Conversation(session, request, created=True, retry=False)
+    return Conversation(session, request, created=False, retry=_unanswered(session, request.new_message))
+
+
+def _continued(owner: Any, request: ClientRequest, session_id: UUID | None) -> tuple[Session | None, str | None]:
+    """The session ``request`` continues, and the digest it matched (None: a named session the request
+    only adds its message to, whatever its client held)."""
+    if session_id is not None:
+        named = session_for_owner(user=owner, session_id=session_id)
+        if not request.earlier:
+            return named, None
+        if named.client_digest in (request.earlier_digest, request.pending_digest):
+            return named, named.client_digest
+        return None, None
+    # A first message is looked up only as a repeat of one left unanswered: every other starts a session.
+    digests = [request.pending_digest, *([request.earlier_digest] if request.earlier else [])]
+    found = session_for_client_history(user=owner, digests=digests)
+    return (found, found.client_digest) if found is not None else (None, None)
 
 
 def _refuse_unserved(model: str, gateway: Gateway | None) -> None:
@@ -118,9 +137,6 @@ def _session_from_request(
             facts=facts,
             client=client,
         )
-        # The client holds the earlier messages already: a repeat of this request (a retry after an
-        # error) continues this session, and answers its stored message rather than storing it again.
-        session_client_seen(session=session, digest=request.earlier_digest)
         if request.earlier:
             message_create_many(
                 session=session,
@@ -136,15 +152,41 @@ async def conversation_reply(
     *, conversation: Conversation, gateway: Gateway | None = None, on_delta: OnDelta | None = None
 ) -> TurnOutcome:
     """Answer the request's new message as the chat page does (``turn_run``: stored first, then the
-    reply from the managed prompt; ``turn_retry`` when it is stored already), then remember the
-    history the client holds once it has the reply. Raises what the turn raises."""
-    session_id = conversation.session.pk
-    if conversation.retry:
-        outcome = await turn_retry(session_id=session_id, gateway=gateway, on_delta=on_delta)
-    else:
-        outcome = await turn_run(
-            session_id=session_id, content=conversation.request.new_message, gateway=gateway, on_delta=on_delta
-        )
-    digest = conversation.request.digest_with_reply(outcome.assistant_message.content)
+    reply from the managed prompt; ``turn_retry`` when it is stored already), then remember the history
+    the client holds: with the reply, or with the part of it the client had when it went away, or
+    without one (the same request repeated answers the stored message). Raises what the turn raises.
+
+    Precondition: the session was claimed for this request (``conversation_resolve``)."""
+    request, session_id = conversation.request, conversation.session.pk
+    heard: list[str] = []
+
+    async def hear(delta: str) -> None:
+        heard.append(delta)
+        if on_delta is not None:
+            await on_delta(delta)
+
+    try:
+        if conversation.retry:
+            outcome = await turn_retry(session_id=session_id, gateway=gateway, on_delta=hear)
+        else:
+            outcome = await turn_run(session_id=session_id, content=request.new_message, gateway=gateway, on_delta=hear)
+    except BaseException as exc:
+        partial = "".join(heard)
+        if isinstance(exc, asyncio.CancelledError) and partial.strip():
+            # The client stopped the reply; turn_run kept the part it had, as the client does.
+            digest = request.digest_with_reply(partial)
+        else:
+            digest = await sync_to_async(_digest_without_reply)(conversation)
+        await sync_to_async(session_client_seen)(session=conversation.session, digest=digest)
+        raise
+    digest = request.digest_with_reply(outcome.assistant_message.content)
     await sync_to_async(session_client_seen)(session=conversation.session, digest=digest)
     return outcome
+
+
+def _digest_without_reply(conversation: Conversation) -> str:
+    """After a turn that gave no reply: the session holds the request's message unanswered, or (refused
+    before it was stored) only what came before it."""
+    request = conversation.request
+    session = Session.objects.get(pk=conversation.session.pk)
+    return request.pending_digest if _unanswered(session, request.new_message) else request.earlier_digest

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+import logging
+from collections.abc import AsyncGenerator, Callable
 from contextlib import suppress
 from functools import wraps
 from typing import Any
@@ -28,6 +29,7 @@ from chat.turn import ModelUnavailable, TurnOutcome
 from contextmgr.core.client_history import ClientHistoryError
 from contextmgr.llm.types import BackendUnavailable, ContextOverflow, LLMError, LLMTimeout
 
+logger = logging.getLogger(__name__)
 # Names the session a request continues; every answer names the session it went to.
 SESSION_HEADER = "X-OLLM-Session"
 # An answer's status and what it says, in the API's own error shape.
@@ -112,7 +114,8 @@ def client_name(request: HttpRequest) -> str:
 
 
 def failure(exc: Exception) -> tuple[int, str]:
-    """The status and message of an error, as the REST API answers the same error."""
+    """The status and message of an error, as the REST API answers the same error (500 for one it does
+    not know, which is logged)."""
     if isinstance(exc, DropInError):
         return exc.status, str(exc)
     if isinstance(exc, ClientHistoryError):
@@ -132,7 +135,9 @@ def failure(exc: Exception) -> tuple[int, str]:
         return 504, str(exc)
     if isinstance(exc, LLMError):
         return 502, str(exc)
-    raise exc
+    # Also after a stream began, the client hears of it in the API's own shape, not as a cut connection.
+    logger.error("a drop-in request failed", exc_info=exc)
+    return 500, "Internal error: the server could not answer; see its log."
 
 
 class ReplyStream:
@@ -145,7 +150,7 @@ class ReplyStream:
         self.outcome: TurnOutcome | None = None
         self.error: tuple[int, str] | None = None
 
-    async def deltas(self) -> AsyncIterator[str]:
+    async def deltas(self) -> AsyncGenerator[str]:
         queue: asyncio.Queue[str | None] = asyncio.Queue()
 
         async def on_delta(delta: str) -> None:

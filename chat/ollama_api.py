@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -172,8 +173,9 @@ def _answer(
 
 async def _ndjson(conversation: Conversation, model: str, piece: Any) -> AsyncIterator[bytes]:
     stream = ReplyStream(conversation)
-    async for delta in stream.deltas():
-        yield _line({"model": model, "created_at": _now(), **piece(delta), "done": False})
+    async with aclosing(stream.deltas()) as deltas:
+        async for delta in deltas:
+            yield _line({"model": model, "created_at": _now(), **piece(delta), "done": False})
     if stream.outcome is not None:
         yield _line({**_final(stream.outcome, model), **piece("")})
     else:
@@ -183,7 +185,16 @@ async def _ndjson(conversation: Conversation, model: str, piece: Any) -> AsyncIt
 
 
 def _line(chunk: dict[str, Any]) -> bytes:
-    return (json.dumps(chunk, ensure_ascii=False) + "\n").encode()
+    return (json.dumps(chunk) + "\n").encode()
+
+
+def _loaded(body: dict[str, Any], *, chat: bool) -> HttpResponseBase:
+    """What Ollama answers a request with nothing to answer (clients send one to load a model): done,
+    ``done_reason`` "load"; no session is started."""
+    model = _text(body.get("model"), "model")
+    _find_model(model)
+    done = {"model": model, "created_at": _now(), "done": True, "done_reason": "load"}
+    return JsonResponse({**done, **({"message": {"role": "assistant", "content": ""}} if chat else {"response": ""})})
 
 
 @require_POST
@@ -191,6 +202,8 @@ def _line(chunk: dict[str, Any]) -> bytes:
 def chat(request: HttpRequest, user: Any) -> HttpResponseBase:
     """POST /ollama/api/chat: the request's last message is answered in its session."""
     body = json_body(request)
+    if body.get("messages") == []:
+        return _loaded(body, chat=True)
     return _answer(request, user, body, _messages(body), chat=True)
 
 
@@ -204,6 +217,8 @@ def generate(request: HttpRequest, user: Any) -> HttpResponseBase:
     prompt = _text(body.get("prompt", ""), "prompt")
     if body.get("images"):
         raise DropInError(400, "images are not supported by ollm-site's managed context.")
+    if not prompt:
+        return _loaded(body, chat=False)
     messages = [ClientMessage("system", system)] if system.strip() else []
     return _answer(request, user, body, [*messages, ClientMessage("user", prompt)], chat=False)
 

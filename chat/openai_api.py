@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -103,10 +104,14 @@ def chat_completions(request: HttpRequest, user: Any) -> HttpResponseBase:
     model = body.get("model")
     if not isinstance(model, str) or not model.strip():
         raise DropInError(400, "model is required.")
-    if body.get("n", 1) != 1:
+    if body.get("n") not in (None, 1):
         raise DropInError(400, "n must be 1.")
-    if body.get("tools"):
-        raise DropInError(400, "'tools' is not supported by ollm-site's managed context.")
+    for field in ("tools", "functions"):
+        if body.get(field):
+            raise DropInError(400, f"{field!r} is not supported by ollm-site's managed context.")
+    response_format = body.get("response_format")
+    if response_format not in (None, {"type": "text"}):
+        raise DropInError(400, "'response_format' other than text is not supported by ollm-site's managed context.")
     conversation = conversation_resolve(
         owner=user,
         model=model.strip(),
@@ -155,8 +160,9 @@ async def _events(conversation: Conversation, model: str, completion_id: str, *,
 
     stream = ReplyStream(conversation)
     yield chunk({"role": "assistant", "content": ""})
-    async for delta in stream.deltas():
-        yield chunk({"content": delta})
+    async with aclosing(stream.deltas()) as deltas:
+        async for delta in deltas:
+            yield chunk({"content": delta})
     if stream.outcome is not None:
         yield chunk({}, _finish_reason(stream.outcome))
         if usage:
@@ -171,7 +177,7 @@ async def _events(conversation: Conversation, model: str, completion_id: str, *,
 
 
 def _event(data: dict[str, Any]) -> bytes:
-    return f"data: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+    return f"data: {json.dumps(data)}\n\n".encode()
 
 
 @require_GET

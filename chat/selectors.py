@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -56,10 +57,10 @@ def session_for_file(*, user: Any, file_session_id: str) -> Session | None:
     return found
 
 
-def session_for_client_history(*, user: Any, digest: str) -> Session | None:
-    """The user's session, most recently active first, whose outside client last held a history
-    with this digest (``Session.client_digest``): the one a request resending it continues."""
-    return sessions_for_user(user=user).filter(client_digest=digest).first()
+def session_for_client_history(*, user: Any, digests: Sequence[str]) -> Session | None:
+    """The user's session, most recently active first, whose outside client holds a history with one
+    of these digests (``Session.client_digest``): the one a request resending it continues."""
+    return sessions_for_user(user=user).filter(client_digest__in=digests).first()
 
 
 def session_history(*, session: Session) -> QuerySet[Message]:

@@ -38,6 +38,8 @@ from contextmgr.services.reliability import session_refresh_reliability
 from contextmgr.services.session_settings import context_carry_over, session_set_context_settings
 
 DEFAULT_TITLE = "New conversation"
+# A session's client_digest while a request of its outside client is being answered: no digest matches it.
+CLIENT_ANSWERING = ""
 
 
 def _check_length(field: str, value: str, limit: int) -> None:
@@ -284,12 +286,25 @@ def session_prompt_truncated(*, session: Session, sent_tokens: int, reported_tok
 
 @transaction.atomic
 def session_client_seen(*, session: Session, digest: str) -> None:
-    """Remember the digest of the history the session's outside client now holds (its request and the
-    reply it got: ``ClientRequest.digest_with_reply``), which that client's next request resends."""
+    """Remember the digest of the history the session's outside client now holds once its request is
+    done (with the reply it got: ``ClientRequest.digest_with_reply``; without one: the request's
+    ``pending_digest`` or ``earlier_digest``), which that client's next request resends."""
     Session.objects.filter(pk=session.pk).update(client_digest=digest)
     session.client_digest = digest
 
 
+@transaction.atomic
+def session_client_claim(*, session: Session, expected: str) -> bool:
+    """Take the session for one request of its outside client: its digest goes from ``expected`` (what
+    the request matched) to ``CLIENT_ANSWERING``, which no request matches, in one conditional update.
+    False when another request took it first: that one continues the session, this one must not."""
+    claimed = Session.objects.filter(pk=session.pk, client_digest=expected).update(client_digest=CLIENT_ANSWERING)
+    if claimed:
+        session.client_digest = CLIENT_ANSWERING
+    return claimed == 1
+
+
+@transaction.atomic
 def session_delete(*, session: Session) -> None:
     """Delete a session with its whole history, checkpoints, goals, snapshots and events."""
     Session.objects.filter(pk=session.pk).delete()

@@ -3,8 +3,10 @@
 Clients of Ollama's and OpenAI's APIs keep the conversation themselves and send all of it on every
 call. A session remembers a digest of the history its client has seen (the request's messages and
 the reply it got); the next request whose earlier messages have that digest continues the session,
-and its last message is the only new one. A client that edited or trimmed its history sends
-earlier messages with another digest: that is a new conversation, never a rewrite of the old one.
+and its last message is the only new one. A request that could not be answered leaves the digest of
+its messages without a reply (``pending_digest``): the same request repeated continues the session.
+A client that edited or trimmed its history sends earlier messages with another digest: that is a
+new conversation, never a rewrite of the old one.
 """
 
 from __future__ import annotations
@@ -41,6 +43,12 @@ class ClientRequest:
     def earlier_digest(self) -> str:
         """The digest a session has when this request continues it."""
         return history_digest(self.system_prompt, self.earlier)
+
+    @property
+    def pending_digest(self) -> str:
+        """The digest of the history with the new message and no reply: a session that has it stored
+        the message and could not answer it; this request repeated continues it."""
+        return history_digest(self.system_prompt, (*self.earlier, ClientMessage("user", self.new_message)))
 
     def digest_with_reply(self, reply: str) -> str:
         """The digest of what the client holds once it has the reply: what its next request resends."""

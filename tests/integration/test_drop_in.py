@@ -4,15 +4,18 @@ session, and errors in each API's own shape. The real clients over HTTP: test_dr
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import pytest
+from django.db import connections
 from django.test import Client
 
 from accounts.services import api_token_create
 from chat.models import Message, Session
 from chat.services import session_create
 from contextmgr.llm.embedded import MODEL_NAME
+from tests.support.timing import scaled, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -163,7 +166,7 @@ def test_another_users_session_in_the_header_is_not_found_and_not_touched(ollama
     [
         ("not json", 400, "not JSON"),
         ({"messages": [{"role": "user", "content": "Hi"}]}, 400, "model"),
-        ({"model": MODEL_NAME, "messages": []}, 400, "empty"),
+        ({"model": MODEL_NAME, "messages": [{"role": "system", "content": "Be brief."}]}, 400, "must be the user's"),
         ({"model": MODEL_NAME, "messages": [{"role": "assistant", "content": "Hi"}]}, 400, "must be the user's"),
         ({"model": MODEL_NAME, "messages": [{"role": "user", "content": "Hi"}], "tools": [{"x": 1}]}, 400, "tools"),
         ({"model": MODEL_NAME, "messages": [{"role": "user", "content": "Hi", "images": ["AA=="]}]}, 400, "images"),
@@ -242,3 +245,75 @@ def test_a_token_sees_only_its_owners_sessions(ollama, other_user, api_gateway):
     assert bobs != session_id
     assert Session.objects.get(pk=bobs).owner == other_user
     assert len(roles_and_texts(session_id)) == 2
+
+
+def test_a_first_message_repeated_after_a_failure_is_answered_in_its_session_not_stored_again(ollama, model_server):
+    messages = [{"role": "user", "content": "Name a river."}]
+    body = json.dumps({"model": MODEL_NAME, "messages": messages, "stream": False})
+    model_server.behaviour.fail_status = 500
+    try:
+        failed = ollama.post("/ollama/api/chat", body, content_type="application/json")
+    finally:
+        model_server.reset()
+    assert failed.status_code in (502, 503)
+    session_id = failed["X-OLLM-Session"] if failed.has_header("X-OLLM-Session") else None
+    answer, again = ollama_chat(ollama, messages)
+    assert Session.objects.count() == 1
+    assert session_id in (None, again)
+    assert roles_and_texts(again) == [("user", "Name a river."), ("assistant", answer["message"]["content"])]
+
+
+def test_two_requests_with_the_same_history_at_once_answer_in_two_sessions(ollama, model_server, api_token):
+    first, session_id = ollama_chat(ollama, [{"role": "user", "content": "Name a fruit."}])
+    history = [{"role": "user", "content": "Name a fruit."}, first["message"]]
+    answers: dict[str, tuple[dict[str, Any], str]] = {}
+
+    def ask(question: str) -> None:
+        client = Client(headers={"Authorization": f"Bearer {api_token}"})
+        answers[question] = ollama_chat(client, [*history, {"role": "user", "content": question}])
+        connections.close_all()
+
+    hold = model_server.hold()
+    try:
+        asking = [threading.Thread(target=ask, args=(question,)) for question in ("Another?", "A vegetable?")]
+        asking[0].start()
+        wait_until(lambda: model_server.behaviour.waiting == 1, timeout=60, what="the first request at the model")
+        asking[1].start()
+        wait_until(lambda: model_server.behaviour.waiting == 2, timeout=60, what="the second request at the model")
+    finally:
+        hold.set()
+    for thread in asking:
+        thread.join(scaled(120))
+    (one, one_id), (two, two_id) = answers["Another?"], answers["A vegetable?"]
+    assert one_id == session_id  # the first took the session
+    assert two_id != session_id  # the second, with the same history, branched
+    kept = [("user", "Name a fruit."), ("assistant", first["message"]["content"])]
+    assert roles_and_texts(one_id) == [*kept, ("user", "Another?"), ("assistant", one["message"]["content"])]
+    assert roles_and_texts(two_id) == [*kept, ("user", "A vegetable?"), ("assistant", two["message"]["content"])]
+
+
+def test_a_request_with_nothing_to_answer_loads_the_model_and_starts_no_session(ollama):
+    loaded = ollama.post(
+        "/ollama/api/chat", json.dumps({"model": MODEL_NAME, "messages": []}), content_type="application/json"
+    )
+    assert loaded.status_code == 200
+    assert loaded.json()["done_reason"] == "load"
+    generated = ollama.post("/ollama/api/generate", json.dumps({"model": MODEL_NAME}), content_type="application/json")
+    assert generated.json()["response"] == ""
+    assert not Session.objects.exists()
+
+
+def test_an_unexpected_failure_is_a_500_in_the_apis_shape(ollama, api_token, monkeypatch):
+    def broken(**kwargs: Any) -> None:
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr("chat.ollama_api.conversation_resolve", broken)
+    monkeypatch.setattr("chat.openai_api.conversation_resolve", broken)
+    body = json.dumps({"model": MODEL_NAME, "messages": [{"role": "user", "content": "Hi"}]})
+    ollama_answer = ollama.post("/ollama/api/chat", body, content_type="application/json")
+    assert ollama_answer.status_code == 500
+    assert ollama_answer.json()["error"].startswith("Internal error")
+    openai = Client(headers={"Authorization": f"Bearer {api_token}"})
+    openai_answer = openai.post("/v1/chat/completions", body, content_type="application/json")
+    assert openai_answer.status_code == 500
+    assert openai_answer.json()["error"]["type"] == "server_error"
