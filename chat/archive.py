@@ -167,6 +167,7 @@ def session_archive_build(*, session: ChatSession) -> SessionArchive:
             reliability_score=session.reliability_score,
             created_at=session.created_at,
             last_activity=session.last_activity,
+            client=session.client,
         ),
         messages=[
             ArchiveMessage(
@@ -721,6 +722,7 @@ def _archive_import(
         reliability_score=state.reliability_score,
         created_at=state.created_at,
         last_activity=state.last_activity,
+        client=state.client,
         **_file_identity(owner, file, keep_file_id=keep_file_id),
     )
     session.refresh_from_db()

@@ -38,7 +38,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from chat.models import MAX_MESSAGE_CHARS
+from chat.models import MAX_MESSAGE_CHARS, MAX_SOURCE_FIELD_LENGTH
 from chat.session_file import (
     MAX_IMPORT_DEPTH,
     MAX_IMPORT_ENTRIES,
@@ -172,6 +172,9 @@ class ArchiveState(_ArchiveModel):
     reliability_score: float
     created_at: Time
     last_activity: Time
+    # The outside client that started it (the drop-in endpoints); the copy is marked the same, but no
+    # request of that client continues the copy (its history's digest stays with the original).
+    client: Annotated[str, Field(max_length=MAX_SOURCE_FIELD_LENGTH)] = ""
 
 
 class ArchiveMessage(_ArchiveModel):

@@ -167,6 +167,9 @@ def _without_session_id(data, session):
 
 def test_an_archived_session_is_imported_identical(user, other_user, gateway, fake_ollama):
     original = _rich_session(user, gateway, fake_ollama)
+    # Started by an outside client through the drop-in endpoint: the copy is marked the same.
+    Session.objects.filter(pk=original.pk).update(client="ollama-python/0.6.3", client_digest="ab" * 32)
+    original.refresh_from_db()
     assert original.compression_count == 6  # 1 at the early snapshot, which the restore brought back, + 5
     assert CheckpointRevision.objects.filter(checkpoint__session=original, reason="aged").exists()
     assert CheckpointRevision.objects.filter(checkpoint__session=original, reason="restored").exists()
@@ -202,8 +205,10 @@ def test_an_archived_session_is_imported_identical(user, other_user, gateway, fa
         "model_parameter_size_b",
         "created_at",
         "last_activity",
+        "client",
     )
     assert [getattr(imported, f) for f in fields] == [getattr(original, f) for f in fields]
+    assert imported.client_digest == ""  # the client's next request continues the original, never the copy
 
     checkpoints, snapshots = _ids_mapped(original, imported)
     assert set(checkpoints) & set(checkpoints.values()) == set()  # new primary keys
