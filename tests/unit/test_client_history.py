@@ -78,3 +78,12 @@ def test_the_context_size_never_sends_more_than_the_client_allowed():
     assert context_size_for(3400, SIZES, 4096) == 4096
     assert context_size_for(100_000, SIZES, 4096) == 8192
     assert context_size_for(512, SIZES, 4096) == 2048
+
+
+def test_a_request_repeated_after_it_went_unanswered_has_the_pending_digest_it_left():
+    request = client_request(conversation(("system", "S"), ("user", "Hi"), ("assistant", "Hello!"), ("user", "Next")))
+    repeated = client_request(conversation(("system", "S"), ("user", "Hi"), ("assistant", "Hello!"), ("user", "Next")))
+    assert repeated.pending_digest == request.pending_digest
+    assert request.pending_digest not in (request.earlier_digest, request.digest_with_reply(""))
+    other = client_request(conversation(("system", "S"), ("user", "Hi"), ("assistant", "Hello!"), ("user", "Other")))
+    assert other.pending_digest != request.pending_digest
