@@ -47,6 +47,16 @@ def ollama_chat(client: Client, messages: list[dict[str, str]], **extra: Any) ->
     return response.json(), response["X-OLLM-Session"]
 
 
+def chat_while_the_model_fails(client: Client, model_server: Any, messages: list[dict[str, str]]) -> Any:
+    """A non-streaming /ollama/api/chat answered while the model server fails every request."""
+    body = json.dumps({"model": MODEL_NAME, "messages": messages, "stream": False})
+    model_server.behaviour.fail_status = 500
+    try:
+        return client.post("/ollama/api/chat", body, content_type="application/json")
+    finally:
+        model_server.reset()
+
+
 def roles_and_texts(session_id: str) -> list[tuple[str, str]]:
     return list(Message.objects.filter(session_id=session_id).order_by("position").values_list("role", "content"))
 
@@ -133,12 +143,7 @@ def test_a_repeated_call_after_a_failure_answers_the_stored_message_instead_of_s
     messages = [{"role": "user", "content": "Name a fruit."}]
     first, session_id = ollama_chat(ollama, messages)
     messages += [first["message"], {"role": "user", "content": "Name a color."}]
-    body = json.dumps({"model": MODEL_NAME, "messages": messages, "stream": False})
-    model_server.behaviour.fail_status = 500
-    try:
-        failed = ollama.post("/ollama/api/chat", body, content_type="application/json")
-    finally:
-        model_server.reset()
+    failed = chat_while_the_model_fails(ollama, model_server, messages)
     assert failed.status_code in (502, 503)
     assert isinstance(failed.json()["error"], str)
     assert roles_and_texts(session_id)[-1] == ("user", "Name a color.")  # stored before the model failed
@@ -249,12 +254,7 @@ def test_a_token_sees_only_its_owners_sessions(ollama, other_user, api_gateway):
 
 def test_a_first_message_repeated_after_a_failure_is_answered_in_its_session_not_stored_again(ollama, model_server):
     messages = [{"role": "user", "content": "Name a river."}]
-    body = json.dumps({"model": MODEL_NAME, "messages": messages, "stream": False})
-    model_server.behaviour.fail_status = 500
-    try:
-        failed = ollama.post("/ollama/api/chat", body, content_type="application/json")
-    finally:
-        model_server.reset()
+    failed = chat_while_the_model_fails(ollama, model_server, messages)
     assert failed.status_code in (502, 503)
     session_id = failed["X-OLLM-Session"] if failed.has_header("X-OLLM-Session") else None
     answer, again = ollama_chat(ollama, messages)
