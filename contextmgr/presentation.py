@@ -98,10 +98,20 @@ def _level(value: Any) -> str:
     return Level(value).display if isinstance(value, int) and value in Level._value2member_map_ else ""
 
 
+# An event line names this many missing facts; the timeline lists them all.
+MISSING_SHOWN = 5
+
+
 def _kept(data: dict[str, Any]) -> str:
     """The share of its messages' facts the next prompt held, when measured."""
     retention = data.get("retention")
-    return f"; {percent(retention)} of its facts in the prompt" if isinstance(retention, int | float) else ""
+    if not isinstance(retention, int | float):
+        return ""
+    listed = data.get("missing")
+    missing = [str(text) for text in listed] if isinstance(listed, list) else []
+    more = ", …" if len(missing) > MISSING_SHOWN else ""
+    lost = f" (missing: {', '.join(missing[:MISSING_SHOWN])}{more})" if missing else ""
+    return f"; {percent(retention)} of its facts in the prompt{lost}"
 
 
 def percent(value: float | None) -> str:

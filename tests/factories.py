@@ -28,9 +28,11 @@ from chat.models import Message, Session
 from chat.selectors import model_facts
 from chat.services import message_create, session_create, session_start
 from contextmgr.core.aging import MIN_TARGET_TOKENS, Level
+from contextmgr.core.reliability import is_small_model
+from contextmgr.core.selection import ContextMessage, select_for_compression
 from contextmgr.core.window import chat_messages
 from contextmgr.models import Checkpoint, ContextEvent
-from contextmgr.selectors import active_checkpoints, session_budget, session_state, session_window
+from contextmgr.selectors import active_checkpoints, active_messages, session_budget, session_state, session_window
 from contextmgr.services.compression import CompressionOutcome, compression_run, session_effective_limits
 from tests.support.model_server import SERVED_MODEL, UNTAGGED_MODEL, Hold, ModelServerProcess
 from tests.support.timing import scaled
@@ -79,6 +81,8 @@ TIER3 = 16384
 TIER2 = 8192
 # The served model's selections squeezed so that a few turns reach the trigger: a Tier 3 (16K,
 # three checkpoints kept) to 1,500 tokens, a Tier 2 (8K) and a 4K to 1,200.
+# A model size whose summaries the compression takes as written (not a small model's).
+WRITER_SIZE_B = 7.0
 SMALL_CONTEXTS = {SERVED_MODEL: {TIER3: 1500, TIER2: 1200, 4096: 1200}}
 # Plain prose without paths, numbers, quotes or decisions: no key facts, so a canned summary is
 # never retried for lost facts and each compression is one call.
@@ -105,6 +109,7 @@ def small_session(
     system_prompt: str = "Be brief.",
     contexts: dict[str, dict[int, int]] | None = SMALL_CONTEXTS,
     settings: dict[str, Any] | None = None,
+    parameter_size_b: float | None = None,
     **sections: Any,
 ) -> Session:
     """A session that reaches its trigger after a few turns: by default the served model on a
@@ -112,7 +117,8 @@ def small_session(
 
     ``sections`` are its compression/snapshot overrides (``compression={...}``); without them a
     summary is capped at 128 tokens. ``settings`` gives the whole settings mapping instead
-    (``{}``: the defaults)."""
+    (``{}``: the defaults); ``parameter_size_b`` stands for the model's size (``WRITER_SIZE_B``: one
+    whose summaries are taken as written)."""
     with override_settings(OLLM_MODEL_CONTEXT_OVERRIDES=contexts) if contexts is not None else nullcontext():
         return session_create(
             owner=owner,
@@ -120,6 +126,7 @@ def small_session(
             context_size=context_size,
             system_prompt=system_prompt,
             settings=settings if settings is not None else sections or BRIEF,
+            parameter_size_b=parameter_size_b,
         )
 
 
@@ -237,8 +244,12 @@ def compress_with_model_summaries(
     """Compress the (due) session once, the model writing every summary: the new checkpoint's, each
     aging checkpoint's and the merge into the ultra checkpoint, in the order the compression asks
     for them, each well within the size the spec's aging allows (``spec_aging_target``; ``count``:
-    the model's tokenizer). Fails unless the compression asked for exactly those."""
+    the model's tokenizer). Fails unless the compression asked for exactly those.
+
+    The session's model must not be a small one (``small_session(parameter_size_b=WRITER_SIZE_B)``):
+    a small model's summary stands only when it keeps as many facts as the extract."""
     session.refresh_from_db()
+    assert not is_small_model(session.model_parameter_size_b), "a small model's summaries are not taken as written"
     summary_max = session_effective_limits(session).summary_max_tokens
     number = session.compression_count + 1
     active = list(active_checkpoints(session=session))
@@ -250,7 +261,15 @@ def compress_with_model_summaries(
     def text(tokens: float, label: str, offset: int) -> str:
         return prose_of(int(tokens * SUMMARY_SHARE), count, label=label, offset=offset % 120)
 
-    new = text(summary_max, f"Recap {number}", number * 17)
+    # A summary must free 30% of what it replaces (core.budget.MIN_SHRINK): at most half of it.
+    active_messages_ = [
+        ContextMessage(id=m.id, role=m.role, tokens=m.tokens, group=m.tool_call_id or None)  # type: ignore[arg-type]
+        for m in active_messages(session=session)
+    ]
+    selected = select_for_compression(
+        active_messages_, preserve_recent=session_effective_limits(session).preserve_recent
+    ).tokens
+    new = text(min(summary_max, selected / 2 / SUMMARY_SHARE), f"Recap {number}", number * 17)
     aged = {
         cp.id: text(
             spec_aging_target(cp.level - 1, cp.current_tokens, summary_max),

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 COMPRESSION_TRIGGER_RATIO = Fraction(4, 5)
+# A compression must make what it replaces at least this much smaller, or it is not committed.
+MIN_SHRINK = Fraction(3, 10)
 # The reply reserve: the fewest tokens a reply must have room for. A prompt that leaves less
 # waits for (or runs) a compression, and a compression that leaves less rolls over.
 REPLY_MIN_TOKENS = 32
@@ -77,3 +79,15 @@ def prompt_room(num_ctx: int, *, reply_tokens: int = 0, reply_min: int = REPLY_M
     """The most tokens a prompt may take in a context of ``num_ctx``: what is left once the reply
     reserve is held back, that is ``reply_tokens`` asked for and the ``reply_min`` any reply needs."""
     return num_ctx - reply_tokens - reply_min
+
+
+def shrink_shortfall(*, before_tokens: int, after_tokens: int) -> str | None:
+    """Why a compression that turns ``before_tokens`` into ``after_tokens`` frees too little
+    room to commit (``MIN_SHRINK``), or None when it frees enough."""
+    if after_tokens <= before_tokens * (1 - MIN_SHRINK):
+        return None
+    freed = 1 - after_tokens / before_tokens if before_tokens else 0.0
+    return (
+        f"it would turn {before_tokens:,} tokens into {after_tokens:,}: "
+        f"{max(freed, 0.0):.0%} freed, {float(MIN_SHRINK):.0%} needed"
+    )

@@ -210,3 +210,14 @@ def parameter_size_from_tag(model: str) -> float | None:
         return None
     value = float(match.group(1))
     return value if match.group(2).lower() == "b" else value / 1000
+
+
+# Under this many billions of parameters a model's summaries are mostly filler (SmolLM2-135M
+# copies the prompt's scaffolding and invents the rest): its checkpoints are the extract
+# unless its summary keeps as many facts.
+SMALL_MODEL_MAX_B = 1.0
+
+
+def is_small_model(parameter_size_b: float | None) -> bool:
+    """Whether a model of ``parameter_size_b`` billions (None: unknown) is a small one."""
+    return parameter_size_b is not None and parameter_size_b < SMALL_MODEL_MAX_B

@@ -26,12 +26,15 @@ from typing import Literal
 
 from contextmgr.core.markers import ArtifactRecord, DecisionUpdate, NextStep, parse_markers
 
+# "token" is a specific token of the reference (core.clauses), "clause" a ledger's fact-bearing clause.
 FactKind = Literal[
-    "decision", "path", "url", "host", "identifier", "number", "version", "date", "name", "code", "quote", "marker"
-]
+    "decision", "path", "url", "host", "identifier", "number", "version", "date", "name", "code", "quote", "marker",
+    "token", "clause",
+]  # fmt: skip
 FACT_KINDS: frozenset[str] = frozenset(
-    {"decision", "path", "url", "host", "identifier", "number", "version", "date", "name", "code", "quote", "marker"}
-)
+    {"decision", "path", "url", "host", "identifier", "number", "version", "date", "name", "code", "quote", "marker",
+     "token", "clause"}
+)  # fmt: skip
 MAX_FACT_CHARS = 120
 MAX_FACTS = 200
 
@@ -649,10 +652,28 @@ def extract_facts(texts: Iterable[str]) -> tuple[Fact, ...]:
     return tuple(found.values())
 
 
+def spaced(text: str) -> str:
+    """``text`` casefolded, with markup quotes and emphasis off and runs of space as one, for a
+    search that respects word boundaries."""
+    text = text.casefold().replace("“", '"').replace("”", '"').replace("’", "'")
+    return " ".join(re.sub(r"[*`\"]+", "", text).split())
+
+
+def _found_token(token: str, haystack: str) -> bool:
+    """A token is found as a whole: "12 classes" not in "112 classes", "F1" not in "F10"."""
+    return re.search(rf"(?<![\w#]){re.escape(spaced(token))}(?!\w)", haystack) is not None
+
+
 def measure_retention(facts: Sequence[Fact], text: str) -> Retention:
-    """Which of ``facts`` are still findable in ``text`` (the next prompt, or a part of it)."""
+    """Which of ``facts`` are still findable in ``text`` (the next prompt, or a part of it). A
+    reference token must be found whole; the other kinds after ``normalize``."""
     haystack = normalize(text)
-    missing = tuple(fact for fact in facts if normalize(fact.text) not in haystack)
+    whole = spaced(text)
+    missing = tuple(
+        fact
+        for fact in facts
+        if not (_found_token(fact.text, whole) if fact.kind == "token" else normalize(fact.text) in haystack)
+    )
     return Retention(total=len(facts), kept=len(facts) - len(missing), missing=missing)
 
 

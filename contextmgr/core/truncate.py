@@ -1,10 +1,11 @@
 """The ``truncate`` strategy: a deterministic extractive shortening.
 
-Used when summarizing is switched off, and as the fallback when a summary
-would not be smaller than what it replaces. Sentences that carry a goal marker
-(decisions, files, next steps) are chosen first, then the other sentences from
-the oldest on, until the token budget is spent; the extract keeps the original
-order.
+Used when summarizing is switched off, as the fallback when a summary would
+not be smaller than what it replaces, and as the checkpoint of a small model
+whose summary keeps fewer facts (``fact_extract``). Sentences that carry a goal
+marker (decisions, files, next steps) are chosen first, then those that state
+a fact (``core.clauses``), then the others, each group from the oldest on,
+until the token budget is spent; the extract keeps the original order.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from contextmgr.core.clauses import fact_clauses, states_fact
 from contextmgr.core.markers import parse_markers
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -23,7 +25,20 @@ def shorten_extractive(text: str, max_tokens: int, count: Callable[[str], int]) 
     if count(text) <= max_tokens:
         return text
     pieces = [piece.strip() for piece in _SENTENCE_END.split(text) if piece.strip()]
-    by_priority = sorted(range(len(pieces)), key=lambda i: (not parse_markers(pieces[i]), i))
+    return _fill(pieces, max_tokens, count) or _prefix(text, max_tokens, count)
+
+
+def fact_extract(texts: list[str], max_tokens: int, count: Callable[[str], int]) -> str:
+    """The fact-bearing clauses of ``texts`` that ``count`` measures at most ``max_tokens``, one a
+    line, in order (goal marker lines are the checkpoint's fields); "" when none states a fact."""
+    return _fill(list(fact_clauses(texts)), max_tokens, count)
+
+
+def _fill(pieces: list[str], max_tokens: int, count: Callable[[str], int]) -> str:
+    """As many of ``pieces`` as fit in ``max_tokens``, by priority, joined in their order."""
+    by_priority = sorted(
+        range(len(pieces)), key=lambda i: (not parse_markers(pieces[i]), not states_fact(pieces[i]), i)
+    )
     chosen: list[int] = []
     # Counting each piece once keeps this linear; a join is checked once at
     # the end and pieces are dropped if the newlines cost more than assumed.
@@ -35,8 +50,10 @@ def shorten_extractive(text: str, max_tokens: int, count: Callable[[str], int]) 
             total += cost
     while chosen and count(_join(pieces, chosen)) > max_tokens:
         chosen.pop()
-    if chosen:
-        return _join(pieces, chosen)
+    return _join(pieces, chosen)
+
+
+def _prefix(text: str, max_tokens: int, count: Callable[[str], int]) -> str:
     words = text.split()
     low, high = 0, len(words)
     # The longest word prefix (plus an ellipsis) that fits.

@@ -17,9 +17,10 @@ from django.utils import timezone
 from chat.models import Message, Session
 from contextmgr.core.aging import Level
 from contextmgr.core.budget import Budget
+from contextmgr.core.clauses import fact_clauses, reference_facts
 from contextmgr.core.ledger import Ledger, build_ledger, ledger_budget
 from contextmgr.core.ranges import MessageRange, join_ranges
-from contextmgr.core.retention import Fact, extract_facts, facts_from_json, facts_to_json, measure_retention
+from contextmgr.core.retention import Fact, facts_from_json, facts_to_json, measure_retention
 from contextmgr.core.text import storable_text
 from contextmgr.core.tokens import TokenCounter
 from contextmgr.core.window import chat_messages, render_checkpoint
@@ -34,6 +35,9 @@ from contextmgr.selectors import (
 )
 from contextmgr.services.events import event_record
 from contextmgr.services.reliability import session_refresh_reliability
+
+# An event lists this many of the facts its checkpoint lost (the revision keeps them all).
+MISSING_IN_EVENT = 50
 
 
 class CompressionConflict(RuntimeError):
@@ -113,45 +117,60 @@ def _revise_all(session: Session, revised: Sequence[_Revised]) -> None:
             ledger_dropped=facts_to_json(item.dropped),
         )
         if item.event is not None:
-            event_record(session=session, type=item.event, payload={**item.payload, "retention": retention.score})
+            missing = [fact.text for fact in retention.missing[:MISSING_IN_EVENT]]
+            event_record(
+                session=session,
+                type=item.event,
+                payload={**item.payload, "retention": retention.score, "missing": missing},
+            )
 
 
 @dataclass(frozen=True)
 class CarriedFacts:
-    """What a checkpoint that takes over others (and messages) keeps: ``facts``, every fact of
-    what it stands for (its retention is measured on them), and ``ledger``, what its ledger holds
-    before it is fitted to its share."""
+    """What a checkpoint that takes over others (and messages) keeps: ``facts``, the reference
+    facts of everything it stands for (its retention is measured on them), and ``ledger``, the
+    clauses its ledger may hold before it is fitted to its share."""
 
     facts: tuple[Fact, ...]
     ledger: tuple[Fact, ...]
 
 
-def carried_facts(checkpoints: Sequence[Checkpoint], messages: Iterable[Message] = ()) -> CarriedFacts:
-    """The facts and the ledgers of ``checkpoints``, each fact once, oldest first, then the facts
-    found in ``messages`` (extracted once for both)."""
-    found = list(extract_facts(m.content for m in messages))
-
-    def joined(stored: Iterable[Fact]) -> tuple[Fact, ...]:
-        return tuple(dict.fromkeys([*stored, *found]))
-
-    return CarriedFacts(
-        facts=joined(fact for cp in checkpoints for fact in facts_from_json(cp.facts)),
-        ledger=joined(fact for cp in checkpoints for fact in facts_from_json(cp.ledger)),
-    )
+def clause_facts(texts: Iterable[str]) -> tuple[Fact, ...]:
+    """The fact-bearing clauses of ``texts`` as ledger entries."""
+    return tuple(Fact("clause", clause) for clause in fact_clauses(texts))
 
 
-def ledger_fit(
-    *, session: Session, facts: Sequence[Fact], key_decisions: Sequence[str], files_modified: Sequence[str]
-) -> Ledger:
-    """``facts`` fitted to one checkpoint's share of the session's context (contextmgr/core/ledger.py);
-    a fact the checkpoint already shows in its ``key_decisions`` or ``files_modified`` is not
-    written twice."""
+def carried_facts(
+    checkpoints: Sequence[Checkpoint], messages: Iterable[Message] = (), *, with_summaries: bool = False
+) -> CarriedFacts:
+    """The reference facts and the ledger candidates of ``checkpoints`` (their ledgers, and with
+    ``with_summaries`` the fact clauses of their summaries too: a rollover's extract may not hold
+    them all), oldest first, then those of ``messages``, each once. A merge of aged checkpoints
+    joins their ledgers only: aging shortens the summaries on purpose."""
+    contents = [m.content for m in messages]
+    facts: list[Fact] = []
+    ledger: list[Fact] = []
+    for checkpoint in checkpoints:
+        facts += facts_from_json(checkpoint.facts)
+        ledger += facts_from_json(checkpoint.ledger)
+        if with_summaries:
+            ledger += clause_facts([checkpoint.summary])
+    facts += reference_facts(contents)
+    ledger += clause_facts(contents)
+    return CarriedFacts(facts=tuple(dict.fromkeys(facts)), ledger=tuple(dict.fromkeys(ledger)))
+
+
+def ledger_fit(*, session: Session, facts: Sequence[Fact], shown: Sequence[str], room: int | None = None) -> Ledger:
+    """``facts`` fitted to one checkpoint's share of the session's context (contextmgr/core/ledger.py),
+    and to ``room`` tokens when that is less; a fact the checkpoint already ``shown`` (its summary,
+    decisions, files) is not written twice."""
+    share = ledger_budget(max_tokens=session.max_tokens, tier=session.profile.tier)
     return build_ledger(
         facts,
-        budget_tokens=ledger_budget(max_tokens=session.max_tokens, tier=session.profile.tier),
+        budget_tokens=share if room is None else max(0, min(share, room)),
         cost=count_text_tokens,
         locked_decisions=locked_decisions(session=session),
-        already_shown="\n".join([*key_decisions, *files_modified]),
+        already_shown="\n".join(shown),
     )
 
 
@@ -231,8 +250,7 @@ def _merge(
     ledger = ledger_fit(
         session=session,
         facts=carried.ledger,
-        key_decisions=carrier.key_decisions,
-        files_modified=carrier.files_modified,
+        shown=[carrier.summary, *carrier.key_decisions, *carrier.files_modified],
     )
     carrier.ledger = facts_to_json(ledger.entries)
     carrier.current_tokens = tokens = _count(carrier, counter)

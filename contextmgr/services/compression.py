@@ -12,7 +12,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 from uuid import UUID
@@ -24,7 +24,8 @@ from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
 from chat.models import Message, Session
 from contextmgr.core.aging import CheckpointInfo, Level, plan_aging
-from contextmgr.core.budget import Budget, prompt_room
+from contextmgr.core.budget import MIN_SHRINK, Budget, prompt_room, shrink_shortfall
+from contextmgr.core.clauses import reference_facts
 from contextmgr.core.config import (
     ContextConfig,
     SessionLimits,
@@ -32,7 +33,7 @@ from contextmgr.core.config import (
     auto_snapshot_due,
     session_limits,
 )
-from contextmgr.core.ledger import Ledger, ledger_budget, render_ledger
+from contextmgr.core.ledger import LEDGER_LABEL, Ledger, ledger_budget, render_ledger
 from contextmgr.core.markers import SummaryOutput, marker_facts, split_summary
 from contextmgr.core.prompts import (
     PromptMessage,
@@ -40,9 +41,11 @@ from contextmgr.core.prompts import (
     build_goal_summary_prompt,
     build_merge_prompt,
     build_summary_prompt,
+    strip_scaffolding,
 )
+from contextmgr.core.reliability import is_small_model, parameter_size_from_tag
 from contextmgr.core.repetition import repetition
-from contextmgr.core.retention import Fact, extract_facts, measure_retention
+from contextmgr.core.retention import Fact, measure_retention
 from contextmgr.core.selection import (
     ContextMessage,
     nothing_to_compress_reason,
@@ -53,7 +56,7 @@ from contextmgr.core.selection import (
 )
 from contextmgr.core.text import plural
 from contextmgr.core.tokens import TokenCounter
-from contextmgr.core.truncate import shorten_extractive
+from contextmgr.core.truncate import fact_extract, shorten_extractive
 from contextmgr.core.window import CheckpointView, render_checkpoint
 from contextmgr.llm import ChatMessage, Gateway, LLMError, get_gateway
 from contextmgr.models import ContextEvent, EventType, Snapshot
@@ -71,6 +74,7 @@ from contextmgr.services.checkpoints import (
     CheckpointDraft,
     MergedSummary,
     carried_facts,
+    clause_facts,
     compression_commit,
     ledger_fit,
     rollover_commit,
@@ -84,6 +88,8 @@ logger = logging.getLogger(__name__)
 
 # Summaries are asked for at their target; output above this share of it is shortened.
 TARGET_SLACK = 1.25
+# What a checkpoint's heading line ("[Checkpoint 2 · Messages 4-9 · level 3]") costs, about.
+HEADING_TOKENS = 16
 
 
 @dataclass(frozen=True)
@@ -257,44 +263,73 @@ class _Summarizer:
     REPEAT_PENALTY = 1.3
 
     def flaw(self, summary: str, source_tokens: int, target: int) -> str | None:
-        """Why ``summary`` cannot stand (empty, repetitive, not smaller than its source or well over
-        its target), or None."""
+        """Why ``summary`` cannot stand (empty, repetitive, not ``MIN_SHRINK`` smaller than its source
+        or well over its target), or None."""
         if not summary:
             return "empty"
         repeated = repetition(summary)
         if repeated is not None:
             return f"repetitive summary ({repeated})"
         summary_tokens = self.tokens(summary)
-        if summary_tokens < source_tokens and summary_tokens <= target * TARGET_SLACK:
+        if summary_tokens <= source_tokens * (1 - MIN_SHRINK) and summary_tokens <= target * TARGET_SLACK:
             return None
         return f"{summary_tokens} tokens for {source_tokens} (target {target})"
 
-    def shrink(self, text: str, prompt: str, target: int, *, strategy: Strategy) -> Shrunk:
-        """A summary of ``text`` within ``target`` tokens, what made it, and how.
+    def extract(self, texts: Sequence[str], max_tokens: int) -> str:
+        """The deterministic extract of ``texts``: their fact-bearing clauses within ``max_tokens``,
+        or, when none states a fact, their sentences."""
+        return fact_extract(list(texts), max_tokens, self.tokens) or shorten_extractive(
+            "\n".join(texts), max_tokens, self.tokens
+        )
 
+    @property
+    def small(self) -> bool:
+        """Whether the summarizer is a small model, whose summaries must earn their place."""
+        same = self.model == self.session.model
+        return is_small_model(self.session.model_parameter_size_b if same else parameter_size_from_tag(self.model))
+
+    def shrink(self, texts: Sequence[str], prompt: str, target: int, *, strategy: Strategy) -> Shrunk:
+        """A shorter version of ``texts`` within ``target`` tokens, what made it, and how.
+
+        The prompt's scaffolding a model echoes (the guard, "PART n:") is taken out first.
         The inflation guard: a summary that is empty, not smaller than its
         source, or well over its target is replaced by the deterministic extract.
         The repetition guard: one that repeats itself (``core.repetition``) is
         asked for once more with a repeat penalty; if that one cannot stand
-        either, the extract replaces it. ``how`` says which, and why.
+        either, the extract replaces it. A small model's summary (``small``) stands
+        only if it keeps at least as many of the reference facts as the extract.
+        ``how`` says which, and why.
         """
+        text = "\n".join(texts)
         source_tokens = self.tokens(text)
-        if strategy == "summarize":
-            summary = self.ask(prompt, target)
-            why = self.flaw(summary, source_tokens, target)
-            if why is None:
-                return Shrunk(summary, "summarize", "summarize")
-            if why.startswith("repetitive"):
-                logger.info("session %s: %s; asking again with a repeat penalty", self.session.pk, why)
-                penalty = f"repeat penalty {self.REPEAT_PENALTY}"
-                retried = self.ask(prompt, target, repeat_penalty=self.REPEAT_PENALTY)
-                again = self.flaw(retried, source_tokens, target)
-                if again is None:
-                    return Shrunk(retried, "summarize", f"summarize: retried with {penalty} after a {why}")
-                why = f"{why}; with {penalty}: {again}"
-            extract = shorten_extractive(text, min(target, max(source_tokens - 1, 1)), self.tokens)
+        # Room for the checkpoint's heading and fields, so that the whole checkpoint frees MIN_SHRINK.
+        extract = self.extract(texts, min(target, max(int(source_tokens * (1 - MIN_SHRINK)) - HEADING_TOKENS, 1)))
+        if strategy != "summarize":
+            return Shrunk(extract, "truncate", "truncate")
+        summary = strip_scaffolding(self.ask(prompt, target))
+        how = "summarize"
+        why = self.flaw(summary, source_tokens, target)
+        if why is not None and why.startswith("repetitive"):
+            logger.info("session %s: %s; asking again with a repeat penalty", self.session.pk, why)
+            penalty = f"repeat penalty {self.REPEAT_PENALTY}"
+            summary = strip_scaffolding(self.ask(prompt, target, repeat_penalty=self.REPEAT_PENALTY))
+            again = self.flaw(summary, source_tokens, target)
+            how = f"summarize: retried with {penalty} after a {why}"
+            why = None if again is None else f"{why}; with {penalty}: {again}"
+        if why is not None:
             return Shrunk(extract, "truncate", f"truncate: {why}")
-        return Shrunk(shorten_extractive(text, target, self.tokens), "truncate", "truncate")
+        if self.small:
+            reference = reference_facts([text])
+            by_summary = measure_retention(reference, summary).kept
+            by_extract = measure_retention(reference, extract).kept
+            if by_summary < by_extract:
+                return Shrunk(
+                    extract,
+                    "truncate",
+                    f"extract: the small model's summary kept {by_summary} of {len(reference)} facts, "
+                    f"the extract {by_extract}",
+                )
+        return Shrunk(summary, "summarize", how)
 
 
 @dataclass(frozen=True)
@@ -331,17 +366,29 @@ class KeptFacts:
 
 
 def _keep_facts(
-    session: Session, view: CheckpointView, facts: tuple[Fact, ...], *, ledger_facts: Sequence[Fact], shrunk: Shrunk
+    session: Session,
+    view: CheckpointView,
+    facts: tuple[Fact, ...],
+    *,
+    ledger_facts: Sequence[Fact],
+    shrunk: Shrunk,
+    replaced_tokens: int,
+    count: Callable[[str], int],
 ) -> KeptFacts:
-    """The checkpoint's ledger: ``ledger_facts`` (oldest first) within the tier's share, whatever
-    the summary (``shrunk``, the view's) kept. ``facts``: every fact of the messages the checkpoint
-    stands for."""
+    """The checkpoint's ledger: ``ledger_facts`` (clauses, oldest first) within the tier's share,
+    but for what the checkpoint shows already, and within what leaves the checkpoint ``MIN_SHRINK``
+    smaller than the ``replaced_tokens`` it stands in for (``count``: their tokenizer). ``facts``:
+    the reference facts of everything the checkpoint stands for, on which the summary alone is measured."""
+    room = int(replaced_tokens * (1 - MIN_SHRINK)) - count(render_checkpoint(view)) - count(LEDGER_LABEL)
     ledger = ledger_fit(
-        session=session, facts=ledger_facts, key_decisions=view.key_decisions, files_modified=view.files_modified
+        session=session,
+        facts=ledger_facts,
+        shown=[view.summary, *view.key_decisions, *view.files_modified],
+        room=room,
     )
     summary_alone = measure_retention(facts, render_checkpoint(replace(view, key_decisions=(), files_modified=())))
     return KeptFacts(
-        view=view,
+        view=replace(view, ledger=tuple(f.text for f in ledger.entries)),
         shrunk=shrunk,
         facts=facts,
         ledger=ledger,
@@ -353,6 +400,18 @@ def _keep_facts(
             "ledger_dropped": len(ledger.dropped),
         },
     )
+
+
+def _shrink_skip(
+    session: Session, kept: KeptFacts, summarizer: _Summarizer, *, before_tokens: int, reason: str
+) -> CompressionOutcome | None:
+    """The skip recorded when the checkpoint ``kept`` would not make the ``before_tokens`` it
+    replaces smaller by ``MIN_SHRINK``; None when it does. Nothing is committed then."""
+    after = summarizer.tokens(render_checkpoint(kept.view))
+    why = shrink_shortfall(before_tokens=before_tokens, after_tokens=after)
+    if why is None:
+        return None
+    return _record_skip(session, f"not committed: {why}", trigger=reason, how=kept.how)
 
 
 def _joined(first: Iterable[str], second: Iterable[str]) -> tuple[str, ...]:
@@ -392,19 +451,18 @@ def _compress(
 
     chosen = [m for m in active if m.id in set(selection.message_ids)]
     transcript = _transcript(chosen)
-    text = "\n".join(f"{m.role}: {m.content}" for m in chosen)
     goal = active_goal(session=session)
     prompt = build_goal_summary_prompt(goal_view(goal=goal), transcript) if goal else build_summary_prompt(transcript)
     target = limits.summary_max_tokens
     progress_publish(
         session_id=session.pk, text=f"Compressing {plural(len(chosen), 'message')} ({selection.tokens:,} tokens)…"
     )
-    shrunk = summarizer.shrink(text, prompt, target, strategy=config.compression.strategy)
+    shrunk = summarizer.shrink([m.content for m in chosen], prompt, target, strategy=config.compression.strategy)
     markers = marker_facts(m.content for m in chosen)
     # Only the model's goal-aware summary has marker lines of its own; an extract's are the
     # replies', which were applied when they arrived.
     output = split_summary(shrunk.text) if goal and shrunk.strategy == "summarize" else SummaryOutput(shrunk.text)
-    facts = extract_facts(m.content for m in chosen)
+    facts = reference_facts(m.content for m in chosen)
     kept = _keep_facts(
         session,
         CheckpointView(
@@ -417,9 +475,14 @@ def _compress(
             next_steps=_joined(markers.next_steps, output.next_steps),
         ),
         facts,
-        ledger_facts=facts,
+        ledger_facts=clause_facts(m.content for m in chosen),
         shrunk=shrunk,
+        replaced_tokens=selection.tokens,
+        count=summarizer.tokens,
     )
+    skipped = _shrink_skip(session, kept, summarizer, before_tokens=selection.tokens, reason=reason)
+    if skipped is not None:
+        return skipped
 
     checkpoints = list(active_checkpoints(session=session))
     plan = plan_aging(
@@ -433,7 +496,7 @@ def _compress(
         progress_publish(session_id=session.pk, text=f"Aging checkpoint {number} of {len(plan.steps)}…")
         source = by_id[step.checkpoint_id].summary
         shorter = summarizer.shrink(
-            source,
+            [source],
             build_aging_prompt(source, to_level=step.to_level, target_tokens=step.target_tokens),
             step.target_tokens,
             strategy=config.compression.strategy,
@@ -444,7 +507,7 @@ def _compress(
         parts = [by_id[i].summary for i in plan.merge.checkpoint_ids]
         progress_publish(session_id=session.pk, text=f"Merging {len(parts)} checkpoints into the ultra checkpoint…")
         joined = summarizer.shrink(
-            "\n".join(parts),
+            parts,
             build_merge_prompt(parts, target_tokens=plan.merge.target_tokens),
             plan.merge.target_tokens,
             strategy=config.compression.strategy,
@@ -510,11 +573,16 @@ def _rollover(
         text=f"Rolling over: {plural(len(checkpoints), 'checkpoint')} and {plural(len(moved), 'message')}"
         f" ({plan.user_messages:,} of them yours)…",
     )
-    source = "\n".join(parts)
     prompt = build_merge_prompt(parts, target_tokens=target)
-    shrunk = summarizer.shrink(source, prompt, target, strategy=config.compression.strategy)
+    shrunk = summarizer.shrink(
+        [cp.summary for cp in checkpoints] + [m.content for m in moved],
+        prompt,
+        target,
+        strategy=config.compression.strategy,
+    )
     markers = marker_facts(m.content for m in moved)
-    carried = carried_facts(checkpoints, moved)
+    carried = carried_facts(checkpoints, moved, with_summaries=True)
+    replaced = sum(cp.current_tokens for cp in checkpoints) + sum(m.tokens for m in moved)
     kept = _keep_facts(
         session,
         CheckpointView(
@@ -533,7 +601,12 @@ def _rollover(
         carried.facts,
         ledger_facts=carried.ledger,
         shrunk=shrunk,
+        replaced_tokens=replaced,
+        count=summarizer.tokens,
     )
+    skipped = _shrink_skip(session, kept, summarizer, before_tokens=replaced, reason=reason)
+    if skipped is not None:
+        return skipped
     checkpoint = rollover_commit(
         session=session,
         checkpoint_ids=[cp.id for cp in checkpoints],

@@ -70,7 +70,7 @@ def context_carry_over(*, source: Session, target: Session) -> None:
         counter = get_gateway().token_counter(target.model)
         ultra_target = session_effective_limits(target).rollover_target
         text = "\n".join([cp.summary for cp in checkpoints] + [f"{m.role}: {m.content}" for m in messages])
-        carried = carried_facts(checkpoints, messages)
+        carried = carried_facts(checkpoints, messages, with_summaries=True)
         final = Checkpoint(
             session=target,
             number=0,
@@ -84,9 +84,6 @@ def context_carry_over(*, source: Session, target: Session) -> None:
             current_tokens=0,
         )
         ledger = ledger_fit(
-            session=target,
-            facts=carried.ledger,
-            key_decisions=final.key_decisions,
-            files_modified=final.files_modified,
+            session=target, facts=carried.ledger, shown=[final.summary, *final.key_decisions, *final.files_modified]
         )
         checkpoint_carry_over(checkpoint=final, ledger=ledger, counter=counter)

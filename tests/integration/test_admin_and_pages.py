@@ -175,12 +175,12 @@ def test_events_say_what_happened_in_the_timeline_words_escaped(client, admin, d
     changelist = client.get(reverse("admin:contextmgr_contextevent_changelist")).content.decode()
     lines = _cells(changelist, "what_happened")
     assert len(lines) == demo.events.count()
-    assert "Compression #1: 7 messages, 1,463 → 778 tokens in context, 0.0 s (truncate)" in lines
+    assert "Compression #1: 7 messages, 1,463 → 784 tokens in context, 0.0 s (truncate)" in lines
     assert "&lt;b&gt;model&lt;/b&gt; said no" in changelist
     assert "<b>model</b>" not in changelist
     aged = demo.events.filter(type="checkpoint-aged").first()
     detail = client.get(reverse("admin:contextmgr_contextevent_change", args=[aged.pk])).content.decode()
-    line = "Checkpoint #1 aged from level 3 (recent) → level 2 (old): 404 → 291 tokens; 100% of its facts in the prompt"
+    line = "Checkpoint #1 aged from level 3 (recent) → level 2 (old): 410 → 287 tokens; 100% of its facts in the prompt"
     assert line in detail
     session_page = client.get(reverse("admin:chat_session_change", args=[demo.id])).content.decode()
     first = demo.snapshots.order_by("created_at", "id")[0]  # its id depends on the database's sequence

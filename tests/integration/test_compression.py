@@ -17,6 +17,7 @@ from django.utils import timezone
 from chat.models import Message, Session
 from chat.services import message_create, session_create, session_delete
 from contextmgr.core.aging import Level
+from contextmgr.core.prompts import INJECTION_GUARD
 from contextmgr.core.window import chat_messages
 from contextmgr.llm.gateway import Gateway
 from contextmgr.llm.ollama_backend import OllamaBackend
@@ -26,19 +27,26 @@ from contextmgr.services.compression import compression_maybe_schedule, compress
 from contextmgr.services.events import event_record
 from contextmgr.services.goals import decision_record, goal_create
 from contextmgr.tasks import compress_session
-from tests.factories import LOGIN_ANSWER, event_types, frozen, summary_requests, until_due
+from tests.factories import LOGIN_ANSWER, WRITER_SIZE_B, event_types, frozen, summary_requests, until_due
 from tests.support.model_server import SERVED_MODEL
 
 
 @pytest.mark.django_db
-def test_a_due_session_is_compressed_with_a_real_summary(due_session, gateway):
+def test_a_due_session_is_compressed_by_the_real_model_and_frees_room(due_session, gateway):
+    """The real SmolLM2-135M: its summary or, when that keeps fewer facts, the extract of the
+    messages' fact clauses; either way the checkpoint frees at least 30% of what it replaces and
+    holds none of the prompt's scaffolding."""
     before = session_budget(session=due_session)
     outcome = compression_run(session_id=due_session.pk, gateway=gateway)
-    assert (outcome.status, outcome.reason) == ("compressed", "summarize")
+    assert outcome.status == "compressed"
+    assert outcome.reason == "summarize" or outcome.reason.startswith("extract: the small model's summary kept ")
     assert outcome.checkpoint_id is not None
     checkpoint = Checkpoint.objects.get(pk=outcome.checkpoint_id)
     assert checkpoint.level == Level.RECENT
     assert checkpoint.summary
+    assert checkpoint.current_tokens <= 0.7 * checkpoint.original_tokens
+    assert INJECTION_GUARD not in checkpoint.summary
+    assert "PART 1" not in checkpoint.summary
     assert checkpoint.key_decisions == ["Use argon2 for passwords"]
     assert checkpoint.files_modified == ["src/auth/hash.ts"]
     compressed = Message.objects.filter(compressed_into=checkpoint)
@@ -192,7 +200,32 @@ def test_a_looping_summary_is_asked_for_again_with_a_repeat_penalty_then_truncat
 
 
 @pytest.mark.django_db
+def test_a_small_models_filler_gives_way_to_the_extract_of_fact_clauses(due_session, gateway, fake_ollama):
+    fake_ollama.behaviour.canned_reply = f"{INJECTION_GUARD}\nPART 1:\nThe conversation covered many topics in general."
+    outcome = compression_run(session_id=due_session.pk, gateway=gateway)
+    assert outcome.status == "compressed"
+    assert outcome.reason.startswith("extract: the small model's summary kept 0 of "), outcome.reason
+    assert outcome.checkpoint_id is not None
+    checkpoint = Checkpoint.objects.get(pk=outcome.checkpoint_id)
+    assert checkpoint.strategy == "truncate"
+    sources = "\n".join(Message.objects.filter(compressed_into=checkpoint).values_list("content", flat=True))
+    lines = checkpoint.summary.splitlines()
+    assert lines
+    assert all(line in sources for line in lines), "every line a clause of the messages, verbatim"
+    assert ContextEvent.objects.get(session=due_session, type="compressed").payload["how"] == outcome.reason
+
+
+def test_the_scaffolding_a_model_echoes_is_taken_out_of_its_summary(due_session, gateway, fake_ollama):
+    Session.objects.filter(pk=due_session.pk).update(model_parameter_size_b=WRITER_SIZE_B)  # not a small model
+    fake_ollama.behaviour.canned_reply = f"{INJECTION_GUARD}\nPART 1:\nLogins hash passwords with argon2."
+    outcome = compression_run(session_id=due_session.pk, gateway=gateway)
+    assert (outcome.status, outcome.reason) == ("compressed", "summarize")
+    assert outcome.checkpoint_id is not None
+    assert Checkpoint.objects.get(pk=outcome.checkpoint_id).summary == "Logins hash passwords with argon2."
+
+
 def test_a_looping_summary_retried_clean_is_kept(due_session, gateway, fake_ollama):
+    Session.objects.filter(pk=due_session.pk).update(model_parameter_size_b=WRITER_SIZE_B)  # not a small model
     fake_ollama.behaviour.canned_replies = [LOOP, CLEAN]
     outcome = compression_run(session_id=due_session.pk, gateway=gateway)
     assert outcome.status == "compressed"

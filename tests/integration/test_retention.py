@@ -13,7 +13,7 @@ from contextmgr.core.aging import Level
 from contextmgr.models import Checkpoint, ContextEvent
 from contextmgr.selectors import session_reliability, session_window
 from contextmgr.services.compression import compression_run
-from tests.factories import LOGIN_QUESTION, SMALL_CONTEXTS, TIER2, converse, small_session
+from tests.factories import LOGIN_QUESTION, SMALL_CONTEXTS, TIER2, WRITER_SIZE_B, converse, small_session
 from tests.support.model_server import SERVED_MODEL
 
 pytestmark = pytest.mark.django_db
@@ -37,39 +37,57 @@ def _payload(session: Session, event_type: str) -> Any:
     return ContextEvent.objects.filter(session=session, type=event_type).latest("id").payload
 
 
-def test_a_summary_that_loses_facts_leaves_them_in_the_ledger_of_the_prompt(planted_session, gateway, fake_ollama):
+def test_a_summary_that_loses_facts_leaves_them_in_the_ledger_of_the_prompt(user, gateway, fake_ollama):
+    # Twice the planted session's context, so that the ledger's share (72 tokens) holds both clauses.
+    contexts = {SERVED_MODEL: {TIER2: 2400}}
+    planted_session = small_session(
+        user,
+        context_size=TIER2,
+        contexts=contexts,
+        system_prompt="",
+        parameter_size_b=WRITER_SIZE_B,  # a summary taken as written
+        compression={"summary_max_tokens": 48},
+    )
+    converse(planted_session, 24, question=LOGIN_QUESTION, answer=PLANTED * 3, markers_at=1)
     fake_ollama.behaviour.canned_reply = "Logins were discussed."
-    with override_settings(OLLM_MODEL_CONTEXT_OVERRIDES=SMALL_CONTEXTS):
+    with override_settings(OLLM_MODEL_CONTEXT_OVERRIDES=contexts):
         outcome = compression_run(session_id=planted_session.pk, reason="test", gateway=gateway)
-    assert outcome.status == "compressed"
+    assert (outcome.status, outcome.reason) == ("compressed", "summarize")
     assert len(fake_ollama.behaviour.requests) == 1, "the ledger needs no second summary"
 
     checkpoint = Checkpoint.objects.get(session=planted_session)
-    ledger = {text for _, text in checkpoint.ledger}
-    assert {"src/auth/login.ts", "verify_password", "30 s", "invalid credentials"} <= ledger
-    # The marker's decision and file are in the structured fields already: not written twice.
-    assert "src/auth/hash.ts" not in ledger
+    assert checkpoint.summary == "Logins were discussed."
+    # Each fact stays in the clause that states it, once, whatever the summary lost.
+    assert [text for _, text in checkpoint.ledger] == [
+        "The login handler in src/auth/login.ts retries `verify_password` 3 times with a timeout of 30 s",
+        'the error text is "invalid credentials".',
+    ]
+    # The marker lines are in the structured fields already: not written twice.
     assert checkpoint.files_modified == ["src/auth/hash.ts"]
+    assert checkpoint.key_decisions == ["Use argon2 for passwords"]
     prompt = "\n".join(block.content for block in session_window(session=planted_session))
-    assert "Facts: " in prompt
-    for text in ("src/auth/login.ts", "verify_password", "30 s", "invalid credentials", "Use argon2 for passwords"):
-        assert text in prompt
+    assert "Facts: The login handler in src/auth/login.ts retries `verify_password` 3 times" in prompt
 
     payload = _payload(planted_session, "compressed")
     assert payload["retention_summary"] < 0.5  # the summary alone kept almost nothing
     assert payload["ledger_entries"] == len(checkpoint.ledger)
     assert payload["ledger_dropped"] == 0
     revision = checkpoint.revisions.get()
-    # Measured on the next prompt, against every fact of the compressed messages.
+    # Measured on the next prompt, against every specific token of the compressed messages.
+    assert {text for _, text in checkpoint.facts} >= {"src/auth/login.ts", "verify_password", "30 s", "argon2"}
     assert revision.facts_total == len(checkpoint.facts) == payload["facts_total"]
     assert revision.missing_facts == []
     assert checkpoint.retention == revision.retention == 1.0
 
 
-def test_facts_over_the_ledger_share_are_dropped_oldest_first_and_recorded(user, gateway, fake_ollama):
+def test_clauses_over_the_ledger_share_are_dropped_by_what_they_say_per_token_and_recorded(user, gateway, fake_ollama):
     with override_settings(OLLM_MODEL_CONTEXT_OVERRIDES=SMALL_CONTEXTS):
         session = session_create(
-            owner=user, model=SERVED_MODEL, context_size=8192, settings={"compression": {"summary_max_tokens": 48}}
+            owner=user,
+            model=SERVED_MODEL,
+            context_size=8192,
+            settings={"compression": {"summary_max_tokens": 48}},
+            parameter_size_b=WRITER_SIZE_B,
         )
         for index in range(16):
             message_create(session=session, role="user", content=f"Question {index}?")
@@ -86,22 +104,27 @@ def test_facts_over_the_ledger_share_are_dropped_oldest_first_and_recorded(user,
     revision = checkpoint.revisions.get()
     ledger = [text for _, text in checkpoint.ledger]
     dropped = [text for _, text in revision.ledger_dropped]
-    assert dropped, "sixteen batches of figures do not fit in 48 tokens"
+    assert dropped, "sixteen batches of figures do not fit in the ledger's share"
     assert not set(ledger) & set(dropped)
-    # The path outranks the figures; among figures of one kind the newest stay.
-    assert "src/auth/login.ts" in ledger
-    kilos = [text for text in ledger if text.endswith("kg")]
-    assert "100 kg" in dropped
-    assert all(int(text.split()[0]) > 100 for text in kilos)
+    # Clauses that say as much per token: the newest keep their place.
+    kept_batches = [int(text.split()[1]) for text in ledger if text.startswith("Batch ")]
+    dropped_batches = [int(text.split()[1]) for text in dropped if text.startswith("Batch ")]
+    assert kept_batches
+    assert dropped_batches
+    assert min(kept_batches) > max(dropped_batches)
+    assert "Batch 0 weighs 100 kg and ships from depot-00.example.net after 20 min." in dropped
     # Dropped, and said only in compressed messages: missing from the prompt, still in the full history.
     missing = {text for _, text in revision.missing_facts}
     assert "100 kg" in missing
-    assert missing <= set(dropped) | {text for _, text in checkpoint.facts if text not in ledger}
+    assert all(any(token in clause for clause in dropped) for token in missing)
+    assert (revision.retention or 0.0) < 1.0
     assert _payload(session, "compressed")["ledger_dropped"] == len(dropped)
+    assert "100 kg" in _payload(session, "checkpoint-created")["missing"]
     assert Message.objects.filter(session=session, content__contains="100 kg").exists()
 
 
 def test_aging_remeasures_against_the_original_facts_and_drives_reliability(planted_session, gateway, fake_ollama):
+    Session.objects.filter(pk=planted_session.pk).update(model_parameter_size_b=WRITER_SIZE_B)  # taken as written
     fake_ollama.behaviour.canned_reply = (
         'Login: src/auth/login.ts retries `verify_password` 3 times, timeout 30 s, error "invalid credentials".'
     )

@@ -175,7 +175,7 @@ def test_start_a_new_conversation_from_here_carries_what_matters(chat_session, a
     # One summarized checkpoint, not the old checkpoints' rendered text glued to the messages.
     assert "[Checkpoint" not in final.summary
     assert final.files_modified == ["src/auth/login.ts"]
-    assert ["number", "30 s"] in final.ledger
+    assert ["token", "30 s"] in final.facts  # measured against the reference; the summary holds it
     assert final.retention == 1.0
     assert final.revisions.count() == 1
     assert session_budget(session=successor).checkpoint_tokens == final.current_tokens
@@ -205,7 +205,8 @@ def test_a_long_conversation_carries_over_within_the_ultra_target_and_the_ledger
     assert budget.used == budget.system_prompt_tokens + final.current_tokens
     dropped = final.revisions.get().ledger_dropped
     assert dropped, "twelve services' facts do not fit in one 2K ledger"
-    assert "eu-west-11" in {text for _, text in final.ledger}  # the newest stay
+    assert any("eu-west-11" in text for _, text in final.ledger)  # the newest stay
+    assert not any("eu-west-0 " in text for _, text in final.ledger)
 
 
 def test_the_continue_button_shows_below_40_percent_and_redirects(user, owner_client):

@@ -12,6 +12,7 @@ from contextmgr.selectors import active_checkpoints
 from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
 from contextmgr.services.compression import compression_run, session_effective_limits
 from tests.factories import (
+    WRITER_SIZE_B,
     compress_with_model_summaries,
     created,
     event_types,
@@ -79,7 +80,7 @@ def test_aged_summaries_are_written_by_the_model_at_every_level(user, gateway, f
     Each step's summary is the model's own text, accepted as written (``how`` "summarize", not an
     extract), within the target the aging gave it: 60%, 50% and 40% of the checkpoint's size, capped by
     the level's share of the summary size (``tests.factories.spec_aging_target``)."""
-    session = small_session(user, compression={"summary_max_tokens": 240})
+    session = small_session(user, parameter_size_b=WRITER_SIZE_B, compression={"summary_max_tokens": 240})
     summary_max = session_effective_limits(session).summary_max_tokens
     turn = 0
     for compression in range(1, 5):
@@ -134,7 +135,7 @@ def test_checkpoint_manager_merges_old_checkpoints(user, gateway, fake_ollama, e
     """Spec: "Stores and retrieves checkpoints, ages checkpoints over time, merges old checkpoints" and
     "Ultra Merged": once one is ultra, the next checkpoint to age into it merges with it; one ultra
     checkpoint carries both, summarized by the model."""
-    session = small_session(user, compression={"summary_max_tokens": 240})
+    session = small_session(user, parameter_size_b=WRITER_SIZE_B, compression={"summary_max_tokens": 240})
     turn = 0
     for _ in range(4):
         turn = until_due(session, start=turn)

@@ -16,6 +16,7 @@ from contextmgr.services.goals import artifact_record, decision_record, goal_che
 from tests.factories import (
     ANSWER,
     SMALL_CONTEXTS,
+    WRITER_SIZE_B,
     compress_with_model_summaries,
     created,
     event_types,
@@ -117,7 +118,7 @@ def test_each_aging_step_compresses_more_aggressively(user, gateway, fake_ollama
 
     The first checkpoint, through four compressions whose summaries the model writes: each step's target is
     smaller than the one before, and each version keeps a smaller share of the tokens it stands for."""
-    session = small_session(user, compression={"summary_max_tokens": 240})
+    session = small_session(user, parameter_size_b=WRITER_SIZE_B, compression={"summary_max_tokens": 240})
     turn = 0
     for _ in range(4):
         turn = until_due(session, start=turn)

@@ -13,7 +13,7 @@ from contextmgr.resources import context_profiles, count_text_tokens
 from contextmgr.selectors import active_checkpoints, session_budget
 from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
 from contextmgr.services.compression import compression_run
-from tests.factories import compress_with_model_summaries, event_types, small_session, until_due
+from tests.factories import WRITER_SIZE_B, compress_with_model_summaries, event_types, small_session, until_due
 
 pytestmark = pytest.mark.django_db
 
@@ -23,7 +23,9 @@ def test_available_budget_formula(user, gateway, fake_ollama, embedded_backend):
 
     After each of three compressions the session's budget (the API's, the selector's) is its Ollama size less
     its system prompt and the checkpoints stored in its active context."""
-    session = small_session(user, system_prompt="You are a careful assistant for the onboarding project.")
+    session = small_session(
+        user, parameter_size_b=WRITER_SIZE_B, system_prompt="You are a careful assistant for the onboarding project."
+    )
     client = Client()
     client.force_login(user)
     turn = 0
@@ -119,7 +121,7 @@ def test_available_budget_shrinks_with_each_checkpoint(user, gateway, fake_ollam
 
     Four compressions whose summaries the model writes at the same size: each new checkpoint takes budget, but
     as the older ones age each later compression takes less than the first did."""
-    session = small_session(user, compression={"summary_max_tokens": 240})
+    session = small_session(user, parameter_size_b=WRITER_SIZE_B, compression={"summary_max_tokens": 240})
     available = [session_budget(session=session).available]
     turn = 0
     for _ in range(4):

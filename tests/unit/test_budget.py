@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from contextmgr.core.budget import REPLY_MIN_TOKENS, Budget, compute_budget, prompt_room
+from contextmgr.core.budget import REPLY_MIN_TOKENS, Budget, compute_budget, prompt_room, shrink_shortfall
 
 
 @pytest.mark.parametrize(
@@ -68,3 +68,16 @@ def test_the_prompt_room_holds_back_the_reply_reserve():
     # A summary asked for 283 tokens keeps those and the reserve out of its prompt.
     assert prompt_room(1_700, reply_tokens=283) == 1_700 - 283 - 32
     assert prompt_room(1_700, reply_min=0) == 1_700
+
+
+def test_a_compression_must_free_thirty_percent_of_what_it_replaces():
+    assert shrink_shortfall(before_tokens=1000, after_tokens=700) is None
+    assert (
+        shrink_shortfall(before_tokens=547, after_tokens=575)
+        == "it would turn 547 tokens into 575: 0% freed, 30% needed"
+    )
+    assert (
+        shrink_shortfall(before_tokens=572, after_tokens=567)
+        == "it would turn 572 tokens into 567: 1% freed, 30% needed"
+    )
+    assert shrink_shortfall(before_tokens=0, after_tokens=5) == "it would turn 0 tokens into 5: 0% freed, 30% needed"

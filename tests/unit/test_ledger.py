@@ -24,25 +24,30 @@ def test_an_empty_ledger_renders_as_nothing():
     assert build_ledger((), budget_tokens=0, cost=words) == Ledger()
 
 
-def test_over_its_share_the_policy_keeps_decisions_then_paths_and_drops_the_oldest_of_a_kind():
+def test_over_its_share_the_ledger_keeps_the_clauses_that_say_most_per_token():
     facts = (
-        Fact("number", "10 kg"),
-        Fact("number", "20 kg"),
-        Fact("path", "/srv/app/data"),
-        Fact("decision", "use PostgreSQL"),
-        Fact("number", "30 kg"),
+        Fact("clause", "the learning rate is 5e-4"),
+        Fact("clause", "we talked about the plan at length and agreed it is fine in general for v2"),
+        Fact("clause", "batch size 64 on 12 classes"),
     )
-    # "Facts:" costs 1, "use PostgreSQL;" 2, "/srv/app/data;" 1, each "N kg;" 2: room for one figure.
+    # "Facts:" costs 1; the clauses cost 6, 18 and 7 words (with their separators): room for two.
+    ledger = build_ledger(facts, budget_tokens=14, cost=words)
+    assert [f.text for f in ledger.entries] == ["the learning rate is 5e-4", "batch size 64 on 12 classes"]
+    assert [f.text for f in ledger.dropped] == [facts[1].text]
+
+
+def test_between_equal_clauses_the_newest_keeps_its_place():
+    facts = (Fact("clause", "port 5432 is open"), Fact("clause", "port 6379 is open"))
     ledger = build_ledger(facts, budget_tokens=6, cost=words)
-    assert [f.text for f in ledger.entries] == ["/srv/app/data", "use PostgreSQL", "30 kg"]
-    assert [f.text for f in ledger.dropped] == ["10 kg", "20 kg"]
+    assert [f.text for f in ledger.entries] == ["port 6379 is open"]
+    assert [f.text for f in ledger.dropped] == ["port 5432 is open"]
 
 
-def test_facts_of_locked_decisions_go_first_and_unknown_kinds_last():
-    facts = (Fact("decision", "use MySQL"), Fact("other", "misc"), Fact("host", "eu-west-1"))  # type: ignore[arg-type]
-    ledger = build_ledger(facts, budget_tokens=2, cost=words, locked_decisions=["Deploy to EU-WEST-1 only"])
-    assert [f.text for f in ledger.entries] == ["eu-west-1"]
-    assert [f.text for f in ledger.dropped] == ["use MySQL", "misc"]
+def test_clauses_of_locked_decisions_go_first():
+    facts = (Fact("clause", "We use MySQL 8.0 and Redis 7 with 3 replicas"), Fact("clause", "Deploy to eu-west-1 only"))
+    ledger = build_ledger(facts, budget_tokens=6, cost=words, locked_decisions=["Deploy to EU-WEST-1 only"])
+    assert [f.text for f in ledger.entries] == ["Deploy to eu-west-1 only"]
+    assert [f.text for f in ledger.dropped] == [facts[0].text]
 
 
 def test_a_fact_is_written_once_and_not_when_the_structured_fields_show_it():

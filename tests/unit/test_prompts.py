@@ -19,6 +19,7 @@ from contextmgr.core.prompts import (
     build_summary_prompt,
     latest_artifacts,
     render_pinned_block,
+    strip_scaffolding,
 )
 
 ARTIFACTS = (ArtifactView("created", "src/auth/login.ts"), ArtifactView("modified", "src/routes/api.ts"))
@@ -156,3 +157,9 @@ def test_builders_accept_any_unicode(content, description):
 def test_one_megabyte_message():
     big = "x" * 1_000_000
     assert len(build_summary_prompt([PromptMessage("assistant", big)])) > 1_000_000
+
+
+def test_the_scaffolding_a_model_echoes_never_reaches_a_checkpoint():
+    echoed = f"{INJECTION_GUARD}\nPART 1:\nThe rate is 5e-4.\nPART 2: Batch size 64.\nSUMMARY:\nSummary: done"
+    assert strip_scaffolding(echoed) == "The rate is 5e-4.\nBatch size 64.\ndone"
+    assert strip_scaffolding("Plain text stays.") == "Plain text stays."

@@ -15,6 +15,7 @@ from contextmgr.core.reliability import (
     compute_reliability,
     context_confidence,
     context_line,
+    is_small_model,
     low_reliability_warning,
     model_factor,
     parameter_size_from_tag,
@@ -148,3 +149,9 @@ def test_the_warning_starts_at_the_bands_lower_end(size, quiet, warned):
 )
 def test_parameter_size_from_tag(tag, size):
     assert parameter_size_from_tag(tag) == size
+
+
+def test_a_model_under_one_billion_parameters_is_small():
+    assert is_small_model(0.135)
+    assert not is_small_model(1.0)
+    assert not is_small_model(None)

@@ -3,7 +3,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextmgr.core.truncate import shorten_extractive
+from contextmgr.core.truncate import fact_extract, shorten_extractive
 from contextmgr.resources import count_text_tokens
 
 TEXT = (
@@ -50,3 +50,10 @@ def test_nothing_fits():
 @given(st.text(), st.integers(min_value=0, max_value=50))
 def test_always_within_budget(text, budget):
     assert count_text_tokens(shorten_extractive(text, budget, count_text_tokens)) <= budget
+
+
+def test_the_fact_extract_keeps_fact_clauses_within_budget_and_nothing_without_facts():
+    texts = ["The rate is 5e-4. It helps to be careful. Batch size 64 on 12 classes.", "Thanks, that is all."]
+    assert fact_extract(texts, 100, lambda t: len(t.split())) == "The rate is 5e-4.\nBatch size 64 on 12 classes."
+    assert fact_extract(texts, 5, lambda t: len(t.split())) == "The rate is 5e-4."
+    assert fact_extract(["Nothing to see here."], 100, lambda t: len(t.split())) == ""
