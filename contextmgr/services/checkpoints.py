@@ -38,6 +38,8 @@ from contextmgr.services.reliability import session_refresh_reliability
 
 # An event lists this many of the facts its checkpoint lost (the revision keeps them all).
 MISSING_IN_EVENT = 50
+# A checkpoint that carries others' facts measures its retention on at most this many, the newest.
+MAX_REFERENCE_FACTS = 1000
 
 
 class CompressionConflict(RuntimeError):
@@ -157,7 +159,9 @@ def carried_facts(
             ledger += clause_facts([checkpoint.summary])
     facts += reference_facts(contents)
     ledger += clause_facts(contents)
-    return CarriedFacts(facts=tuple(dict.fromkeys(facts)), ledger=tuple(dict.fromkeys(ledger)))
+    # A long session's ultra checkpoint would carry every token ever said: the newest are measured.
+    reference = tuple(dict.fromkeys(facts))[-MAX_REFERENCE_FACTS:]
+    return CarriedFacts(facts=reference, ledger=tuple(dict.fromkeys(ledger)))
 
 
 def ledger_fit(*, session: Session, facts: Sequence[Fact], shown: Sequence[str], room: int | None = None) -> Ledger:

@@ -292,8 +292,8 @@ class _Summarizer:
         """A shorter version of ``texts`` within ``target`` tokens, what made it, and how.
 
         The prompt's scaffolding a model echoes (the guard, "PART n:") is taken out first.
-        The inflation guard: a summary that is empty, not smaller than its
-        source, or well over its target is replaced by the deterministic extract.
+        The inflation guard: a summary that is empty, not ``MIN_SHRINK`` smaller than
+        its source, or well over its target is replaced by the deterministic extract.
         The repetition guard: one that repeats itself (``core.repetition``) is
         asked for once more with a repeat penalty; if that one cannot stand
         either, the extract replaces it. A small model's summary (``small``) stands

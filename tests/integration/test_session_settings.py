@@ -188,7 +188,7 @@ def test_start_a_new_conversation_from_here_carries_what_matters(chat_session, a
 
 def test_a_long_conversation_carries_over_within_the_ultra_target_and_the_ledger_share(user, app_gateway):
     session = session_create(owner=user, model=SERVED_MODEL, context_size=2048)
-    for n in range(12):
+    for n in range(24):
         message_create(session=session, role="user", content=f"Which region for service {n}? Say it plainly.")
         message_create(
             session=session,
@@ -204,8 +204,8 @@ def test_a_long_conversation_carries_over_within_the_ultra_target_and_the_ledger
     assert budget.checkpoint_tokens == final.current_tokens
     assert budget.used == budget.system_prompt_tokens + final.current_tokens
     dropped = final.revisions.get().ledger_dropped
-    assert dropped, "twelve services' facts do not fit in one 2K ledger"
-    assert any("eu-west-11" in text for _, text in final.ledger)  # the newest stay
+    assert dropped, "twenty-four services' facts do not fit in one 2K ledger"
+    assert any("eu-west-23 " in text for _, text in final.ledger)  # the newest stay
     assert not any("eu-west-0 " in text for _, text in final.ledger)
 
 
