@@ -136,7 +136,9 @@ def _measure(session: Session, facts_by_content: dict[str, list[dict[str, Any]]]
     tally.meant += sum(_meant(f, prompt) for f in facts)
     checkpoints = [cp for cp in active_checkpoints(session=session) if cp.retention is not None and cp.facts]
     if checkpoints:
-        shown = sum((cp.retention or 0.0) * len(cp.facts) for cp in checkpoints) / sum(len(cp.facts) for cp in checkpoints)
+        shown = sum((cp.retention or 0.0) * len(cp.facts) for cp in checkpoints) / sum(
+            len(cp.facts) for cp in checkpoints
+        )
         tally.shown.append(shown)
         tally.measured.append(kept / len(facts))
         tally.gaps.append(abs(shown - kept / len(facts)))
