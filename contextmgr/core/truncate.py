@@ -11,7 +11,7 @@ until the token budget is spent; the extract keeps the original order.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from contextmgr.core.clauses import fact_clauses, states_fact
 from contextmgr.core.markers import parse_markers
@@ -25,20 +25,22 @@ def shorten_extractive(text: str, max_tokens: int, count: Callable[[str], int]) 
     if count(text) <= max_tokens:
         return text
     pieces = [piece.strip() for piece in _SENTENCE_END.split(text) if piece.strip()]
-    return _fill(pieces, max_tokens, count) or _prefix(text, max_tokens, count)
+    by_priority = sorted(
+        range(len(pieces)), key=lambda i: (not parse_markers(pieces[i]), not states_fact(pieces[i]), i)
+    )
+    return _fill(pieces, by_priority, max_tokens, count) or _prefix(text, max_tokens, count)
 
 
 def fact_extract(texts: list[str], max_tokens: int, count: Callable[[str], int]) -> str:
     """The fact-bearing clauses of ``texts`` that ``count`` measures at most ``max_tokens``, one a
     line, in order (goal marker lines are the checkpoint's fields); "" when none states a fact."""
-    return _fill(list(fact_clauses(texts)), max_tokens, count)
+    clauses = list(fact_clauses(texts))  # each states a fact and none is a marker line: oldest first
+    return _fill(clauses, range(len(clauses)), max_tokens, count)
 
 
-def _fill(pieces: list[str], max_tokens: int, count: Callable[[str], int]) -> str:
-    """As many of ``pieces`` as fit in ``max_tokens``, by priority, joined in their order."""
-    by_priority = sorted(
-        range(len(pieces)), key=lambda i: (not parse_markers(pieces[i]), not states_fact(pieces[i]), i)
-    )
+def _fill(pieces: list[str], by_priority: Iterable[int], max_tokens: int, count: Callable[[str], int]) -> str:
+    """As many of ``pieces`` as fit in ``max_tokens``, taken in the order of ``by_priority`` (indexes
+    into ``pieces``), joined in their own order."""
     chosen: list[int] = []
     # Counting each piece once keeps this linear; a join is checked once at
     # the end and pieces are dropped if the newlines cost more than assumed.

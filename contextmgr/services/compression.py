@@ -303,9 +303,9 @@ class _Summarizer:
         text = "\n".join(texts)
         source_tokens = self.tokens(text)
         # Room for the checkpoint's heading and fields, so that the whole checkpoint frees MIN_SHRINK.
-        extract = self.extract(texts, min(target, max(int(source_tokens * (1 - MIN_SHRINK)) - HEADING_TOKENS, 1)))
+        extract_tokens = min(target, max(int(source_tokens * (1 - MIN_SHRINK)) - HEADING_TOKENS, 1))
         if strategy != "summarize":
-            return Shrunk(extract, "truncate", "truncate")
+            return Shrunk(self.extract(texts, extract_tokens), "truncate", "truncate")
         summary = strip_scaffolding(self.ask(prompt, target))
         how = "summarize"
         why = self.flaw(summary, source_tokens, target)
@@ -317,8 +317,10 @@ class _Summarizer:
             how = f"summarize: retried with {penalty} after a {why}"
             why = None if again is None else f"{why}; with {penalty}: {again}"
         if why is not None:
-            return Shrunk(extract, "truncate", f"truncate: {why}")
+            return Shrunk(self.extract(texts, extract_tokens), "truncate", f"truncate: {why}")
         if self.small:
+            # Only a small model's summary is compared with the extract; a larger one's stands as written.
+            extract = self.extract(texts, extract_tokens)
             reference = reference_facts([text])
             by_summary = measure_retention(reference, summary).kept
             by_extract = measure_retention(reference, extract).kept
