@@ -17,7 +17,7 @@ from channels.testing import HttpCommunicator, WebsocketCommunicator
 from django.test import Client
 
 from accounts.services import api_token_create
-from contextmgr.llm import ChatMessage, ChatResult, ChatStream
+from contextmgr.llm import GREEDY, ChatMessage, ChatResult, ChatStream
 from contextmgr.llm.embedded import EmbeddedBackend
 from ollm_site.asgi import application
 
@@ -83,7 +83,7 @@ async def direct_turn(
     """The same prompt straight to the backend object the app uses (its ``chat``), the reply read to the end."""
     started = time.perf_counter()
     token_times = []
-    stream = chat(messages, model=model, num_ctx=num_ctx, max_tokens=max_tokens, temperature=0.0)
+    stream = chat(messages, model=model, num_ctx=num_ctx, max_tokens=max_tokens, sampling=GREEDY)
     try:
         async for _delta in stream:
             token_times.append(time.perf_counter())

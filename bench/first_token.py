@@ -65,7 +65,7 @@ from report import Report
 from contextmgr.core.prompts import PromptMessage, build_summary_prompt
 from contextmgr.llm.embedded import MODEL_NAME, EmbeddedBackend
 from contextmgr.llm.gateway import Gateway
-from contextmgr.llm.types import ChatMessage
+from contextmgr.llm.types import GREEDY, ChatMessage
 
 REQUIRED_RATIO = 2.0
 NUM_CTX = 4096
@@ -134,7 +134,7 @@ async def chat_turn(gateway: Gateway, messages: list[ChatMessage], reply_tokens:
     first: float | None = None
     deltas = []
     stream = gateway.chat(
-        messages, model=MODEL_NAME, num_ctx=NUM_CTX, max_tokens=reply_tokens, temperature=0.0, background=False
+        messages, model=MODEL_NAME, num_ctx=NUM_CTX, max_tokens=reply_tokens, sampling=GREEDY, background=False
     )
     async for delta in stream:
         if first is None:
@@ -159,7 +159,7 @@ async def summary(gateway: Gateway, messages: list[ChatMessage]) -> float:
         model=MODEL_NAME,
         num_ctx=NUM_CTX,
         max_tokens=SUMMARY_MAX_TOKENS,
-        temperature=0.0,
+        sampling=GREEDY,
         background=True,
     )
     return time.perf_counter() - started

@@ -47,7 +47,7 @@ from report import Report
 
 from contextmgr.llm.embedded import MODEL_NAME, EmbeddedBackend
 from contextmgr.llm.gateway import Gateway
-from contextmgr.llm.types import ChatMessage
+from contextmgr.llm.types import GREEDY, ChatMessage
 from modelserver.__main__ import physical_cores
 from modelserver.engine import Engine, Message, bundled_model_path
 
@@ -122,7 +122,7 @@ def engine_reply(engine: Engine, tokens: int) -> Reply:
 
 async def app_reply(gateway: Gateway, tokens: int) -> Reply:
     times = []
-    stream = gateway.chat(MESSAGES, model=MODEL_NAME, num_ctx=N_CTX, max_tokens=tokens, temperature=0)
+    stream = gateway.chat(MESSAGES, model=MODEL_NAME, num_ctx=N_CTX, max_tokens=tokens, sampling=GREEDY)
     async for _delta in stream:
         times.append(time.perf_counter())
     return Reply(times, time.perf_counter())

@@ -125,8 +125,7 @@ MODELS_SERVED_SECONDS = 10
 
 def models_served_key(gateway: Gateway) -> str:
     """One cache entry per gateway configuration: the same settings get the same answer in every process."""
-    hosts = [getattr(backend, "host", "") for backend in (gateway.ollama, gateway.embedded) if backend is not None]
-    return "ollm:models-served:" + "|".join([gateway.mode, *hosts])
+    return "ollm:models-served:" + "|".join([gateway.mode, *(host.url for host in gateway.hosts)])
 
 
 def models_served(*, gateway: Gateway | None = None, refresh: bool = False) -> list[str]:

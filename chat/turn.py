@@ -42,6 +42,7 @@ from contextmgr.llm import (
     LLMError,
     LLMTimeout,
     ModelNotFound,
+    Sampling,
     get_gateway,
 )
 from contextmgr.resources import TiktokenCounter
@@ -335,7 +336,7 @@ async def _reply(
         model=session.model,
         num_ctx=session.max_tokens,
         max_tokens=max_tokens,
-        temperature=settings.OLLM_CHAT_TEMPERATURE,
+        sampling=Sampling(temperature=settings.OLLM_CHAT_TEMPERATURE),
     )
     parts: list[str] = []
     stopped = False

@@ -197,6 +197,14 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 
 OLLAMA_HOST = os.environ.get("OLLAMA_HOST", "http://127.0.0.1:11434")
+# Several Ollama servers (a comma-separated list) share the load; OLLAMA_HOST is used when it is unset.
+OLLAMA_HOSTS = [h.strip() for h in os.environ.get("OLLAMA_HOSTS", "").split(",") if h.strip()] or [OLLAMA_HOST]
+# Generations one host runs at once from this process (Ollama's OLLAMA_NUM_PARALLEL, say); more wait in its queue.
+OLLM_HOST_SLOTS = int(os.environ.get("OLLM_HOST_SLOTS", "1"))
+# The longest a summary, aging or merge waits behind chat turns for a host before it runs beside them.
+OLLM_BACKGROUND_MAX_WAIT_SECONDS = float(os.environ.get("OLLM_BACKGROUND_MAX_WAIT_SECONDS", "15"))
+# A host that failed or timed out is left alone this long before it is tried again.
+OLLM_HOST_RETRY_SECONDS = float(os.environ.get("OLLM_HOST_RETRY_SECONDS", "30"))
 OLLM_LLM_BACKEND = os.environ.get("OLLM_LLM_BACKEND", "auto")
 OLLAMA_TIMEOUT = float(os.environ.get("OLLAMA_TIMEOUT", "120"))
 # The most tokens a chat reply may have (less when the context has less room left).

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from contextmgr.llm.gateway import BackendStatus, Gateway, get_gateway
 from contextmgr.llm.types import (
+    GREEDY,
     BackendUnavailable,
     ChatMessage,
     ChatResult,
@@ -18,9 +19,11 @@ from contextmgr.llm.types import (
     LLMTimeout,
     ModelInfo,
     ModelNotFound,
+    Sampling,
 )
 
 __all__ = [
+    "GREEDY",
     "BackendStatus",
     "BackendUnavailable",
     "ChatMessage",
@@ -34,5 +37,6 @@ __all__ = [
     "LLMTimeout",
     "ModelInfo",
     "ModelNotFound",
+    "Sampling",
     "get_gateway",
 ]

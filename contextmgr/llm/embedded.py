@@ -18,7 +18,16 @@ from typing import Any
 import httpx
 
 from contextmgr.llm.ollama_backend import OllamaBackend
-from contextmgr.llm.types import BackendUnavailable, ChatMessage, ChatStream, LLMRequestError, ModelInfo, ModelNotFound
+from contextmgr.llm.types import (
+    SERVER_DEFAULTS,
+    BackendUnavailable,
+    ChatMessage,
+    ChatStream,
+    LLMRequestError,
+    ModelInfo,
+    ModelNotFound,
+    Sampling,
+)
 
 MODEL_NAME = "embedded/smollm2-135m"
 PARAMETER_SIZE_B = 0.135
@@ -57,11 +66,9 @@ class EmbeddedBackend(OllamaBackend):
         model: str,
         num_ctx: int,
         max_tokens: int,
-        temperature: float = 0.0,
+        sampling: Sampling = SERVER_DEFAULTS,
         stop: Sequence[str] = (),
-        seed: int | None = None,
         background: bool = False,
-        repeat_penalty: float | None = None,
     ) -> ChatStream:
         self._check_model(model)
         return super().chat(
@@ -69,11 +76,9 @@ class EmbeddedBackend(OllamaBackend):
             model=model,
             num_ctx=num_ctx,
             max_tokens=max_tokens,
-            temperature=temperature,
+            sampling=sampling,
             stop=stop,
-            seed=seed,
             background=background,
-            repeat_penalty=repeat_penalty,
         )
 
     def _tokenize(self, body: dict[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,8 @@
-"""The one door to the LLM: routes each call to the backend that has the model.
+"""The one door to the LLM: routes each call to a host that has the model, through that host's queue.
 
 ``OLLM_LLM_BACKEND`` is ``auto`` (Ollama when it answers, else the embedded
-model), ``ollama`` or ``embedded``. The choice and its reason are kept for the
+model), ``ollama`` or ``embedded``; ``OLLAMA_HOSTS`` lists several Ollama servers, which share
+the load and stand in for each other (``contextmgr.llm.hosts``). The choice and its reason are kept for the
 UI and logs. Token estimates for Ollama models are calibrated from the exact
 ``prompt_eval_count`` each reply reports, unless that count falls well below what
 was sent: then Ollama cut the prompt, and the result says so (``sent_prompt_tokens``).
@@ -23,17 +24,22 @@ from django.conf import settings
 from contextmgr.core.tokens import TokenCalibration, TokenCount, TokenCounter, prompt_truncated
 from contextmgr.llm.embedded import MODEL_NAME as EMBEDDED_MODEL
 from contextmgr.llm.embedded import EmbeddedBackend
+from contextmgr.llm.hosts import Failure, Host, HostQueue, OnQueued, QueueState
 from contextmgr.llm.ollama_backend import OllamaBackend
 from contextmgr.llm.types import (
+    SERVER_DEFAULTS,
     BackendUnavailable,
     ChatMessage,
     ChatResult,
     ChatStream,
     Completion,
+    ConnectionLost,
     LLMBackend,
     LLMError,
+    LLMTimeout,
     ModelInfo,
     ModelNotFound,
+    Sampling,
 )
 from contextmgr.resources import TiktokenCounter, count_text_tokens
 
@@ -82,6 +88,19 @@ def _is_embedded(model: str) -> bool:
     return model == EMBEDDED_MODEL or model.startswith("embedded/")
 
 
+@dataclass(frozen=True)
+class Request:
+    """One generation as the gateway was asked for it, to send to whichever host takes it."""
+
+    messages: Sequence[ChatMessage]
+    model: str
+    num_ctx: int
+    max_tokens: int
+    sampling: Sampling
+    stop: tuple[str, ...]
+    background: bool
+
+
 Mode = Literal["auto", "ollama", "embedded"]
 MODES: tuple[Mode, ...] = ("auto", "ollama", "embedded")
 
@@ -94,15 +113,51 @@ class BackendStatus:
     default_model: str | None
 
 
+@dataclass(frozen=True)
+class HostReport:
+    """One model host as ``/api/hosts`` shows it."""
+
+    url: str
+    backend: str  # "embedded" or "ollama"
+    up: bool
+    models: tuple[str, ...]
+    state: QueueState
+    failures: tuple[Failure, ...]
+
+
 class Gateway:
-    def __init__(self, *, mode: str, embedded: EmbeddedBackend | None, ollama: OllamaBackend | None) -> None:
+    def __init__(
+        self,
+        *,
+        mode: str,
+        embedded: EmbeddedBackend | None,
+        ollama: OllamaBackend | Sequence[OllamaBackend] | None,
+        slots: int = 1,
+        max_wait: float = 15.0,
+        retry_after: float = 30.0,
+    ) -> None:
         if mode not in MODES:
             raise ValueError(f"OLLM_LLM_BACKEND must be one of {', '.join(MODES)}, not {mode!r}")
         self.mode = mode
+
+        def host(backend: OllamaBackend) -> Host:
+            return Host(backend, HostQueue(slots=slots, max_wait=max_wait), retry_after=retry_after)
+
         self.embedded = embedded if mode != "ollama" else None
-        self.ollama = ollama if mode != "embedded" else None
+        self.embedded_host = host(self.embedded) if self.embedded is not None else None
+        listed = [] if ollama is None else [ollama] if isinstance(ollama, OllamaBackend) else list(ollama)
+        self.ollama_hosts = [host(backend) for backend in listed] if mode != "embedded" else []
         self.calibration = TokenCalibration()
         self._status: BackendStatus | None = None
+
+    @property
+    def ollama(self) -> OllamaBackend | None:
+        """The first Ollama host: the one named when the gateway says where Ollama is."""
+        return self.ollama_hosts[0].backend if self.ollama_hosts else None
+
+    @property
+    def hosts(self) -> list[Host]:
+        return ([self.embedded_host] if self.embedded_host is not None else []) + self.ollama_hosts
 
     async def status(self, *, refresh: bool = False) -> BackendStatus:
         """Which backend serves by default, and why; probed once unless ``refresh``."""
@@ -111,16 +166,23 @@ class Gateway:
             logger.info("LLM backend: %s (%s)", self._status.backend, self._status.reason)
         return self._status
 
+    async def _ollama_answering(self) -> OllamaBackend | None:
+        for host in self.ollama_hosts:
+            if await host.backend.health():
+                return host.backend
+        return None
+
     async def _probe(self) -> BackendStatus:
         if self.ollama is not None:
-            if await self.ollama.health():
-                models = await self.ollama.list_models()
+            answering = await self._ollama_answering()
+            if answering is not None:
+                models = await answering.list_models()
                 default = models[0].name if models else None
                 if default is not None or self.embedded is None:
-                    return BackendStatus(self.mode, "ollama", f"Ollama answers at {self.ollama.host}", default)
-                reason = f"Ollama at {self.ollama.host} has no models pulled; using the embedded model"
+                    return BackendStatus(self.mode, "ollama", f"Ollama answers at {answering.host}", default)
+                reason = f"Ollama at {answering.host} has no models pulled; using the embedded model"
             else:
-                reason = f"Ollama is not reachable at {self.ollama.host}"
+                reason = f"Ollama is not reachable at {self._ollama_where()}"
                 if self.embedded is None:
                     return BackendStatus(self.mode, "none", reason, None)
                 reason += "; using the embedded model"
@@ -131,16 +193,29 @@ class Gateway:
             return BackendStatus(self.mode, "none", self.embedded.unreachable(), None)
         return BackendStatus(self.mode, "embedded", reason, EMBEDDED_MODEL)
 
-    def backend_for(self, model: str) -> LLMBackend:
+    def _ollama_where(self) -> str:
+        return ", ".join(host.url for host in self.ollama_hosts)
+
+    def _hosts_for(self, model: str) -> list[Host]:
+        """The hosts that may serve ``model``, the likeliest first: up before down, those that
+        listed it before those not asked yet, the least busy first."""
         if _is_embedded(model):
-            if self.embedded is None:
+            if self.embedded_host is None:
                 raise ModelNotFound(
                     f"model {model} needs the embedded backend, which OLLM_LLM_BACKEND=ollama turns off"
                 )
-            return self.embedded
-        if self.ollama is None:
+            return [self.embedded_host]
+        if not self.ollama_hosts:
             raise ModelNotFound(f"model {model} needs Ollama, which OLLM_LLM_BACKEND=embedded turns off")
-        return self.ollama
+
+        def likely(host: Host) -> tuple[bool, bool, int]:
+            listed_elsewhere = host.models is not None and model not in host.models
+            return host.is_down(), listed_elsewhere, host.queue.load
+
+        return sorted(self.ollama_hosts, key=likely)
+
+    def backend_for(self, model: str) -> LLMBackend:
+        return self._hosts_for(model)[0].backend
 
     def chat(
         self,
@@ -149,29 +224,69 @@ class Gateway:
         model: str,
         num_ctx: int,
         max_tokens: int,
-        temperature: float = 0.0,
+        sampling: Sampling = SERVER_DEFAULTS,
         stop: Sequence[str] = (),
-        seed: int | None = None,
         background: bool = False,
-        repeat_penalty: float | None = None,
+        on_queued: OnQueued | None = None,
     ) -> ChatStream:
-        """A reply; ``background`` marks summaries and aging calls, which the bundled model serves after turns.
-        ``repeat_penalty`` (Ollama's option; None: the backend's default) curbs a model that loops."""
-        backend = self.backend_for(model)
-        stream = backend.chat(
-            messages,
-            model=model,
-            num_ctx=num_ctx,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            stop=stop,
-            seed=seed,
-            background=background,
-            repeat_penalty=repeat_penalty,
+        """A reply, once its host has a slot for it (``on_queued`` hears when it must wait, and how
+        many are ahead). ``background`` marks summaries, aging and merges, which wait for chat
+        turns, at most ``OLLM_BACKGROUND_MAX_WAIT_SECONDS``.
+
+        A host that does not answer or times out is marked down and the next one that may serve
+        the model is asked: a turn only before its first token, background work (whose reply
+        nobody sees until it ends) at any point.
+        """
+        request = Request(messages, model, num_ctx, max_tokens, sampling, tuple(stop), background)
+        return ChatStream(self._scheduled(request, self._hosts_for(model), on_queued))
+
+    async def _scheduled(
+        self, request: Request, hosts: list[Host], on_queued: OnQueued | None
+    ) -> AsyncGenerator[str | ChatResult, None]:
+        for attempt, host in enumerate(hosts):
+            last = attempt == len(hosts) - 1
+            parts: list[str] = []
+            async with host.queue.slot(background=request.background, on_queued=on_queued if not attempt else None):
+                stream = self._send(host, request)
+                try:
+                    async for delta in stream:
+                        if request.background:
+                            parts.append(delta)  # yielded once whole: another host may have to start over
+                        else:
+                            yield delta
+                            parts.append(delta)
+                except (BackendUnavailable, LLMTimeout, ConnectionLost) as exc:
+                    host.mark_down(str(exc))
+                    if last or (parts and not request.background):
+                        raise
+                    logger.warning("%s failed (%s); asking the next host", host.url, exc)
+                    continue
+                except ModelNotFound:
+                    if last:
+                        raise
+                    continue
+                finally:
+                    await stream.aclose()
+            host.mark_up()
+            for part in parts if request.background else ():
+                yield part
+            if stream.result is not None:
+                yield stream.result
+            return
+
+    def _send(self, host: Host, request: Request) -> ChatStream:
+        stream = host.backend.chat(
+            request.messages,
+            model=request.model,
+            num_ctx=request.num_ctx,
+            max_tokens=request.max_tokens,
+            sampling=request.sampling,
+            stop=request.stop,
+            background=request.background,
         )
-        if backend is self.ollama:
-            return ChatStream(self._calibrating(stream, messages, model))
-        return stream
+        if host is self.embedded_host:
+            return stream
+        return ChatStream(self._calibrating(stream, request.messages, request.model))
 
     async def _calibrating(
         self, stream: ChatStream, messages: Sequence[ChatMessage], model: str
@@ -206,36 +321,63 @@ class Gateway:
         model: str,
         num_ctx: int,
         max_tokens: int,
-        temperature: float = 0.0,
+        sampling: Sampling = SERVER_DEFAULTS,
         stop: Sequence[str] = (),
-        seed: int | None = None,
         background: bool = False,
-        repeat_penalty: float | None = None,
+        on_queued: OnQueued | None = None,
     ) -> Completion:
         stream = self.chat(
             messages,
             model=model,
             num_ctx=num_ctx,
             max_tokens=max_tokens,
-            temperature=temperature,
+            sampling=sampling,
             stop=stop,
-            seed=seed,
             background=background,
-            repeat_penalty=repeat_penalty,
+            on_queued=on_queued,
         )
         return await stream.collect()
 
     async def list_models(self) -> list[ModelInfo]:
-        """Every model of every enabled backend that answers (embedded first)."""
+        """Every model of every enabled host that answers (embedded first), each name once."""
         models: list[ModelInfo] = []
         if self.embedded is not None and await self.embedded.health():
             models += await self.embedded.list_models()
-        if self.ollama is not None:
+        for host in self.ollama_hosts:
             # An unreachable Ollama only means fewer models to offer.
             with contextlib.suppress(BackendUnavailable):
+                listed = await host.backend.list_models()
+                host.models = tuple(m.name for m in listed)
+                known = {m.name for m in models}
                 # An "embedded/" name is always served by the embedded backend, whoever else lists it.
-                models += [m for m in await self.ollama.list_models() if not _is_embedded(m.name)]
+                models += [m for m in listed if not _is_embedded(m.name) and m.name not in known]
         return models
+
+    async def hosts_report(self) -> list[HostReport]:
+        """Each host, asked now whether it answers and what it serves, with its queue and recent failures."""
+        reports = []
+        for host in self.hosts:
+            try:
+                models = tuple(m.name for m in await host.backend.list_models())
+            except LLMError as exc:
+                if not host.is_down():
+                    host.mark_down(str(exc))
+                up = False
+                models = host.models or ()
+            else:
+                host.models, up = models, True
+                host.mark_up()
+            reports.append(
+                HostReport(
+                    url=host.url,
+                    backend=host.backend.name,
+                    up=up,
+                    models=models,
+                    state=host.queue.state(),
+                    failures=tuple(host.failures),
+                )
+            )
+        return reports
 
     async def unavailable_reason(self, model: str) -> tuple[str, bool]:
         """Why ``model`` is not served now, in words a user can act on, and whether it is only
@@ -248,10 +390,10 @@ class Gateway:
             if not await backend.health():
                 return backend.unreachable(), True
             return f"the embedded backend has only {EMBEDDED_MODEL}", False
-        assert self.ollama is not None
-        if not await self.ollama.health():
-            return f"Ollama is not reachable at {self.ollama.host}", True
-        return f"Ollama at {self.ollama.host} does not have it (`ollama pull {model}` fetches it)", False
+        answering = await self._ollama_answering()
+        if answering is None:
+            return f"Ollama is not reachable at {self._ollama_where()}", True
+        return f"Ollama at {self._ollama_where()} does not have it (`ollama pull {model}` fetches it)", False
 
     async def model_info(self, model: str) -> ModelInfo:
         return await self.backend_for(model).model_info(model)
@@ -289,7 +431,7 @@ class Gateway:
         return (await self.status(refresh=True)).backend != "none"
 
 
-__all__ = ["BackendStatus", "Gateway", "LLMError"]
+__all__ = ["BackendStatus", "Gateway", "HostReport", "LLMError"]
 
 
 @cache
@@ -298,5 +440,8 @@ def get_gateway() -> Gateway:
     return Gateway(
         mode=settings.OLLM_LLM_BACKEND,
         embedded=EmbeddedBackend(host=settings.OLLM_MODEL_SERVER_URL, timeout=settings.OLLAMA_TIMEOUT),
-        ollama=OllamaBackend(host=settings.OLLAMA_HOST, timeout=settings.OLLAMA_TIMEOUT),
+        ollama=[OllamaBackend(host=host, timeout=settings.OLLAMA_TIMEOUT) for host in settings.OLLAMA_HOSTS],
+        slots=settings.OLLM_HOST_SLOTS,
+        max_wait=settings.OLLM_BACKGROUND_MAX_WAIT_SECONDS,
+        retry_after=settings.OLLM_HOST_RETRY_SECONDS,
     )

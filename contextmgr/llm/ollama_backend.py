@@ -20,16 +20,19 @@ import ollama
 
 from contextmgr.core.reliability import parameter_size_from_tag
 from contextmgr.llm.types import (
+    SERVER_DEFAULTS,
     BackendUnavailable,
     ChatMessage,
     ChatResult,
     ChatStream,
+    ConnectionLost,
     ContextOverflow,
     LLMError,
     LLMRequestError,
     LLMTimeout,
     ModelInfo,
     ModelNotFound,
+    Sampling,
 )
 
 NS = 1e-9
@@ -92,7 +95,7 @@ class OllamaBackend:
         except httpx.TimeoutException as exc:
             raise LLMTimeout(f"{self.label} at {self.host} did not answer in time") from exc
         except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
-            raise LLMRequestError(
+            raise ConnectionLost(
                 f"the connection to {self.label} at {self.host} broke off mid-reply; Retry asks again"
             ) from exc
 
@@ -103,21 +106,15 @@ class OllamaBackend:
         model: str,
         num_ctx: int,
         max_tokens: int,
-        temperature: float = 0.0,
+        sampling: Sampling = SERVER_DEFAULTS,
         stop: Sequence[str] = (),
-        seed: int | None = None,
         background: bool = False,
-        repeat_penalty: float | None = None,
     ) -> ChatStream:
         """A reply; ``background`` marks a summary or an aging call, which may wait for chat turns.
-        ``repeat_penalty``: Ollama's option of that name (None leaves the server's default)."""
-        options: dict[str, Any] = {"num_ctx": num_ctx, "num_predict": max_tokens, "temperature": temperature}
+        What ``sampling`` leaves unset is the server's default."""
+        options: dict[str, Any] = {"num_ctx": num_ctx, "num_predict": max_tokens, **sampling.options()}
         if stop:
             options["stop"] = list(stop)
-        if seed is not None:
-            options["seed"] = seed
-        if repeat_penalty is not None:
-            options["repeat_penalty"] = repeat_penalty
         payload = [{"role": m.role, "content": m.content} for m in messages]
         return ChatStream(self._stream(payload, model, options, background=background))
 
@@ -142,7 +139,7 @@ class OllamaBackend:
                         model=model,
                     )
                     return
-            raise LLMRequestError(
+            raise ConnectionLost(
                 f"{self.label} at {self.host} ended the reply after {time.perf_counter() - started:.1f} s "
                 "without finishing it"
             )

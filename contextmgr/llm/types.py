@@ -3,14 +3,38 @@
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
 class ChatMessage:
     role: str
     content: str
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How the next token is picked. A field left None is the server's default: Ollama's (and the
+    bundled model server's) are temperature 0.8, top_k 40, top_p 0.9, repeat_penalty 1.1 over the
+    last 64 tokens."""
+
+    temperature: float | None = None
+    top_k: int | None = None
+    top_p: float | None = None
+    repeat_penalty: float | None = None
+    repeat_last_n: int | None = None
+    seed: int | None = None
+
+    def options(self) -> dict[str, Any]:
+        """The fields that are set, as Ollama's ``options``."""
+        return {name: value for name, value in asdict(self).items() if value is not None}
+
+
+# Whatever the server does when a request sets nothing.
+SERVER_DEFAULTS = Sampling()
+# Summaries and the tests that compare outputs: the most likely token each time.
+GREEDY = Sampling(temperature=0.0)
 
 
 @dataclass(frozen=True)
@@ -76,6 +100,10 @@ class LLMRequestError(LLMError):
     pass
 
 
+class ConnectionLost(LLMRequestError):
+    """The host went away mid-reply (it stopped, or the network between broke)."""
+
+
 class ChatStream:
     """An async iterator of text deltas; ``result`` is set once the reply has ended.
 
@@ -117,11 +145,9 @@ class LLMBackend(Protocol):
         model: str,
         num_ctx: int,
         max_tokens: int,
-        temperature: float = 0.0,
+        sampling: Sampling = SERVER_DEFAULTS,
         stop: Sequence[str] = (),
-        seed: int | None = None,
         background: bool = False,
-        repeat_penalty: float | None = None,
     ) -> ChatStream: ...
 
     async def list_models(self) -> list[ModelInfo]: ...

@@ -58,7 +58,7 @@ from contextmgr.core.text import plural
 from contextmgr.core.tokens import TokenCounter
 from contextmgr.core.truncate import fact_extract, shorten_extractive
 from contextmgr.core.window import CheckpointView, render_checkpoint
-from contextmgr.llm import ChatMessage, Gateway, LLMError, get_gateway
+from contextmgr.llm import ChatMessage, Gateway, LLMError, Sampling, get_gateway
 from contextmgr.models import ContextEvent, EventType, Snapshot
 from contextmgr.resources import count_text_tokens
 from contextmgr.selectors import (
@@ -244,9 +244,8 @@ class _Summarizer:
             model=self.model,
             num_ctx=self.num_ctx,
             max_tokens=max_tokens,
-            temperature=0.0,
+            sampling=Sampling(temperature=0.0, repeat_penalty=repeat_penalty),
             background=True,  # a chat turn on the bundled model goes first
-            repeat_penalty=repeat_penalty,
         )
         _reconnect_if_broken()  # the call may have outlasted the database connection
         result = completion.result

@@ -16,6 +16,7 @@ from contextmgr.llm.types import (
     LLMRequestError,
     LLMTimeout,
     ModelNotFound,
+    Sampling,
 )
 from contextmgr.resources import count_text_tokens
 from tests.support.model_server import SERVED_MODEL
@@ -25,9 +26,12 @@ LONG = [ChatMessage("user", "Count from 1 to 300, separated by commas.")]
 
 
 async def test_ollama_receives_num_ctx_and_the_cap_on_every_call(ollama_backend, fake_ollama):
-    await ollama_backend.chat(HELLO, model=SERVED_MODEL, num_ctx=1700, max_tokens=5, stop=["\n\n"], seed=1).collect()
+    await ollama_backend.chat(
+        HELLO, model=SERVED_MODEL, num_ctx=1700, max_tokens=5, stop=["\n\n"], sampling=Sampling(seed=1)
+    ).collect()
     (request,) = [r for r in fake_ollama.behaviour.requests if r["path"] == "/api/chat"]
-    assert request["options"] == {"num_ctx": 1700, "num_predict": 5, "temperature": 0.0, "stop": ["\n\n"], "seed": 1}
+    # What the sampling leaves unset (temperature here) is the server's default: not sent.
+    assert request["options"] == {"num_ctx": 1700, "num_predict": 5, "stop": ["\n\n"], "seed": 1}
     assert request["stream"] is True
     assert request["messages"] == [{"role": "user", "content": "Say hello."}]
 
@@ -132,7 +136,9 @@ async def test_a_repeat_penalty_reaches_the_model_through_the_gateway(embedded_b
         ChatMessage("user", "Summarize: the user asked about logins. The assistant explained that logins are checked.")
     ]
     plain, curbed = [
-        await gateway.complete(prompt, model=EMBEDDED_MODEL, num_ctx=1024, max_tokens=48, repeat_penalty=penalty)
+        await gateway.complete(
+            prompt, model=EMBEDDED_MODEL, num_ctx=1024, max_tokens=48, sampling=Sampling(repeat_penalty=penalty)
+        )
         for penalty in (None, 1.3)
     ]
     sent = [r["options"] for r in fake_ollama.behaviour.requests if r["path"] == "/api/chat"]
