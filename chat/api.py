@@ -23,6 +23,7 @@ from chat.imports import MAX_IMPORT_BYTES, ImportTooLarge, import_throttle, sess
 from chat.models import Message, Session
 from chat.schemas import (
     ContextSizeOut,
+    HostOut,
     ImportConflictOut,
     MessageIn,
     MessageOut,
@@ -32,7 +33,7 @@ from chat.schemas import (
     SessionPatch,
     TurnOut,
 )
-from chat.selectors import models_available, session_for_owner, session_history, sessions_for_user
+from chat.selectors import model_hosts, models_available, session_for_owner, session_history, sessions_for_user
 from chat.services import session_delete, session_start, session_update
 from chat.session_file import SessionFile
 from chat.turn import turn_run
@@ -49,6 +50,13 @@ router = Router(tags=["sessions"])
 def models_list(request: HttpRequest) -> Any:
     """Every model of every backend that answers now."""
     return models_available()
+
+
+@router.get("/hosts", response=list[HostOut], tags=["models"], summary="List the model hosts and how busy they are")
+def hosts_list(request: HttpRequest) -> Any:
+    """The bundled model server and every Ollama host (``OLLAMA_HOSTS``): whether each answers now,
+    its models, what this process has running and queued on it, and its recent failures."""
+    return [HostOut.of(report) for report in model_hosts()]
 
 
 @router.get("/context-sizes", response=list[ContextSizeOut], tags=["models"], summary="List the context sizes")

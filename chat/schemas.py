@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
@@ -10,6 +10,7 @@ from ninja import Field, Schema
 
 from chat.models import Message, Session
 from chat.selectors import model_availability
+from contextmgr.llm.types import HostReport
 from contextmgr.schemas import ContextOut
 
 
@@ -18,6 +19,39 @@ class ModelOut(Schema):
     backend: str
     parameter_size_b: float | None
     context_length: int | None
+
+
+class HostFailureOut(Schema):
+    at: datetime
+    error: str
+
+
+class HostOut(Schema):
+    url: str
+    backend: str = Field(description="embedded (the bundled model server) or ollama")
+    up: bool = Field(description="Whether it answered just now.")
+    models: list[str] = Field(description="What it serves (as last listed, when it is down).")
+    running: int = Field(description="Generations this process has running on it now.")
+    queued_turns: int
+    queued_background: int = Field(description="Summaries, agings and merges waiting for a slot.")
+    served: int = Field(description="Generations this process sent it since it started.")
+    longest_background_wait_seconds: float
+    failures: list[HostFailureOut] = Field(description="Its most recent failures, oldest first.")
+
+    @staticmethod
+    def of(report: HostReport) -> HostOut:
+        return HostOut(
+            url=report.url,
+            backend=report.backend,
+            up=report.up,
+            models=list(report.models),
+            running=report.state.running,
+            queued_turns=report.state.queued_turns,
+            queued_background=report.state.queued_background,
+            served=report.state.served,
+            longest_background_wait_seconds=round(report.state.longest_background_wait, 3),
+            failures=[HostFailureOut(at=datetime.fromtimestamp(f.at, UTC), error=f.error) for f in report.failures],
+        )
 
 
 class ContextSizeOut(Schema):

@@ -14,7 +14,7 @@ from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 
 from chat.models import Message, Session
-from contextmgr.llm import BackendStatus, Gateway, LLMError, ModelInfo, ModelNotFound, get_gateway
+from contextmgr.llm import BackendStatus, Gateway, HostReport, LLMError, ModelInfo, ModelNotFound, get_gateway
 
 # How many of the latest messages the chat page shows; "earlier" pages back by as many (a search hit
 # further back is shown in its own window). Rendering is what a page costs: 100 keep a long
@@ -102,6 +102,11 @@ def model_facts(*, model: str, gateway: Gateway | None = None, served: bool = Tr
 def backend_status() -> BackendStatus:
     """Which backend answers now, and its default model (for the pages' banner and the terminal)."""
     return async_to_sync(get_gateway().status)()
+
+
+def model_hosts() -> list[HostReport]:
+    """Each model host, asked now whether it answers, with its queue and recent failures."""
+    return async_to_sync(get_gateway().hosts_report)()
 
 
 def models_available() -> list[ModelInfo]:

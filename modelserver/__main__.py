@@ -60,6 +60,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--name", action="append", dest="names", help=f"a name the model answers to (default {DEFAULT_NAME})"
     )
+    parser.add_argument(
+        "--background-max-wait",
+        type=float,
+        default=float(os.environ.get("OLLM_BACKGROUND_MAX_WAIT_SECONDS", "15")),
+        help="the longest a summary pauses for chat turns in all (seconds)",
+    )
     parser.add_argument("--test-controls", action="store_true", help="accept the tests' /_test/ requests")
     parser.add_argument("--supervise", action="store_true", help="run the server as a child and restart it")
     args = parser.parse_args(argv)
@@ -129,7 +135,7 @@ def serve(args: argparse.Namespace) -> int:
 
     threads = args.threads or physical_cores()
     try:
-        engine = Engine(n_ctx=args.n_ctx, n_threads=threads)
+        engine = Engine(n_ctx=args.n_ctx, n_threads=threads, background_max_wait=args.background_max_wait)
     except EngineError as exc:
         logger.error("%s", exc)
         return CANNOT_SERVE

@@ -86,23 +86,31 @@ class TurnsFirst:
                 self._turns -= 1
                 self._changed.notify_all()
 
-    def wait_for_turns(self) -> None:
+    def wait_for_turns(self, *, until: float) -> None:
+        """Wait while a turn is in flight, but not past ``until`` (``time.monotonic()``)."""
         with self._changed:
-            self._changed.wait_for(lambda: self._turns == 0)
+            self._changed.wait_for(lambda: self._turns == 0, timeout=max(0.0, until - time.monotonic()))
 
 
 class BackgroundLlama(Llama):
-    """A context that evaluates in chunks and waits for turns in flight before each chunk.
+    """A context that evaluates in chunks and waits for turns in flight before each chunk, for at
+    most ``max_wait`` seconds in all per generation: a summary gives way to turns but never starves.
 
     ``Llama.generate`` evaluates the prompt and then every sampled token through ``eval``:
     gating it pauses a summary both mid-prompt and between its tokens.
     """
 
     gate: TurnsFirst
+    max_wait: float
+    _pause_until = 0.0
+
+    def create_completion(self, *args: Any, **kwargs: Any) -> Any:
+        self._pause_until = time.monotonic() + self.max_wait
+        return super().create_completion(*args, **kwargs)
 
     def eval(self, tokens: Sequence[int]) -> None:
         for start in range(0, len(tokens), BACKGROUND_CHUNK_TOKENS):
-            self.gate.wait_for_turns()
+            self.gate.wait_for_turns(until=self._pause_until)
             super().eval(tokens[start : start + BACKGROUND_CHUNK_TOKENS])
 
 
@@ -115,7 +123,7 @@ class _Context:
 class Engine:
     """The bundled model; ``n_ctx`` is the most any request may use."""
 
-    def __init__(self, *, n_ctx: int = 8192, n_threads: int | None = None) -> None:
+    def __init__(self, *, n_ctx: int = 8192, n_threads: int | None = None, background_max_wait: float = 15.0) -> None:
         path = str(bundled_model_path())
         self.n_ctx = n_ctx
         self.n_threads = n_threads
@@ -135,6 +143,7 @@ class Engine:
         interactive = Llama(**options)
         background = BackgroundLlama(**options)
         background.gate = self.gate
+        background.max_wait = background_max_wait
         self._contexts: dict[Priority, _Context] = {
             "interactive": _Context(interactive, threading.Lock()),
             "background": _Context(background, threading.Lock()),

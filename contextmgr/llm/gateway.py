@@ -24,7 +24,7 @@ from django.conf import settings
 from contextmgr.core.tokens import TokenCalibration, TokenCount, TokenCounter, prompt_truncated
 from contextmgr.llm.embedded import MODEL_NAME as EMBEDDED_MODEL
 from contextmgr.llm.embedded import EmbeddedBackend
-from contextmgr.llm.hosts import Failure, Host, HostQueue, OnQueued, QueueState
+from contextmgr.llm.hosts import Host, HostQueue, OnQueued
 from contextmgr.llm.ollama_backend import OllamaBackend
 from contextmgr.llm.types import (
     SERVER_DEFAULTS,
@@ -34,6 +34,7 @@ from contextmgr.llm.types import (
     ChatStream,
     Completion,
     ConnectionLost,
+    HostReport,
     LLMBackend,
     LLMError,
     LLMTimeout,
@@ -111,18 +112,6 @@ class BackendStatus:
     backend: str  # "ollama", "embedded" or "none"
     reason: str
     default_model: str | None
-
-
-@dataclass(frozen=True)
-class HostReport:
-    """One model host as ``/api/hosts`` shows it."""
-
-    url: str
-    backend: str  # "embedded" or "ollama"
-    up: bool
-    models: tuple[str, ...]
-    state: QueueState
-    failures: tuple[Failure, ...]
 
 
 class Gateway:
@@ -431,7 +420,7 @@ class Gateway:
         return (await self.status(refresh=True)).backend != "none"
 
 
-__all__ = ["BackendStatus", "Gateway", "HostReport", "LLMError"]
+__all__ = ["BackendStatus", "Gateway", "LLMError"]
 
 
 @cache

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from contextmgr.core.scheduling import Waiting, next_to_run, wait_left
 from contextmgr.llm.ollama_backend import OllamaBackend
+from contextmgr.llm.types import Failure, QueueState
 
 # Told once, with how many requests are ahead, when a request cannot start at once.
 OnQueued = Callable[[int], Awaitable[None]]
@@ -34,16 +35,6 @@ class _Ticket:
     loop: asyncio.AbstractEventLoop
     granted: asyncio.Future[None]
     admitted: bool = False
-
-
-@dataclass(frozen=True)
-class QueueState:
-    running: int
-    queued_turns: int
-    queued_background: int
-    served: int
-    # Since this process started: the longest a background request waited for its slot.
-    longest_background_wait: float
 
 
 class HostQueue:
@@ -149,12 +140,6 @@ class HostQueue:
 def _resolve(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
-
-
-@dataclass(frozen=True)
-class Failure:
-    at: float  # time.time()
-    error: str
 
 
 @dataclass

@@ -76,6 +76,34 @@ class ModelInfo:
     family: str
 
 
+@dataclass(frozen=True)
+class QueueState:
+    running: int
+    queued_turns: int
+    queued_background: int
+    served: int
+    # Since this process started: the longest a background request waited for its slot.
+    longest_background_wait: float
+
+
+@dataclass(frozen=True)
+class Failure:
+    at: float  # time.time()
+    error: str
+
+
+@dataclass(frozen=True)
+class HostReport:
+    """One model host as ``/api/hosts`` shows it."""
+
+    url: str
+    backend: str  # "embedded" or "ollama"
+    up: bool
+    models: tuple[str, ...]
+    state: QueueState
+    failures: tuple[Failure, ...]
+
+
 class LLMError(Exception):
     """Base of every gateway error; the message is meant for the user."""
 

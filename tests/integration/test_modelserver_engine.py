@@ -120,3 +120,25 @@ def test_a_missing_model_package_is_named(monkeypatch):
     monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
     with pytest.raises(EngineError, match="the bundled model is not installed"):
         bundled_model_path()
+
+
+def test_background_work_pauses_for_turns_at_most_its_bound(engine):
+    """A turn that holds the CPU for long does not starve a summary: past its bound it goes on beside it."""
+    background = engine._contexts["background"].llama
+    bound, background.max_wait = background.max_wait, 0.5
+    produced = threading.Event()
+    summary = engine.generate(LONG, num_ctx=1024, max_tokens=40, temperature=0.0, priority="background")
+
+    def summarize() -> None:
+        for part in summary:
+            if isinstance(part, str):
+                produced.set()
+
+    try:
+        with engine.gate.turn():  # a turn in flight all along
+            worker = threading.Thread(target=summarize)
+            worker.start()
+            assert produced.wait(timeout=60), "the summary waited for the turn past its bound"
+        worker.join()
+    finally:
+        background.max_wait = bound

@@ -104,6 +104,9 @@ class ModelServerProcess:
         self._process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> ModelServerProcess:
+        """Start it (again, after ``stop``, on the same port)."""
+        if self._http.is_closed:
+            self._http = httpx.Client(base_url=self.url, timeout=scaled(30))
         command = [
             sys.executable, "-m", "modelserver", "--supervise", "--test-controls",
             "--port", str(self.port), "--n-ctx", str(self.n_ctx),
