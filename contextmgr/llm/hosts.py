@@ -24,7 +24,7 @@ from contextmgr.core.scheduling import Waiting, next_to_run, wait_left
 from contextmgr.llm.ollama_backend import OllamaBackend
 from contextmgr.llm.types import Failure, QueueState
 
-# Told once, with how many requests are ahead, when a request cannot start at once.
+# Told how many requests are ahead when a request cannot start at once, and 0 when it starts after all.
 OnQueued = Callable[[int], Awaitable[None]]
 RECENT_FAILURES = 10
 
@@ -88,6 +88,8 @@ class HostQueue:
                 if on_queued is not None:
                     await on_queued(ahead)
             await ticket.granted
+            if ahead and on_queued is not None:
+                await on_queued(0)
         except BaseException:
             self._withdraw(ticket)
             raise

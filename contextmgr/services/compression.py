@@ -234,6 +234,15 @@ class _Summarizer:
         shortened = shorten_extractive(prompt, max(room - 16, 16), self.tokens)
         return shortened, self.gateway.count_prompt([ChatMessage("user", shortened)], self.model).tokens
 
+    async def _say_queued(self, ahead: int) -> None:
+        """Open pages show the compression waiting for the model while it does, and when it starts."""
+        text = (
+            f"Compression queued for the model: {plural(ahead, 'request')} ahead (chat turns go first)…"
+            if ahead
+            else "Compression running on the model…"
+        )
+        await sync_to_async(progress_publish)(session_id=self.session.pk, text=text)
+
     def ask(self, prompt: str, target: int, *, repeat_penalty: float | None = None) -> str:
         """The model's answer to ``prompt`` within ``target`` tokens; ``repeat_penalty`` (None: the
         backend's default) curbs a model that loops."""
@@ -245,7 +254,8 @@ class _Summarizer:
             num_ctx=self.num_ctx,
             max_tokens=max_tokens,
             sampling=Sampling(temperature=0.0, repeat_penalty=repeat_penalty),
-            background=True,  # a chat turn on the bundled model goes first
+            background=True,  # chat turns go first, for a while (OLLM_BACKGROUND_MAX_WAIT_SECONDS)
+            on_queued=self._say_queued,
         )
         _reconnect_if_broken()  # the call may have outlasted the database connection
         result = completion.result

@@ -81,3 +81,49 @@ async def test_a_compression_reports_its_progress_and_events_live(fake_ollama, u
     assert re.fullmatch(r"Compressing \d+ messages \([\d,]+ tokens\)…", lines[0])
     kinds = [m["event"]["type"] for m in received if m["type"] == "context.event"]
     assert kinds == ["auto-snapshot-created", "checkpoint-created", "compressed"]
+
+
+async def test_a_compression_waiting_for_the_model_shows_as_queued(fake_ollama, user):
+    """Behind a chat turn on a busy host, open pages read that the compression is queued, then that it runs."""
+    import asyncio
+
+    from django.test import override_settings
+
+    from chat.services import message_create, session_create
+    from contextmgr.llm.gateway import Gateway
+    from contextmgr.llm.ollama_backend import OllamaBackend
+    from contextmgr.services.compression import compression_run
+    from tests.support.model_server import SERVED_MODEL
+
+    fake_ollama.behaviour.canned_reply = "Short summary."
+    gateway = Gateway(mode="ollama", embedded=None, ollama=OllamaBackend(host=fake_ollama.url), max_wait=600)
+    queue = gateway.hosts[0].queue
+
+    def build():
+        with override_settings(OLLM_MODEL_CONTEXT_OVERRIDES={SERVED_MODEL: {8192: 600}}):
+            session = session_create(owner=user, model=SERVED_MODEL, context_size=8192)
+        for index in range(10):
+            message_create(session=session, role="user", content=f"q{index}")
+            message_create(session=session, role="assistant", content="A fairly long answer here. " * 8)
+        return session
+
+    session = await sync_to_async(build)()
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(session_group(session.pk), channel)
+    async with queue.slot(background=False):  # someone's chat turn holds the host
+        compressing = asyncio.ensure_future(
+            sync_to_async(compression_run, thread_sensitive=False)(session_id=session.pk, gateway=gateway)
+        )
+        while queue.state().queued_background == 0:
+            await asyncio.sleep(0.02)
+    assert (await compressing).status == "compressed"
+    lines = []
+    while "Compression running on the model…" not in lines:
+        message = await layer.receive(channel)
+        if message["type"] == "context.progress":
+            lines.append(message["text"])
+    assert "Compression queued for the model: 1 request ahead (chat turns go first)…" in lines
+    assert lines.index("Compression queued for the model: 1 request ahead (chat turns go first)…") < lines.index(
+        "Compression running on the model…"
+    )
