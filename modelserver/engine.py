@@ -222,15 +222,23 @@ class Engine:
         num_ctx: int,
         max_tokens: int | None,
         temperature: float = 0.8,
+        top_k: int = 40,
+        top_p: float = 0.9,
+        repeat_penalty: float = 1.1,
+        repeat_last_n: int = 64,
+        seed: int = DEFAULT_SEED,
         stop: Sequence[str] = (),
-        seed: int | None = None,
         priority: Priority = "interactive",
         cancel: threading.Event | None = None,
-        repeat_penalty: float | None = None,
     ) -> Generator[str | Result, None, None]:
         """Text deltas, then the Result. A turn holds the interactive context throughout; background
-        work holds the background one and pauses while turns are in flight. ``repeat_penalty``
-        (llama.cpp's, over the last 64 tokens; None: none, llama-cpp-python's default) curbs loops."""
+        work holds the background one and pauses while turns are in flight.
+
+        The sampling arguments are Ollama's options of those names, with Ollama's defaults (min_p is
+        Ollama's 0 too, not llama-cpp-python's 0.05). ``repeat_penalty`` applies to the last
+        ``repeat_last_n`` tokens of the reply (0: none; -1: the whole context), not to the prompt's.
+        Unlike Ollama, whose default seed is random, the same request gets the same reply: ``seed``
+        -1 asks for a random one."""
         context = self._contexts[priority]
         prompt, template_stops = self.prompt_for(messages)
         with self.gate.turn() if priority == "interactive" else nullcontext(), context.lock:
@@ -251,15 +259,21 @@ class Engine:
                 sampled += 1
                 return scores
 
+            # llama-cpp-python takes the penalty's reach only as the context's ``last_n_tokens_size``,
+            # which it reads when a generation builds its sampler: set under the lock, it is this one's.
+            context.llama.last_n_tokens_size = window if repeat_last_n < 0 else repeat_last_n
             # The tokens, not the text: llama.cpp would tokenize the text again, the same way.
             chunks: Iterator[Any] = context.llama.create_completion(  # type: ignore[assignment]
                 list(tokens),
                 max_tokens=budget,
                 temperature=temperature,
+                top_k=top_k,
+                top_p=top_p,
+                min_p=0.0,
                 stop=[*template_stops, *stop],
-                seed=DEFAULT_SEED if seed is None else seed,
+                seed=seed,
                 stream=True,
-                repeat_penalty=1.0 if repeat_penalty is None else repeat_penalty,  # 1.0: llama.cpp's default, none
+                repeat_penalty=repeat_penalty,
                 logits_processor=LogitsProcessorList([count_sampled]),
             )
             first_token_at: float | None = None

@@ -11,6 +11,11 @@ additions, which Ollama ignores or lacks:
   ``{"model", "texts"}`` for many texts in one call, answered with ``counts``)
   counts tokens exactly as generation will.
 
+Of a request's ``options`` it honours ``num_ctx``, ``num_predict``, ``stop`` and
+the sampling options ``temperature``, ``top_k``, ``top_p``, ``repeat_penalty``,
+``repeat_last_n`` and ``seed``, with Ollama's defaults for those left out; one
+difference: the default seed is fixed, so the same request gets the same reply.
+
 With ``test_controls`` it also takes ``/_test/...`` requests that make it
 misbehave as an Ollama server can (drop a stream, answer slowly, fail, hold a
 generation until released, answer with a fixed text): the tests' stand-in for
@@ -85,6 +90,15 @@ class Record:
 
 # Ollama's context when a request sends no ``num_ctx``.
 OLLAMA_DEFAULT_NUM_CTX = 2048
+# The sampling options honoured, as ``Engine.generate`` takes them; the others (mirostat, min_p…) are ignored.
+SAMPLING_OPTIONS: dict[str, Callable[[Any], Any]] = {
+    "temperature": float,
+    "top_k": int,
+    "top_p": float,
+    "repeat_penalty": float,
+    "repeat_last_n": int,
+    "seed": int,
+}
 
 
 def ollama_front_cut(messages: list[Message], num_ctx: int, count: Callable[[list[Message]], int]) -> list[Message]:
@@ -359,11 +373,10 @@ class ModelServer:
                     )
                     num_ctx = int(options.get("num_ctx", OLLAMA_DEFAULT_NUM_CTX))
                     max_tokens = int(options.get("num_predict", -1))
-                    temperature = float(options.get("temperature", 0.8))
                     stop = [str(s) for s in options.get("stop") or ()]
-                    seed = int(options["seed"]) if options.get("seed") is not None else None
-                    penalty = options.get("repeat_penalty")
-                    repeat_penalty = float(penalty) if penalty is not None else None
+                    # What the request leaves out (or sends as null) is the engine's default: Ollama's.
+                    sampling = {name: kind(options[name]) for name, kind in SAMPLING_OPTIONS.items()
+                                if options.get(name) is not None}  # fmt: skip
                 except (KeyError, TypeError, AttributeError, ValueError) as exc:
                     self._json(400, {"error": f"the request is malformed: {exc}"})
                     return
@@ -390,12 +403,10 @@ class ModelServer:
                     messages,
                     num_ctx=num_ctx,
                     max_tokens=max_tokens,
-                    temperature=temperature,
                     stop=stop,
-                    seed=seed,
                     priority=priority,
                     cancel=cancel,
-                    repeat_penalty=repeat_penalty,
+                    **sampling,
                 )
                 try:
                     first = next(parts)
