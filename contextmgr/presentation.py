@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contextmgr.core.aging import Level
+from contextmgr.core.backoff import seconds_text
 from contextmgr.core.reliability import LEVEL_FLOORS, ReliabilityLevel
 from contextmgr.core.text import plural
 
@@ -80,7 +81,9 @@ def describe_event(event_type: str, payload: Any) -> str:
             f"The model server evaluated {reported:,} of about {sent:,} prompt tokens: the model did not see "
             f"the whole context; this session's context is now {max_tokens:,} tokens"
         )
-    if event_type in ("compression-skipped", "compression-error", "snapshot-error"):
+    if event_type == "compression-error":
+        return str(data.get("reason", "no reason recorded")) + _retry(data)
+    if event_type in ("compression-skipped", "snapshot-error"):
         return str(data.get("reason", "no reason recorded"))
     if event_type in ("snapshot-created", "auto-snapshot-created"):
         size = f" ({data['tokens']:,} tokens)" if isinstance(data.get("tokens"), int) else ""
@@ -91,6 +94,19 @@ def describe_event(event_type: str, payload: Any) -> str:
             f"Restored snapshot {data['snapshot']}" if isinstance(data.get("snapshot"), int) else "Restored a snapshot"
         )
     return event_type
+
+
+def _retry(data: dict[str, Any]) -> str:
+    """What follows a compression the model failed: when it is tried again, or that it no longer is."""
+    attempt, attempts, wait = data.get("attempt"), data.get("attempts"), data.get("retry_in")
+    if not isinstance(attempt, int) or not isinstance(attempts, int):
+        return ""
+    which = f" (attempt {attempt} of {attempts})"
+    if isinstance(wait, int | float):
+        return f"{which}; retrying in {seconds_text(wait)}"
+    if data.get("gave_up"):
+        return f"{which}; no more retries: the next message or Compress now tries again"
+    return which
 
 
 def _level(value: Any) -> str:

@@ -16,6 +16,8 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 from dotenv import load_dotenv
 
+from contextmgr.core.backoff import DEFAULT_RETRY_SECONDS, Backoff
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 load_dotenv(os.environ.get("OLLM_ENV_FILE", BASE_DIR / ".env"))
 
@@ -217,6 +219,13 @@ OLLM_SUMMARY_MODEL = os.environ.get("OLLM_SUMMARY_MODEL", "").strip()
 OLLM_COMPRESSION_LEASE_SECONDS = float(os.environ.get("OLLM_COMPRESSION_LEASE_SECONDS", "60"))
 # How long a turn waits for a running compression to make room.
 OLLM_COMPRESSION_WAIT_SECONDS = float(os.environ.get("OLLM_COMPRESSION_WAIT_SECONDS", "600"))
+# A background compression the model failed (timed out, unreachable, refused) is tried again
+# after each of these waits in turn, in seconds; blank: never by itself.
+OLLM_COMPRESSION_RETRY_SECONDS = os.environ.get("OLLM_COMPRESSION_RETRY_SECONDS", DEFAULT_RETRY_SECONDS)
+try:
+    Backoff.parse(OLLM_COMPRESSION_RETRY_SECONDS)
+except ValueError as exc:
+    raise ImproperlyConfigured(f"OLLM_COMPRESSION_RETRY_SECONDS: {exc}") from None
 # Session files a user may import in a minute (counted in the cache: per process unless it is shared).
 OLLM_IMPORTS_PER_MINUTE = int(os.environ.get("OLLM_IMPORTS_PER_MINUTE", "10"))
 # The bundled model server (python -m modelserver), which `make run` starts; its own settings

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -20,10 +21,12 @@ from uuid import UUID
 from asgiref.sync import async_to_sync, sync_to_async
 from celery import current_app
 from django.conf import settings
+from django.core.cache import cache
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
 from chat.models import Message, Session
 from contextmgr.core.aging import CheckpointInfo, Level, plan_aging
+from contextmgr.core.backoff import Backoff
 from contextmgr.core.budget import MIN_SHRINK, Budget, prompt_room, shrink_shortfall
 from contextmgr.core.clauses import reference_facts
 from contextmgr.core.config import (
@@ -59,6 +62,7 @@ from contextmgr.core.tokens import TokenCounter
 from contextmgr.core.truncate import fact_extract, shorten_extractive
 from contextmgr.core.window import CheckpointView, render_checkpoint
 from contextmgr.llm import ChatMessage, Gateway, LLMError, Sampling, get_gateway
+from contextmgr.llm.types import ContextOverflow, ModelNotFound
 from contextmgr.models import ContextEvent, EventType, Snapshot
 from contextmgr.resources import count_text_tokens
 from contextmgr.selectors import (
@@ -81,7 +85,14 @@ from contextmgr.services.checkpoints import (
 )
 from contextmgr.services.events import event_record, progress_publish
 from contextmgr.services.goals import goal_apply_summary
-from contextmgr.services.lease import LeaseHeartbeat, lease_acquire, lease_held, lease_release
+from contextmgr.services.lease import (
+    LeaseHeartbeat,
+    lease_acquire,
+    lease_held,
+    lease_held_by,
+    lease_release,
+    lease_take_over,
+)
 from contextmgr.services.snapshots import snapshot_create
 
 logger = logging.getLogger(__name__)
@@ -97,6 +108,8 @@ class CompressionOutcome:
     status: Literal["compressed", "rolled-over", "skipped", "error"]
     reason: str
     checkpoint_id: int | None = None
+    # Seconds until the next attempt of a background compression the model failed; None: none follows.
+    retry_in: float | None = None
 
 
 def session_effective_limits(
@@ -133,9 +146,20 @@ def compression_run(
     force: bool = False,
     rollover: bool = False,
     gateway: Gateway | None = None,
+    extractive: str | None = None,
+    take_over: bool = False,
+    attempt: int | None = None,
 ) -> CompressionOutcome:
     """Compress the session if it is due (or ``force``), or record why not;
     ``rollover`` goes straight to a rollover.
+
+    ``extractive``: why the model is not asked this time (its compression failed, or is
+    stuck): every text is shrunk by the deterministic extract, and the checkpoint's ``how``
+    says why. ``take_over``: take the session's lease even from a compression that holds it
+    (``lease_take_over``). ``attempt``: the number of this attempt of a background compression
+    that is retried by itself (``compression_attempt``): when the model fails it, its event
+    says when the next attempt runs (``retry_in``, ``attempt``, ``attempts``) or that none
+    will (``gave_up``), and the outcome carries ``retry_in``; None: nothing retries this run.
 
     Precondition: not inside a transaction. Everything the LLM produces is
     applied in one transaction at the end; any failure before or during it
@@ -163,7 +187,7 @@ def compression_run(
         # free enough room rolls over instead; it is never simply run again on the same messages
         # by itself. Compress now (``force``) takes whatever the selection still allows.
         return _record_skip(session, f"no new messages since compression {session.compression_count}", trigger=reason)
-    token = lease_acquire(session_id=session.pk)
+    token = lease_take_over(session_id=session.pk) if take_over else lease_acquire(session_id=session.pk)
     if token is None:
         return _record_skip(session, "another compression of this session is running", trigger=reason)
     started = time.perf_counter()
@@ -172,18 +196,35 @@ def compression_run(
         with heartbeat:
             gateway = gateway or get_gateway()
             if rollover:
-                summarizer = _Summarizer(session, gateway, gateway.token_counter(session.model))
-                return _rollover(session, config, summarizer, reason=reason, started=started)
-            return _compress(session, config, gateway, reason=reason, started=started)
+                summarizer = _Summarizer(session, gateway, gateway.token_counter(session.model), extractive=extractive)
+                outcome = _rollover(session, config, summarizer, reason=reason, started=started)
+            else:
+                outcome = _compress(session, config, gateway, reason=reason, started=started, extractive=extractive)
     except Exception as exc:
         logger.exception("compression of session %s failed", session.pk)
         _reconnect_if_broken()  # so that the error is recorded once the database is back
+        if heartbeat.token is None or not lease_held_by(session_id=session.pk, token=heartbeat.token):
+            # Another run took the session over (a turn that could wait no longer): what failed
+            # here is superseded, not to be retried.
+            return _record_skip(
+                session, f"superseded by another compression, which took this one's lease ({exc})", trigger=reason
+            )
+        retry = _retry_plan(exc, attempt, worth_it=not force or budget.compression_due)
         event_record(
             session=session,
             type=EventType.COMPRESSION_ERROR,
-            payload={"reason": str(exc) or type(exc).__name__, "error": type(exc).__name__, "trigger": reason},
+            payload={
+                "reason": str(exc) or type(exc).__name__,
+                "error": type(exc).__name__,
+                "trigger": reason,
+                **retry,
+            },
         )
-        return CompressionOutcome("error", str(exc) or type(exc).__name__)
+        return CompressionOutcome("error", str(exc) or type(exc).__name__, retry_in=retry.get("retry_in"))
+    else:
+        if outcome.status in ("compressed", "rolled-over"):
+            _retry_forget(session.pk)  # a retry still pending would find nothing due
+        return outcome
     finally:
         if heartbeat.token is not None:
             lease_release(session_id=session.pk, token=heartbeat.token)
@@ -213,14 +254,18 @@ class Shrunk:
 
 
 class _Summarizer:
-    """The LLM calls of one compression, each capped to its target and to what the context leaves."""
+    """The LLM calls of one compression, each capped to its target and to what the context leaves;
+    ``extractive``: why none is made this time, the extract standing in for every summary."""
 
-    def __init__(self, session: Session, gateway: Gateway, counter: TokenCounter) -> None:
+    def __init__(
+        self, session: Session, gateway: Gateway, counter: TokenCounter, *, extractive: str | None = None
+    ) -> None:
         self.session = session
         self.gateway = gateway
         self.counter = counter
         self.model = session.summarizer
         self.num_ctx = session.max_tokens
+        self.extractive = extractive
 
     def tokens(self, text: str) -> int:
         return self.counter.count(text).tokens
@@ -313,6 +358,8 @@ class _Summarizer:
         source_tokens = self.tokens(text)
         # Room for the checkpoint's heading and fields, so that the whole checkpoint frees MIN_SHRINK.
         extract_tokens = min(target, max(int(source_tokens * (1 - MIN_SHRINK)) - HEADING_TOKENS, 1))
+        if self.extractive is not None:
+            return Shrunk(self.extract(texts, extract_tokens), "truncate", f"extractive: {self.extractive}")
         if strategy != "summarize":
             return Shrunk(self.extract(texts, extract_tokens), "truncate", "truncate")
         summary = strip_scaffolding(self.ask(prompt, target))
@@ -440,10 +487,10 @@ def _context_messages(messages: Sequence[Message]) -> list[ContextMessage]:
 
 
 def _compress(
-    session: Session, config: ContextConfig, gateway: Gateway, *, reason: str, started: float
+    session: Session, config: ContextConfig, gateway: Gateway, *, reason: str, started: float, extractive: str | None
 ) -> CompressionOutcome:
     counter = gateway.token_counter(session.model)
-    summarizer = _Summarizer(session, gateway, counter)
+    summarizer = _Summarizer(session, gateway, counter, extractive=extractive)
     budget = session_budget(session=session)
     if session.profile.tier.rolls_over:
         return _rollover(session, config, summarizer, reason=reason, started=started)
@@ -465,8 +512,10 @@ def _compress(
     goal = active_goal(session=session)
     prompt = build_goal_summary_prompt(goal_view(goal=goal), transcript) if goal else build_summary_prompt(transcript)
     target = limits.summary_max_tokens
+    how = " extractively" if extractive is not None else ""
     progress_publish(
-        session_id=session.pk, text=f"Compressing {plural(len(chosen), 'message')} ({selection.tokens:,} tokens)…"
+        session_id=session.pk,
+        text=f"Compressing {plural(len(chosen), 'message')} ({selection.tokens:,} tokens){how}…",
     )
     shrunk = summarizer.shrink([m.content for m in chosen], prompt, target, strategy=config.compression.strategy)
     markers = marker_facts(m.content for m in chosen)
@@ -634,27 +683,134 @@ COMPRESS_TASK = "contextmgr.tasks.compress_session"
 
 def compression_schedule(*, session_id: UUID, reason: str, force: bool = False) -> None:
     """Run a compression in the background once the current transaction commits
-    (``force``: even when the budget does not call for one, as "Compress now" asks).
+    (``force``: even when the budget does not call for one, as "Compress now" asks); one the
+    model fails is tried again by itself (``compression_attempt``).
 
     With a broker, a Celery worker runs the task ``COMPRESS_TASK``; without one (the
-    embedded default) ``compression_run`` runs in a thread of this process, so the turn
-    does not wait.
+    embedded default) it runs in a thread of this process, so the turn does not wait.
     """
-
-    def run_here() -> None:
-        try:
-            compression_run(session_id=session_id, reason=reason, force=force)
-        finally:
-            # This thread's database connection would otherwise stay open for good.
-            connections.close_all()
 
     def enqueue() -> None:
         if settings.CELERY_TASK_ALWAYS_EAGER:
-            threading.Thread(target=run_here, daemon=True, name=f"compress-{session_id}").start()
+            _in_thread(session_id, name=f"compress-{session_id}", reason=reason, force=force).start()
         else:
             current_app.send_task(COMPRESS_TASK, args=[str(session_id), reason, force])
 
     transaction.on_commit(enqueue)
+
+
+def _in_thread(session_id: UUID, *, name: str, delay: float = 0, **attempt: Any) -> threading.Timer:
+    """``compression_attempt`` in a daemon thread of this process, ``delay`` seconds after it starts."""
+
+    def run() -> None:
+        try:
+            compression_attempt(session_id=session_id, **attempt)
+        finally:
+            # This thread's database connection would otherwise stay open for good.
+            connections.close_all()
+
+    timer = threading.Timer(delay, run)
+    timer.daemon = True
+    timer.name = name
+    return timer
+
+
+def compression_backoff() -> Backoff:
+    """The waits before each retry of a compression the model failed (``OLLM_COMPRESSION_RETRY_SECONDS``)."""
+    return Backoff.parse(settings.OLLM_COMPRESSION_RETRY_SECONDS)
+
+
+def _model_failure(exc: Exception) -> bool:
+    """Whether ``exc`` is the model's trouble (timed out, unreachable, refused, broke off), which may
+    pass; not a model that is missing or a prompt too long for it, which asking again cannot mend,
+    nor a bug."""
+    return isinstance(exc, LLMError) and not isinstance(exc, ModelNotFound | ContextOverflow)
+
+
+def _retry_plan(exc: Exception, attempt: int | None, *, worth_it: bool) -> dict[str, Any]:
+    """What a ``compression-error`` event of attempt ``attempt`` adds about the next attempt:
+    ``retry_in`` (seconds), or ``gave_up`` after the last; nothing when no attempt follows a
+    failure of this kind, or when ``worth_it`` is false (a forced run the budget did not call for)."""
+    backoff = compression_backoff()
+    if attempt is None or not backoff.delays or not worth_it or not _model_failure(exc):
+        return {}
+    plan: dict[str, Any] = {"attempt": attempt, "attempts": backoff.attempts}
+    wait = backoff.after(attempt)
+    return {**plan, "retry_in": wait} if wait is not None else {**plan, "gave_up": True}
+
+
+def _retry_key(session_id: UUID) -> str:
+    return f"compression-retry:{session_id}"
+
+
+# A pending retry is forgotten this long after it was due: its task or thread is lost by then.
+RETRY_GRACE_SECONDS = 300
+
+
+def compression_retry_pending(*, session_id: UUID) -> bool:
+    """Whether a retry of a compression the model failed waits to run for the session."""
+    return cache.get(_retry_key(session_id)) is not None
+
+
+# The retries this process waits to run (without a broker): a superseded one stops waiting.
+_retry_timers: dict[UUID, threading.Timer] = {}
+_retry_timers_lock = threading.Lock()
+
+
+def _retry_forget(session_id: UUID) -> None:
+    cache.delete(_retry_key(session_id))
+    with _retry_timers_lock:
+        timer = _retry_timers.pop(session_id, None)
+    if timer is not None:
+        timer.cancel()
+
+
+def compression_attempt(
+    *, session_id: UUID, reason: str, force: bool = False, attempt: int = 1, token: str | None = None
+) -> CompressionOutcome:
+    """One attempt of a background compression: ``compression_run``, then, when the model failed
+    it and the backoff (``compression_backoff``) has a wait left, the next attempt, scheduled to run
+    after that wait, never forced (it runs only if the budget still calls for it).
+
+    One retry at most waits per session (the cache holds its ``token``): a retry whose token is no
+    longer the pending one was superseded (by a newer attempt, or a compression that succeeded)
+    and does nothing.
+    """
+    if token is not None and cache.get(_retry_key(session_id)) != token:
+        return CompressionOutcome("skipped", "superseded: a newer attempt or a compression that succeeded")
+    _retry_forget(session_id)
+    outcome = compression_run(session_id=session_id, reason=reason, force=force, attempt=attempt)
+    if outcome.retry_in is not None:
+        _retry_schedule(session_id, reason=reason, attempt=attempt + 1, delay=outcome.retry_in)
+    return outcome
+
+
+def _retry_schedule(session_id: UUID, *, reason: str, attempt: int, delay: float) -> None:
+    """Attempt number ``attempt`` in ``delay`` seconds: a Celery task with that countdown, or a
+    timer thread of this process without a broker."""
+    token = uuid.uuid4().hex
+    _retry_forget(session_id)
+    cache.set(_retry_key(session_id), token, timeout=delay + RETRY_GRACE_SECONDS)
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        timer = _in_thread(
+            session_id,
+            name=f"compress-retry-{session_id}",
+            delay=delay,
+            reason=reason,
+            force=False,
+            attempt=attempt,
+            token=token,
+        )
+        with _retry_timers_lock:
+            _retry_timers[session_id] = timer
+        timer.start()
+    else:
+        current_app.send_task(
+            COMPRESS_TASK,
+            args=[str(session_id), reason, False],
+            kwargs={"attempt": attempt, "token": token},
+            countdown=delay,
+        )
 
 
 def _auto_snapshot(session: Session, config: ContextConfig, reason: str, *, usage: float | None = None) -> None:
@@ -685,6 +841,10 @@ def compression_maybe_schedule(*, session: Session, budget: Budget | None = None
         return False
     if compression_running(session_id=session.pk):
         # The running one is what the budget asks for; a second would only be skipped.
+        return False
+    if compression_retry_pending(session_id=session.pk):
+        # The model failed the last one: its retry waits out the backoff, rather than each new
+        # message asking the model again at once.
         return False
     compression_schedule(session_id=session.pk, reason=f"{budget.active_tokens:,} of {budget.trigger_at:,} tokens")
     return True
@@ -740,3 +900,17 @@ def _compression_to_come(session_id: UUID, after_event_id: int, budget: Budget |
     return not ContextEvent.objects.filter(
         session_id=session_id, id__gt=after_event_id, type__in=COMPRESSION_OUTCOMES
     ).exists()
+
+
+def compression_failure_since(*, session_id: UUID, after_event_id: int) -> str | None:
+    """Why the compression of the session that ended last since event ``after_event_id`` failed;
+    None when it did not fail, or none has ended since."""
+    last = (
+        ContextEvent.objects.filter(session_id=session_id, id__gt=after_event_id, type__in=COMPRESSION_OUTCOMES)
+        .order_by("-id")
+        .first()
+    )
+    if last is None or last.type != EventType.COMPRESSION_ERROR:
+        return None
+    payload = last.payload if isinstance(last.payload, dict) else {}
+    return str(payload.get("reason") or payload.get("error") or "no reason recorded")

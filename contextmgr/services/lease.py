@@ -43,6 +43,22 @@ def lease_acquire(*, session_id: UUID) -> datetime | None:
     return now if taken == 1 else None
 
 
+def lease_take_over(*, session_id: UUID) -> datetime:
+    """Take the lease whoever holds it; returns its token. The job that held it finds it lost at
+    its next renewal and gives nothing back; should it still commit, it does so over the same
+    messages as the new holder, so one of the two commits conflicts and changes nothing.
+
+    For a turn that has waited long enough for a compression stuck on the model."""
+    now = timezone.now()
+    Session.objects.filter(pk=session_id).update(compression_started_at=now)
+    return now
+
+
+def lease_held_by(*, session_id: UUID, token: datetime) -> bool:
+    """Whether the lease is still the one taken (or last renewed) with ``token``."""
+    return Session.objects.filter(pk=session_id, compression_started_at=token).exists()
+
+
 def lease_renew(*, session_id: UUID, token: datetime) -> datetime | None:
     """Renew a lease still held with ``token``; the new token, or None when the lease was lost."""
     now = timezone.now()

@@ -125,6 +125,22 @@ def test_events_read_as_sentences():
     assert describe_event("unknown-type", None) == "unknown-type"
 
 
+def test_a_compression_error_says_whether_and_when_it_is_tried_again():
+    failed = {"reason": "Ollama timed out", "error": "LLMTimeout"}
+    assert describe_event("compression-error", failed) == "Ollama timed out"
+    assert (
+        describe_event("compression-error", {**failed, "attempt": 2, "attempts": 4, "retry_in": 30.0})
+        == "Ollama timed out (attempt 2 of 4); retrying in 30 s"
+    )
+    assert describe_event("compression-error", {**failed, "attempt": 4, "attempts": 4, "gave_up": True}) == (
+        "Ollama timed out (attempt 4 of 4); no more retries: the next message or Compress now tries again"
+    )
+    assert describe_event("compression-error", {**failed, "attempt": 1, "attempts": 2}) == (
+        "Ollama timed out (attempt 1 of 2)"
+    )
+    assert describe_event("compression-error", {**failed, "attempt": "2", "retry_in": "soon"}) == "Ollama timed out"
+
+
 def test_event_lines_say_what_the_ledger_and_the_prompt_kept():
     rollover = describe_event(
         "rollover-complete",
