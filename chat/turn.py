@@ -2,9 +2,10 @@
 
 The user's message is stored first, before anything can fail. Then the turn
 makes sure the prompt leaves room for a reply (waiting for a running
-compression, or running one, or rolling over), streams the reply with its
-length capped so prompt + reply never exceed ``num_ctx``, stores it, applies
-its goal markers and schedules a compression when the budget says so.
+compression, or running one, or rolling over; extractively, without the model,
+when the model failed the compression or it takes too long), streams the reply
+with its length capped so prompt + reply never exceed ``num_ctx``, stores it,
+applies its goal markers and schedules a compression when the budget says so.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
@@ -30,6 +31,7 @@ from chat.services import (
     messages_supersede,
     session_prompt_truncated,
 )
+from contextmgr.core.backoff import seconds_text
 from contextmgr.core.budget import REPLY_MIN_TOKENS, prompt_room
 from contextmgr.core.config import reply_max_tokens
 from contextmgr.core.tokens import TokenCount, TokenCounter
@@ -40,14 +42,21 @@ from contextmgr.llm import (
     ContextOverflow,
     Gateway,
     LLMError,
-    LLMTimeout,
     ModelNotFound,
     Sampling,
     get_gateway,
 )
 from contextmgr.resources import TiktokenCounter
-from contextmgr.selectors import ContextReport, session_config, session_context, session_window
+from contextmgr.selectors import (
+    ContextReport,
+    session_config,
+    session_context,
+    session_last_event_id,
+    session_window,
+)
 from contextmgr.services.compression import (
+    CompressionOutcome,
+    compression_failure_since,
     compression_maybe_schedule,
     compression_run,
     compression_running,
@@ -62,6 +71,8 @@ OnStored = Callable[[Message], Awaitable[None]]
 OnWait = Callable[[str], Awaitable[None]]
 WAITING_FOR_COMPRESSION = "waiting for the compression to finish…"
 COMPRESSING_FOR_ROOM = "compressing to make room for the reply…"
+EXTRACTIVE_AFTER_FAILURE = "the model's compression failed; compressing extractively to make room…"
+EXTRACTIVE_AFTER_WAIT = "the compression is taking too long; compressing extractively to make room…"
 
 
 @dataclass(frozen=True)
@@ -83,11 +94,10 @@ class TurnOutcome:
         return self.result.done_reason == "length"
 
 
-def _compress_now(**options: Any) -> str:
-    """A compression in a worker thread of its own, which must not keep a database connection open;
-    returns how it ended."""
+def _compress_now(**options: Any) -> CompressionOutcome:
+    """A compression in a worker thread of its own, which must not keep a database connection open."""
     try:
-        return compression_run(**options).status
+        return compression_run(**options)
     finally:
         connections.close_all()
 
@@ -142,6 +152,30 @@ def _does_not_fit(session: Session, tokens: int) -> ContextOverflow:
     )
 
 
+# The ways to make room, in order: each at most once; the model's while it has not failed, then
+# the extract's (``compression_run(extractive=...)``).
+_MAKING_ROOM = (("compress", False), ("compress", True), ("rollover", False), ("rollover", True))
+
+
+@dataclass
+class _Room:
+    """What a turn has tried to make room for its reply."""
+
+    tried: set[tuple[str, bool]] = field(default_factory=set)
+    # Why the model cannot be counted on to make the room; then the extract does.
+    model_failed: str | None = None
+    # The last failure of a compression the turn ran, in a sentence.
+    failed: str | None = None
+    # The turn has waited its fill for a running compression: the extractive one takes over its lease.
+    take_over: bool = False
+
+    def next(self) -> tuple[str, bool] | None:
+        for way in _MAKING_ROOM:
+            if way not in self.tried and way[1] == (self.model_failed is not None):
+                return way
+        return None
+
+
 async def _prompt_with_room(
     session: Session,
     gateway: Gateway,
@@ -152,13 +186,18 @@ async def _prompt_with_room(
     """The next prompt, once it leaves at least REPLY_MIN_TOKENS for the reply; ``blocks``: the
     window as just read, if it was.
 
-    A user message that cannot fit however much is compressed leaves the context
-    (it stays in the history) so the turns after it are not squeezed by it.
+    A running compression is waited for (``OLLM_COMPRESSION_TURN_WAIT_SECONDS`` at most; the
+    wait is an await, which Stop cancels). Else the turn compresses, then rolls over. When the
+    model fails the compression, or the running one outlasts the wait, the extract makes the
+    room instead, without the model (taking the session's lease from a compression stuck on
+    it). A user message that cannot fit however much is compressed leaves the context (it
+    stays in the history) so the turns after it are not squeezed by it.
     """
     room = prompt_room(session.max_tokens)
+    wait_seconds = settings.OLLM_COMPRESSION_TURN_WAIT_SECONDS
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + settings.OLLM_COMPRESSION_WAIT_SECONDS
-    tried: set[str] = set()
+    deadline = loop.time() + wait_seconds
+    state = _Room()
     said = ""
 
     async def say(why: str) -> None:
@@ -182,28 +221,46 @@ async def _prompt_with_room(
                 f"{session.max_tokens:,} leaves room for, and compression is turned off for it. Your message "
                 "is saved: turn compression on, choose a larger context size, or start a new session."
             )
-        if await sync_to_async(compression_running)(session_id=session.pk):
+        # Read before looking, so that the outcome of the compression found running is after it.
+        since = await sync_to_async(session_last_event_id)(session=session)
+        if not state.take_over and await sync_to_async(compression_running)(session_id=session.pk):
             await say(WAITING_FOR_COMPRESSION)
             if not await compression_wait(session_id=session.pk, timeout=max(deadline - loop.time(), 0)):
-                raise LLMTimeout("a compression of this session is still running; your message is saved, retry soon")
+                state.model_failed = f"the model's compression did not finish within {seconds_text(wait_seconds)}"
+                state.take_over = True
+            elif failure := await sync_to_async(compression_failure_since)(session_id=session.pk, after_event_id=since):
+                state.model_failed = f"the model's compression failed ({failure})"
             continue
-        if "compress" not in tried or "rollover" not in tried:
-            mode = "compress" if "compress" not in tried else "rollover"
-            tried.add(mode)
-            await say(COMPRESSING_FOR_ROOM)
-            status = await sync_to_async(_compress_now, thread_sensitive=False)(
-                session_id=session.pk,
-                reason="no room for a reply",
-                force=True,
-                gateway=gateway,
-                rollover=mode == "rollover",
-            )
-            if status == "error":
+        way = state.next()
+        if way is None:
+            if state.failed is not None:
                 # Not the message's fault: it stays in the context, and Retry tries again.
-                raise LLMError("could not make room for a reply: the compression failed; your message is saved")
-            continue
-        await sync_to_async(message_leave_context)(message=user_message)
-        raise _does_not_fit(session, count.tokens)
+                raise LLMError(f"could not make room for a reply: {state.failed}; your message is saved")
+            await sync_to_async(message_leave_context)(message=user_message)
+            raise _does_not_fit(session, count.tokens)
+        state.tried.add(way)
+        mode, extractive = way
+        if not extractive:
+            await say(COMPRESSING_FOR_ROOM)
+        else:
+            await say(EXTRACTIVE_AFTER_WAIT if state.take_over else EXTRACTIVE_AFTER_FAILURE)
+        outcome = await sync_to_async(_compress_now, thread_sensitive=False)(
+            session_id=session.pk,
+            reason="no room for a reply",
+            force=True,
+            gateway=gateway,
+            rollover=mode == "rollover",
+            extractive=state.model_failed if extractive else None,
+            take_over=state.take_over and extractive,
+        )
+        state.take_over = False
+        state.failed = None
+        if outcome.status == "error":
+            if extractive:
+                state.failed = f"the extractive compression failed ({outcome.reason})"
+            else:
+                state.model_failed = f"the model's compression failed ({outcome.reason})"
+                state.failed = state.model_failed
 
 
 async def _refuse_if_it_can_never_fit(session: Session, user_message: Message) -> None:

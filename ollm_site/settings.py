@@ -217,8 +217,11 @@ OLLM_SUMMARY_MODEL = os.environ.get("OLLM_SUMMARY_MODEL", "").strip()
 # A compression renews its lease on the session every quarter of this; one not renewed for this
 # long died with its worker, and the session can be compressed again.
 OLLM_COMPRESSION_LEASE_SECONDS = float(os.environ.get("OLLM_COMPRESSION_LEASE_SECONDS", "60"))
-# How long a turn waits for a running compression to make room.
+# How long the API's ``wait_compression`` and the terminal chat wait for a compression to end.
 OLLM_COMPRESSION_WAIT_SECONDS = float(os.environ.get("OLLM_COMPRESSION_WAIT_SECONDS", "600"))
+# How long a turn that needs room waits for a running compression before it compresses
+# extractively itself (no model), taking the session over: the person is waiting for the reply.
+OLLM_COMPRESSION_TURN_WAIT_SECONDS = float(os.environ.get("OLLM_COMPRESSION_TURN_WAIT_SECONDS", "30"))
 # A background compression the model failed (timed out, unreachable, refused) is tried again
 # after each of these waits in turn, in seconds; blank: never by itself.
 OLLM_COMPRESSION_RETRY_SECONDS = os.environ.get("OLLM_COMPRESSION_RETRY_SECONDS", DEFAULT_RETRY_SECONDS)

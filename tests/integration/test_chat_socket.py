@@ -263,9 +263,10 @@ async def test_an_unreachable_backend_keeps_the_message_and_retry_does_not_dupli
     assert [m.content async for m in Message.objects.filter(session=session)] == ["Are you there?"]
 
 
-@override_settings(OLLM_COMPRESSION_WAIT_SECONDS=1.0)
-async def test_a_turn_waiting_for_a_compression_says_so_instead_of_thinking(small_session, user):
+@override_settings(OLLM_COMPRESSION_TURN_WAIT_SECONDS=1.0, OLLM_REPLY_MAX_TOKENS=8, OLLM_CHAT_TEMPERATURE=0.0)
+async def test_a_turn_waiting_for_a_compression_says_so_instead_of_thinking(small_session, user, app_gateway):
     await sync_to_async(message_create)(session=small_session, role="user", content="Some background. " * 250)
+    # A compression holds the session and does not end: the turn waits its fill, then makes room itself.
     await Session.objects.filter(pk=small_session.pk).aupdate(compression_started_at=timezone.now())
     communicator = await socket(small_session.pk, user)
     assert (await communicator.connect())[0]
@@ -276,9 +277,15 @@ async def test_a_turn_waiting_for_a_compression_says_so_instead_of_thinking(smal
         '<span id="reply-1-status" class="muted" hx-swap-oob="true">waiting for the compression to finish…</span>'
         in frames[-1]
     )
-    frames = await frames_until(communicator, 'class="status error"')
-    assert "still running; your message is saved" in frames[-1]
+    frames = await frames_until(communicator, "compressing extractively")
+    assert (
+        '<span id="reply-1-status" class="muted" hx-swap-oob="true">the compression is taking too long; '
+        "compressing extractively to make room…</span>" in frames[-1]
+    )
+    frames = await frames_until(communicator, 'id="context-meter"')  # the turn's last frame
+    assert 'class="status error"' not in "".join(frames)
     await communicator.disconnect()
+    await _until_idle(small_session)
 
 
 async def test_retry_without_an_unanswered_message_says_so(small_session, user):

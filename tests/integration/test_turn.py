@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
+
 import pytest
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ValidationError
@@ -10,12 +13,19 @@ from django.utils import timezone
 
 from chat.models import Message, Session
 from chat.services import message_create, message_leave_context
-from chat.turn import turn_retry, turn_run
+from chat.turn import EXTRACTIVE_AFTER_FAILURE, EXTRACTIVE_AFTER_WAIT, WAITING_FOR_COMPRESSION, turn_retry, turn_run
+from contextmgr.core.budget import prompt_room
 from contextmgr.llm.embedded import MODEL_NAME
-from contextmgr.llm.types import ContextOverflow, LLMError, LLMTimeout, ModelNotFound
-from contextmgr.models import Goal
-from contextmgr.selectors import session_context
+from contextmgr.llm.gateway import Gateway
+from contextmgr.llm.ollama_backend import OllamaBackend
+from contextmgr.llm.types import ContextOverflow, LLMError, ModelNotFound
+from contextmgr.models import Checkpoint, ContextEvent, Goal
+from contextmgr.selectors import session_budget, session_context
+from contextmgr.services.compression import CompressionOutcome
 from contextmgr.services.goals import goal_create
+from tests.factories import LOGIN_ANSWER, LOGIN_QUESTION
+from tests.support.model_server import SERVED_MODEL
+from tests.support.timing import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -99,21 +109,35 @@ async def test_a_message_larger_than_the_context_is_kept_in_the_history_only(sma
     assert await Message.objects.filter(session=small_session).acount() == 5
 
 
-async def test_a_failed_compression_keeps_the_message_in_the_context(small_session, embedded_gateway, monkeypatch):
+async def test_a_compression_that_fails_even_extractively_keeps_the_message_in_the_context(
+    small_session, embedded_gateway, monkeypatch
+):
     await sync_to_async(message_create)(session=small_session, role="user", content="Some background. " * 250)
-    # Only the turn's own attempts to make room run, and both fail.
+    # Only the turn's own attempts to make room run, and every one fails (a bug, not the model).
     monkeypatch.setattr("chat.turn.compression_maybe_schedule", lambda **options: False)
-    monkeypatch.setattr("chat.turn._compress_now", lambda **options: "error")
+    asked: list[str | None] = []
+
+    def failing(**options) -> CompressionOutcome:
+        asked.append(options["extractive"])
+        return CompressionOutcome("error", "boom")
+
+    monkeypatch.setattr("chat.turn._compress_now", failing)
     text = "A long question. " * 300  # fits alone, not beside the background
-    with pytest.raises(LLMError, match="the compression failed; your message is saved"):
+    with pytest.raises(LLMError, match=r"the extractive compression failed \(boom\); your message is saved"):
         await turn_run(session_id=small_session.pk, content=text, gateway=embedded_gateway)
+    assert asked == [None, "the model's compression failed (boom)", "the model's compression failed (boom)"], (
+        "the model's compression, then the extract's, then the extract's rollover"
+    )
     stored = await Message.objects.aget(session=small_session, content=text)
     assert not stored.excluded_from_context  # Retry can still answer it
 
 
-@override_settings(OLLM_COMPRESSION_WAIT_SECONDS=0.3)
-async def test_a_turn_that_needs_room_waits_for_the_running_compression(small_session, embedded_gateway):
+@override_settings(OLLM_COMPRESSION_TURN_WAIT_SECONDS=0.3, OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=8)
+async def test_a_turn_that_waited_its_fill_for_a_running_compression_makes_room_extractively(
+    small_session, embedded_gateway
+):
     await sync_to_async(message_create)(session=small_session, role="user", content="Some background. " * 250)
+    # A compression holds the session and never ends (its worker is stuck on the model).
     await Session.objects.filter(pk=small_session.pk).aupdate(compression_started_at=timezone.now())
     text = "A long question. " * 300  # fits alone, not beside the background
     waits: list[str] = []
@@ -121,10 +145,15 @@ async def test_a_turn_that_needs_room_waits_for_the_running_compression(small_se
     async def on_wait(why: str) -> None:
         waits.append(why)
 
-    with pytest.raises(LLMTimeout, match="still running; your message is saved"):
-        await turn_run(session_id=small_session.pk, content=text, gateway=embedded_gateway, on_wait=on_wait)
-    assert await Message.objects.filter(session=small_session, content=text).aexists()
-    assert waits == ["waiting for the compression to finish…"], "said once, however long the wait"
+    outcome = await turn_run(session_id=small_session.pk, content=text, gateway=embedded_gateway, on_wait=on_wait)
+    assert waits == [WAITING_FOR_COMPRESSION, EXTRACTIVE_AFTER_WAIT], "each said once, however long the wait"
+    assert outcome.prompt_tokens <= prompt_room(small_session.max_tokens)
+    event = await ContextEvent.objects.filter(
+        session=small_session, type__in=("compressed", "rollover-complete")
+    ).alast()
+    assert event is not None
+    assert event.payload["how"] == "extractive: the model's compression did not finish within 0.3 s"
+    assert not (await Session.objects.aget(pk=small_session.pk)).compression_started_at, "the lease is given back"
 
 
 async def test_an_unknown_model_keeps_the_message(user, embedded_gateway):
@@ -194,3 +223,72 @@ async def test_a_context_size_changed_while_the_reply_streams_shows_in_the_turns
     outcome = await turn_run(session_id=small_session.pk, content="Hello.", gateway=embedded_gateway, on_delta=resize)
     assert outcome.context.budget.max_tokens == 3000
     assert outcome.context == await sync_to_async(_fresh_context)(small_session.pk)
+
+
+def _nearly_full(session: Session) -> None:
+    """Questions and answers (with facts to keep) up to 85% of the room a prompt has, so a long
+    question does not fit beside them: the older answers must be compressed first."""
+    index = 0
+    while session_budget(session=Session.objects.get(pk=session.pk)).active_tokens < 0.85 * prompt_room(
+        session.max_tokens
+    ):
+        message_create(session=session, role="user", content=LOGIN_QUESTION.format(index=index))
+        message_create(session=session, role="assistant", content=LOGIN_ANSWER * 2)
+        index += 1
+
+
+def _summarizer_fails(how: str, embedded_backend, fake_ollama, closed_port_url) -> tuple[Gateway, str]:
+    """The embedded model answers the turn; its summaries go to an Ollama model that fails them:
+    an Ollama that does not answer, or the stand-in holding every generation past the timeout."""
+    if how == "unreachable":
+        return Gateway(mode="auto", embedded=embedded_backend, ollama=OllamaBackend(host=closed_port_url)), "qwen:7b"
+    fake_ollama.hold()
+    return (
+        Gateway(mode="auto", embedded=embedded_backend, ollama=OllamaBackend(host=fake_ollama.url, timeout=1)),
+        SERVED_MODEL,
+    )
+
+
+@pytest.mark.parametrize(("how", "error"), [("unreachable", "BackendUnavailable"), ("timeout", "LLMTimeout")])
+@override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=8, OLLM_COMPRESSION_RETRY_SECONDS="")
+async def test_a_turn_whose_summaries_fail_makes_room_extractively_and_answers(
+    small_session, embedded_backend, fake_ollama, closed_port_url, use_gateway, how, error
+):
+    gateway, summarizer = _summarizer_fails(how, embedded_backend, fake_ollama, closed_port_url)
+    use_gateway(gateway)  # the background compressions the turn schedules too
+    await Session.objects.filter(pk=small_session.pk).aupdate(summary_model=summarizer)
+    await sync_to_async(_nearly_full)(small_session)
+    waits: list[str] = []
+
+    async def on_wait(why: str) -> None:
+        waits.append(why)
+        if why == EXTRACTIVE_AFTER_FAILURE:
+            await asyncio.to_thread(fake_ollama.release)  # the reply is not held
+
+    text = "Please explain it again. " * 60
+    outcome = await turn_run(session_id=small_session.pk, content=text, gateway=gateway, on_wait=on_wait)
+
+    assert outcome.assistant_message.content
+    assert not (await Message.objects.aget(pk=outcome.user_message.pk)).excluded_from_context
+    assert EXTRACTIVE_AFTER_FAILURE in waits
+    # The model's own count of the prompt it was sent left the room a reply needs.
+    assert outcome.result.prompt_tokens <= prompt_room(small_session.max_tokens)
+    assert outcome.result.prompt_tokens + outcome.result.completion_tokens <= small_session.max_tokens
+    failure = await ContextEvent.objects.filter(session=small_session, type="compression-error").afirst()
+    assert failure is not None
+    assert failure.payload["error"] == error
+    made_room = await ContextEvent.objects.filter(
+        session=small_session, type__in=("compressed", "rollover-complete")
+    ).afirst()
+    assert made_room is not None
+    assert made_room.payload["how"].startswith("extractive: the model's compression failed (")
+    checkpoint = await Checkpoint.objects.aget(pk=made_room.payload["checkpoint"])
+    assert checkpoint.strategy == "truncate"
+    await asyncio.to_thread(
+        wait_until,
+        lambda: (
+            not any(t.name.startswith(f"compress-{small_session.pk}") and t.is_alive() for t in threading.enumerate())
+        ),
+        timeout=120,
+        what="the compression the reply scheduled to end",
+    )
