@@ -45,9 +45,9 @@ async def test_background_work_waits_behind_a_turn_at_most_its_bound():
     async def on_queued(ahead: int) -> None:
         heard.append(ahead)
 
-    async with queue.slot(background=False):  # a turn that does not end while the summary waits
-        async with queue.slot(background=True, on_queued=on_queued) as waited:
-            assert queue.state().running == 2  # beside the turn, once overdue
+    # A turn that does not end while the summary waits: the summary runs beside it, once overdue.
+    async with queue.slot(background=False), queue.slot(background=True, on_queued=on_queued) as waited:
+        assert queue.state().running == 2
     assert waited >= 0.2
     assert heard == [1, 0]  # one ahead, then its turn
     assert queue.state().longest_background_wait >= 0.2
@@ -114,12 +114,14 @@ async def test_a_dead_host_is_marked_down_and_the_other_takes_over(two_hosts, fa
     report = {r.url: r for r in await two_hosts.hosts_report()}
     dead = report[second_host.url]
     assert (dead.up, report[fake_ollama.url].up) == (False, True)
-    assert dead.failures and "not reachable" in dead.failures[0].error
+    assert dead.failures
+    assert "not reachable" in dead.failures[0].error
     assert SERVED_MODEL in report[fake_ollama.url].models
 
     second_host.start()
     back = {r.url: r for r in await two_hosts.hosts_report()}[second_host.url]
-    assert back.up and SERVED_MODEL in back.models
+    assert back.up
+    assert SERVED_MODEL in back.models
     # Up again, and the least busy: the next request may go to it.
     assert not two_hosts.hosts[1].is_down()
 
@@ -138,9 +140,8 @@ def test_turns_go_on_while_a_host_dies_and_comes_back(api, use_gateway, two_host
     """A session is tied to no host: its turns go on, over the REST API, whichever host answers;
     /api/hosts shows the dead one down with its failure, and up once it is back."""
     use_gateway(two_hosts)
-    created = api.post(
-        "/api/sessions", {"model": SERVED_MODEL, "context_size": 4096, "title": "hosts"}, content_type="application/json"
-    )
+    asked = {"model": SERVED_MODEL, "context_size": 4096, "title": "hosts"}
+    created = api.post("/api/sessions", asked, content_type="application/json")
     assert created.status_code == 201, created.content
     session_id = created.json()["id"]
 
