@@ -18,8 +18,9 @@ from tests.support.model_server import ModelServerProcess, free_port
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def server_env(work: Path, model_server: ModelServerProcess) -> dict[str, str]:
-    """The environment of the server on ``work``'s database, and of commands run against it."""
+def server_env(work: Path, model_server: ModelServerProcess, *, reply_max_tokens: int | None = 40) -> dict[str, str]:
+    """The environment of the server on ``work``'s database, and of commands run against it;
+    ``reply_max_tokens``: the cap on a reply (short for quick tests; None: the app's default)."""
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "ollm_site.settings",
@@ -28,17 +29,20 @@ def server_env(work: Path, model_server: ModelServerProcess) -> dict[str, str]:
         "DATABASE_URL": f"sqlite:///{work / 'e2e.sqlite3'}",
         "OLLM_LLM_BACKEND": "embedded",
         "OLLM_MODEL_SERVER_URL": model_server.url,
-        "OLLM_REPLY_MAX_TOKENS": "40",
         "OLLM_CHAT_TEMPERATURE": "0",
     }
+    if reply_max_tokens is not None:
+        env["OLLM_REPLY_MAX_TOKENS"] = str(reply_max_tokens)
     env.pop("REDIS_URL", None)
     return env
 
 
 @contextmanager
-def serve(work: Path, model_server: ModelServerProcess, *, with_user: bool) -> Iterator[str]:
+def serve(
+    work: Path, model_server: ModelServerProcess, *, with_user: bool, reply_max_tokens: int | None = 40
+) -> Iterator[str]:
     """A daphne server on a new SQLite file in ``work``, migrated, with the e2e user when ``with_user``."""
-    env = server_env(work, model_server)
+    env = server_env(work, model_server, reply_max_tokens=reply_max_tokens)
     python = sys.executable
     command = [python, str(ROOT / "manage.py")]
     subprocess.run([*command, "migrate", "--noinput"], env=env, check=True, capture_output=True)

@@ -1,0 +1,41 @@
+"""Five people chatting at once at 2K on the default setup (a live server, the bundled model server,
+compressions in the server's own threads), each asking for long answers: no compression fails, no
+context holds more than the model's context, every turn is answered. Timings are bench/load.py's."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from contextmgr.llm.embedded import MODEL_NAME
+from tests.support.live_server import serve
+from tests.support.load import load_run, users_with_tokens
+from tests.support.model_server import ModelServerProcess
+
+pytestmark = pytest.mark.long_model
+
+CLIENTS = 5
+TURNS = 8
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory, model_server: ModelServerProcess) -> Iterator[tuple[str, Path]]:
+    model_server.reset()
+    work = tmp_path_factory.mktemp("load")
+    with serve(work, model_server, with_user=False, reply_max_tokens=None) as url:
+        yield url, work
+
+
+def test_five_clients_at_2k_lose_nothing(live, model_server):
+    url, work = live
+    tokens = users_with_tokens(work, model_server, CLIENTS)
+    run = load_run(url, tokens, turns=TURNS, model=MODEL_NAME, context_size=2048)
+
+    assert [f for c in run.clients for f in c.failures] == []
+    assert [o for c in run.clients for o in c.over_budget] == []
+    assert [e for c in run.clients for e in c.errors] == []
+    assert len(run.turn_seconds) == CLIENTS * TURNS
+    # Long answers fill 2K within a few turns: compressions ran, under load, and held.
+    assert run.compressions >= CLIENTS
