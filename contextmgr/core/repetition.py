@@ -14,6 +14,9 @@ pass:
   in the same folder is not a phrase.
 
 Words are compared lowercased and without the punctuation around them.
+``most_repeated_phrase`` gives the phrase repeated most for a phrase size of
+one's choosing (``bench/loops.py`` counts replies with a 5-word phrase three
+times).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 LINE_WORDS = 3
 LINE_REPEATS = 3
@@ -78,20 +82,37 @@ def _loop(words: Sequence[str]) -> str | None:
     return None
 
 
-def _repeated_phrase(words: Sequence[str]) -> str | None:
-    """The phrase of ``PHRASE_WORDS`` or more words with the most non-overlapping repeats, if enough."""
+@dataclass(frozen=True)
+class RepeatedPhrase:
+    words: tuple[str, ...]
+    count: int
+
+
+def most_repeated_phrase(text: str, *, words: int = PHRASE_WORDS) -> RepeatedPhrase | None:
+    """The phrase of ``words`` or more words that ``text`` repeats most often (repeats that do not
+    overlap), grown while every repeat goes on with the same words; None when none comes twice."""
+    return _most_repeated(_words(text), words)
+
+
+def _most_repeated(words: Sequence[str], size: int) -> RepeatedPhrase | None:
     starts: dict[tuple[str, ...], list[int]] = defaultdict(list)
-    for index in range(len(words) - PHRASE_WORDS + 1):
-        found = starts[tuple(words[index : index + PHRASE_WORDS])]
-        if not found or index >= found[-1] + PHRASE_WORDS:
+    for index in range(len(words) - size + 1):
+        found = starts[tuple(words[index : index + size])]
+        if not found or index >= found[-1] + size:
             found.append(index)
     positions = max(starts.values(), key=len, default=[])
-    if len(positions) < PHRASE_REPEATS:
+    if len(positions) < 2:
         return None
     # Grow the phrase while every repeat goes on with the same word and the repeats do not overlap.
     longest = min([b - a for a, b in itertools.pairwise(positions)] + [len(words) - positions[-1]])
-    size = PHRASE_WORDS
     while size < longest and len({words[at + size] for at in positions}) == 1:
         size += 1
-    phrase = words[positions[0] : positions[0] + size]
-    return f"a phrase of {size} words repeated {len(positions)} times: {_quote(phrase)}"
+    return RepeatedPhrase(tuple(words[positions[0] : positions[0] + size]), len(positions))
+
+
+def _repeated_phrase(words: Sequence[str]) -> str | None:
+    """The phrase of ``PHRASE_WORDS`` or more words with the most non-overlapping repeats, if enough."""
+    found = _most_repeated(words, PHRASE_WORDS)
+    if found is None or found.count < PHRASE_REPEATS:
+        return None
+    return f"a phrase of {len(found.words)} words repeated {found.count} times: {_quote(found.words)}"

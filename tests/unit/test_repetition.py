@@ -4,7 +4,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contextmgr.core.repetition import LOOP_REPEATS, PHRASE_REPEATS, PHRASE_WORDS, repetition
+from contextmgr.core.repetition import (
+    LOOP_REPEATS,
+    PHRASE_REPEATS,
+    PHRASE_WORDS,
+    RepeatedPhrase,
+    most_repeated_phrase,
+    repetition,
+)
 
 # Loops SmolLM2-135M wrote at temperature 0 without a repeat penalty (summary prompts on tests/data/retention).
 SMOLLM_LOOP = (
@@ -95,6 +102,18 @@ def test_the_thresholds():
 def test_case_and_punctuation_do_not_hide_a_loop():
     text = "Use JWT, not cookies! use jwt not cookies. USE “JWT” — NOT COOKIES… use jwt not cookies"
     assert repetition(text) == "“use jwt not cookies” repeated 4 times in a row"
+
+
+def test_the_most_repeated_phrase_of_a_size_of_ones_choosing():
+    assert most_repeated_phrase(SMOLLM_LOOP_2, words=5) == RepeatedPhrase(
+        ("the", "conversation", "is", "quoted", "as", "a", "summary", "of", "the", "discussion"), 11
+    )
+    twice = "Cats sleep most of the day. Dogs bark. Cats sleep most of the day."
+    assert most_repeated_phrase(twice, words=5) == RepeatedPhrase(("cats", "sleep", "most", "of", "the", "day"), 2)
+    assert most_repeated_phrase(twice) == most_repeated_phrase(twice, words=PHRASE_WORDS)
+    assert most_repeated_phrase(twice, words=7) is None
+    assert most_repeated_phrase("Every phrase here is said once only.", words=5) is None
+    assert most_repeated_phrase("too short", words=5) is None
 
 
 @given(st.lists(st.sampled_from(["alpha", "beta", "gamma", "delta", "\n", "- "]), max_size=60))
