@@ -81,7 +81,7 @@ def conversation(owner, turns: int, size: int, server_url: str) -> str:  # type:
     )
     chat_seconds = 0.0
     started = time.perf_counter()
-    with override_settings(OLLM_REPLY_MAX_TOKENS=64, OLLM_CHAT_TEMPERATURE=0.0):
+    with override_settings(OLLM_REPLY_MAX_TOKENS=64, OLLM_CONTEXT_DEFAULTS={"sampling": {"temperature": 0.0}}):
         for index in range(turns):
             text = f"{index}: explain {TOPICS[index % len(TOPICS)]} in detail."
             t0 = time.perf_counter()

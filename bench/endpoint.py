@@ -259,7 +259,9 @@ async def run(size: int, rounds: int, reply_tokens: int, server: BenchModelServe
     backend = get_gateway().embedded
     assert backend is not None
     recorder = RecordingBackend(backend)
-    with override_settings(OLLM_REPLY_MAX_TOKENS=reply_tokens, OLLM_CHAT_TEMPERATURE=0.0):
+    with override_settings(
+        OLLM_REPLY_MAX_TOKENS=reply_tokens, OLLM_CONTEXT_DEFAULTS={"sampling": {"temperature": 0.0}}
+    ):
         r = await measure(owner, size, rounds, reply_tokens, recorder, server)
     print(f"\nmachine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     t, model, first = r["times"], r["model"], r["first"]

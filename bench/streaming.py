@@ -70,7 +70,9 @@ async def run(rounds: int, reply_tokens: int, server: BenchModelServer) -> int:
     prompt = await sync_to_async(app_prompt)(session, backend)
     socket = await ws_connect(session.pk, await sync_to_async(session_cookie)(owner))
     direct, produced, delivered = [], [], []
-    with override_settings(OLLM_REPLY_MAX_TOKENS=reply_tokens, OLLM_CHAT_TEMPERATURE=0.0):
+    with override_settings(
+        OLLM_REPLY_MAX_TOKENS=reply_tokens, OLLM_CONTEXT_DEFAULTS={"sampling": {"temperature": 0.0}}
+    ):
         for round_ in range(rounds + 1):  # the first round warms up
             timed, result = await direct_turn(
                 recorder.direct, prompt, model=MODEL_NAME, num_ctx=session.max_tokens, max_tokens=reply_tokens

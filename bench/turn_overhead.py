@@ -203,7 +203,9 @@ async def run(sizes: list[int], rounds: int, reply_tokens: int, server: BenchMod
     assert backend is not None
     recorder = RecordingBackend(backend)
     results = []
-    with override_settings(OLLM_REPLY_MAX_TOKENS=reply_tokens, OLLM_CHAT_TEMPERATURE=0.0):
+    with override_settings(
+        OLLM_REPLY_MAX_TOKENS=reply_tokens, OLLM_CONTEXT_DEFAULTS={"sampling": {"temperature": 0.0}}
+    ):
         for size in sizes:
             results.append(await measure(owner, size, rounds, reply_tokens, recorder, server))
     print(f"\nmachine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")

@@ -10,8 +10,9 @@ from ninja import Field, Schema
 
 from chat.models import Message, Session
 from chat.selectors import model_availability
-from contextmgr.llm.types import HostReport
+from contextmgr.llm.types import HostReport, Sampling
 from contextmgr.schemas import ContextOut
+from contextmgr.selectors import session_sampling
 
 
 class ModelOut(Schema):
@@ -77,10 +78,23 @@ class SessionPatch(Schema):
     summary_model: str | None = None
     settings: dict[str, Any] | None = Field(
         None,
-        description='The spec\'s configuration overrides, e.g. {"compression": {"strategy": "truncate"}}; '
-        "replaces the session's previous overrides. Keys in the spec's camelCase (preserveRecent) or snake_case, "
-        "stored in snake_case.",
+        description='The spec\'s configuration overrides, e.g. {"compression": {"strategy": "truncate"}}, and how '
+        'replies are sampled, in Ollama\'s option names: {"sampling": {"temperature": 0.7, "repeat_penalty": 1.1, '
+        '"top_k": 40, "top_p": 0.9, "repeat_last_n": 64, "seed": 1}} (temperature 0-2, repeat_penalty 0.5-2, top_k '
+        ">= 0, top_p 0-1; null or left out: the global default, else the model's). Replaces the session's previous "
+        "overrides, all sections. Keys in the spec's camelCase (preserveRecent) or snake_case, stored in snake_case.",
     )
+
+
+class SamplingOut(Schema):
+    """How the session's replies are sampled: its settings over the global defaults; null: the model's default."""
+
+    temperature: float | None
+    top_k: int | None
+    top_p: float | None
+    repeat_penalty: float | None
+    repeat_last_n: int | None
+    seed: int | None
 
 
 class SessionOut(Schema):
@@ -96,6 +110,11 @@ class SessionOut(Schema):
     system_prompt: str
     summary_model: str
     settings: dict[str, Any] = Field(description="This session's overrides of the global context settings.")
+    sampling: SamplingOut = Field(
+        description="How its replies are sampled: its settings over the global defaults; null: the model's default "
+        "(Ollama's and the bundled model's: temperature 0.8, top_k 40, top_p 0.9, repeat_penalty 1.1 over the last 64 "
+        "tokens). A request through the Ollama or OpenAI endpoint may set other values for itself."
+    )
     source_session_id: str | None = Field(
         description="The sessionId of the OLLM session file it was imported from, which its export writes back; "
         "null for a session started here (or imported as a copy), exported under its own id."
@@ -116,6 +135,10 @@ class SessionOut(Schema):
     available_models: list[str] = Field(
         description="The models served here now: what PATCH may switch the session's model to."
     )
+
+    @staticmethod
+    def resolve_sampling(obj: Session) -> Sampling:
+        return session_sampling(obj)
 
     @staticmethod
     def resolve_model_available(obj: Session) -> bool | None:

@@ -23,6 +23,7 @@ from django.core.exceptions import ValidationError
 from django.db import connections
 
 from chat.models import Message, Session
+from chat.sampling import reply_sampling
 from chat.selectors import model_availability
 from chat.services import (
     message_create,
@@ -43,7 +44,6 @@ from contextmgr.llm import (
     Gateway,
     LLMError,
     ModelNotFound,
-    Sampling,
     get_gateway,
 )
 from contextmgr.resources import TiktokenCounter
@@ -393,7 +393,7 @@ async def _reply(
         model=session.model,
         num_ctx=session.max_tokens,
         max_tokens=max_tokens,
-        sampling=Sampling(temperature=settings.OLLM_CHAT_TEMPERATURE),
+        sampling=reply_sampling(session),
     )
     parts: list[str] = []
     stopped = False

@@ -27,7 +27,7 @@ from chat.selectors import (
     sessions_for_user,
 )
 from chat.services import session_continue, session_delete, session_start, session_update
-from contextmgr.panels import context_panel, goals_context, settings_context, snapshots_context
+from contextmgr.panels import PANEL_SAMPLING, context_panel, goals_context, settings_context, snapshots_context
 from contextmgr.selectors import session_prompt
 
 
@@ -225,6 +225,14 @@ def session_settings(request: HttpRequest, session_id: UUID) -> HttpResponse:
             "auto_threshold": _number(request, "auto_threshold"),
         },
     }
+    stored = session.settings.get("sampling") if isinstance(session.settings, dict) else None
+    sampling = {
+        # What the panel does not show (set through the API) stays; a field left empty follows the default.
+        **{name: value for name, value in (stored or {}).items() if name not in PANEL_SAMPLING},
+        **{name: _number(request, name) for name in PANEL_SAMPLING if request.POST.get(name, "").strip()},
+    }
+    if sampling:
+        values["sampling"] = sampling
     error = ""
     try:
         session = session_update(session=session, settings=values, summary_model=request.POST.get("summary_model", ""))

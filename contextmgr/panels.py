@@ -3,10 +3,11 @@ settings): template contexts read from the selectors, one reading of the budget 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from chat.models import Session
-from contextmgr.core.config import STRATEGIES
+from contextmgr.core.config import OLLAMA_SAMPLING_DEFAULTS, SAMPLING_RANGES, STRATEGIES
 from contextmgr.core.reliability import (
     RECOMMENDATIONS,
     WARNING_HEADING,
@@ -18,6 +19,7 @@ from contextmgr.selectors import (
     artifacts_of_session,
     context_meter,
     decisions_of_session,
+    default_config,
     prompt_truncation_in_force,
     session_config,
     session_context,
@@ -72,14 +74,47 @@ def snapshots_context(session: Session) -> dict[str, Any]:
     }
 
 
+# The sampling settings the panel shows, with their labels and steps; the others (repeat_last_n,
+# seed) are set through the API, and saving the panel keeps them.
+PANEL_SAMPLING = {"temperature": ("temperature", 0.05), "repeat_penalty": ("repeat penalty", 0.05),
+                  "top_k": ("top k", 1), "top_p": ("top p", 0.05)}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SamplingField:
+    """One sampling setting of the panel: the session's own value, and what it follows without one
+    (the global default; None: the model's)."""
+
+    name: str
+    label: str
+    step: float
+    low: float
+    high: float | None
+    value: float | None
+    default: float | None
+
+
+def _section(session: Session, name: str) -> dict[str, Any]:
+    section = session.settings.get(name) if isinstance(session.settings, dict) else None
+    return section if isinstance(section, dict) else {}
+
+
 def settings_context(session: Session) -> dict[str, Any]:
     """The settings panel: the session's settings, what they come to on its context (``limits``),
-    and the token values it set itself (``explicit``; the others follow the context size)."""
+    the token values it set itself (``explicit``; the others follow the context size), and its
+    sampling settings (``sampling_fields``)."""
     config = session_config(session)
-    explicit = session.settings.get("compression") if isinstance(session.settings, dict) else None
+    own = _section(session, "sampling")
+    defaults = default_config().sampling
+    fields = [
+        SamplingField(name, label, step, *SAMPLING_RANGES[name][:2], own.get(name), getattr(defaults, name))
+        for name, (label, step) in PANEL_SAMPLING.items()
+    ]
     return {
         "config": config,
         "limits": session_effective_limits(session, config),
-        "explicit": explicit if isinstance(explicit, dict) else {},
+        "explicit": _section(session, "compression"),
         "strategies": STRATEGIES,
+        "sampling_fields": fields,
+        "model_sampling": OLLAMA_SAMPLING_DEFAULTS,
     }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, Literal
 
@@ -35,7 +35,7 @@ from contextmgr.core.window import (
     render_checkpoint,
     render_system,
 )
-from contextmgr.llm import ChatMessage, Gateway, LLMError, get_gateway
+from contextmgr.llm import ChatMessage, Gateway, LLMError, Sampling, get_gateway
 from contextmgr.models import (
     Artifact,
     Checkpoint,
@@ -57,6 +57,12 @@ def default_config() -> ContextConfig:
 def session_config(session: Session) -> ContextConfig:
     """The session's settings over the global defaults."""
     return context_config_from_mapping(session.settings, base=default_config())
+
+
+def session_sampling(session: Session) -> Sampling:
+    """How the session's replies are sampled: its settings over the global defaults; what neither
+    sets is the model server's default."""
+    return Sampling(**asdict(session_config(session).sampling))
 
 
 def active_checkpoints(*, session: Session) -> QuerySet[Checkpoint]:

@@ -211,7 +211,13 @@ OLLM_LLM_BACKEND = os.environ.get("OLLM_LLM_BACKEND", "auto")
 OLLAMA_TIMEOUT = float(os.environ.get("OLLAMA_TIMEOUT", "120"))
 # The most tokens a chat reply may have (less when the context has less room left).
 OLLM_REPLY_MAX_TOKENS = int(os.environ.get("OLLM_REPLY_MAX_TOKENS", "512"))
-OLLM_CHAT_TEMPERATURE = float(os.environ.get("OLLM_CHAT_TEMPERATURE", "0.7"))
+if os.environ.get("OLLM_CHAT_TEMPERATURE", "").strip():
+    # Refused rather than ignored: a deployment that set it would otherwise sample differently unawares.
+    raise ImproperlyConfigured(
+        "OLLM_CHAT_TEMPERATURE is gone: replies are sampled as each session's settings say, over "
+        'OLLM_CONTEXT_DEFAULTS (e.g. {"sampling": {"temperature": 0.7}}); what neither sets is the model '
+        "server's default (Ollama's)."
+    )
 # Summaries and aging run on this model when set (a session's own choice wins); empty: the chat model.
 OLLM_SUMMARY_MODEL = os.environ.get("OLLM_SUMMARY_MODEL", "").strip()
 # A compression renews its lease on the session every quarter of this; one not renewed for this
@@ -239,7 +245,7 @@ OLLM_MODEL_CONTEXT_OVERRIDES: dict[str, dict[int, int]] = {
     model: {int(size): int(tokens) for size, tokens in sizes.items()}
     for model, sizes in json.loads(os.environ.get("OLLM_MODEL_CONTEXT_OVERRIDES", "{}")).items()
 }
-# Global defaults of the spec's configuration, as JSON: {"compression": {...}, "snapshots": {...}}.
+# Global defaults of the session settings, as JSON: {"compression": {...}, "snapshots": {...}, "sampling": {...}}.
 OLLM_CONTEXT_DEFAULTS = json.loads(os.environ.get("OLLM_CONTEXT_DEFAULTS", "{}"))
 
 if not DEBUG:

@@ -28,6 +28,7 @@ from chat.models import Message, Session
 from chat.selectors import model_facts
 from chat.services import message_create, session_create, session_start
 from contextmgr.core.aging import MIN_TARGET_TOKENS, Level
+from contextmgr.core.config import SAMPLING_RANGES
 from contextmgr.core.reliability import is_small_model
 from contextmgr.core.selection import ContextMessage, select_for_compression
 from contextmgr.core.window import chat_messages
@@ -99,6 +100,33 @@ LOGIN_QUESTION = "Question {index} about logins?"
 # A locked decision and a file, as a model's reply marks them.
 MARKERS = "[DECISION] Use argon2 for passwords - LOCKED\n[ARTIFACT] Created src/auth/hash.ts\n"
 BRIEF = {"compression": {"summary_max_tokens": 128}}
+# Chat replies at temperature 0 (OLLM_CONTEXT_DEFAULTS): the same text each run, for tests that read it.
+GREEDY_REPLIES = {"sampling": {"temperature": 0.0}}
+
+
+def settings_form(**changes: str | None) -> dict[str, str]:
+    """The settings panel's form as it comes with the defaults, with ``changes`` (None: a box left unticked)."""
+    values: dict[str, str | None] = {
+        "compression_enabled": "1",
+        "strategy": "summarize",
+        "preserve_recent": "2048",
+        "summary_max_tokens": "1024",
+        "summary_model": "",
+        "snapshots_enabled": "1",
+        "auto_create": "1",
+        "auto_threshold": "0.8",
+    }
+    values.update(changes)
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def sampled_options(model_server: ModelServerProcess) -> list[dict[str, Any]]:
+    """The sampling options of each reply the model server was asked for since it was reset, in order."""
+    return [
+        {name: value for name, value in request["options"].items() if name in SAMPLING_RANGES}
+        for request in model_server.behaviour.requests
+        if request["path"] == "/api/chat"
+    ]
 
 
 def small_session(

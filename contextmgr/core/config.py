@@ -1,10 +1,11 @@
-"""Compression and snapshot configuration with the spec's defaults.
+"""Compression and snapshot configuration with the spec's defaults, and how replies are sampled.
 
 ``context_config_from_mapping`` is the one place settings coming from outside
 (environment, a session's stored settings, an API body) are validated, so every
 entry point gives the same clear error for the same mistake. It takes the spec's
 camelCase names (``preserveRecent``) as well as the snake_case ones stored here
-(``preserve_recent``); ``canonical_settings`` is that translation.
+(``preserve_recent``); ``canonical_settings`` is that translation. The
+``sampling`` section is this product's, not the spec's: Ollama's option names.
 """
 
 from __future__ import annotations
@@ -48,9 +49,24 @@ class SnapshotConfig:
 
 
 @dataclass(frozen=True)
+class SamplingConfig:
+    """How chat replies are sampled, in Ollama's option names; None leaves the model server's default
+    (Ollama's, and the bundled server's: temperature 0.8, top_k 40, top_p 0.9, repeat_penalty 1.1
+    over the last 64 tokens, a seed of its own)."""
+
+    temperature: float | None = None
+    top_k: int | None = None
+    top_p: float | None = None
+    repeat_penalty: float | None = None
+    repeat_last_n: int | None = None
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
 class ContextConfig:
     compression: CompressionConfig = field(default_factory=CompressionConfig)
     snapshots: SnapshotConfig = field(default_factory=SnapshotConfig)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
 
     def as_mapping(self) -> dict[str, dict[str, Any]]:
         return asdict(self)
@@ -76,6 +92,60 @@ def _positive_int(section: str, key: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ConfigError(f"{section}.{key} must be a whole number of tokens above 0, not {value!r}")
     return value
+
+
+# What Ollama (and the bundled model server) samples with when a request leaves an option out; an
+# Ollama model's Modelfile may set others.
+OLLAMA_SAMPLING_DEFAULTS: dict[str, float] = {
+    "temperature": 0.8,
+    "top_k": 40,
+    "top_p": 0.9,
+    "repeat_penalty": 1.1,
+    "repeat_last_n": 64,
+}
+# The values a sampling option may take: lowest, highest (None: no bound), whole numbers only.
+SAMPLING_RANGES: dict[str, tuple[float, float | None, bool]] = {
+    "temperature": (0.0, 2.0, False),
+    "top_k": (0, None, True),
+    "top_p": (0.0, 1.0, False),
+    "repeat_penalty": (0.5, 2.0, False),
+    # Ollama's: 0 none, -1 the whole context.
+    "repeat_last_n": (-1, None, True),
+    # -1: a random seed.
+    "seed": (-1, None, True),
+}
+
+
+def _sampling_value(where: str, name: str, given: Mapping[str, Any]) -> float | None:
+    value = given.get(name)
+    if value is None:
+        return None
+    low, high, whole = SAMPLING_RANGES[name]
+    number = not isinstance(value, bool) and isinstance(value, int if whole else int | float)
+    if not number or value < low or (high is not None and value > high):
+        kind = "a whole number" if whole else "a number"
+        bounds = f"from {low:g} to {high:g}" if high is not None else f"of {low:g} or more"
+        field = f"{where}.{name}" if where else name
+        raise ConfigError(f"{field} must be {kind} {bounds} (or null: the model's default), not {value!r}")
+    return float(value)
+
+
+def _sampling_whole(where: str, name: str, given: Mapping[str, Any]) -> int | None:
+    value = _sampling_value(where, name, given)
+    return None if value is None else int(value)
+
+
+def sampling_config(given: Mapping[str, Any], *, where: str) -> SamplingConfig:
+    """The sampling options of ``given`` (its keys named in ``SAMPLING_RANGES``; others are not
+    read), validated; ``where`` names their object in an error ("sampling", "options"; "": none)."""
+    return SamplingConfig(
+        temperature=_sampling_value(where, "temperature", given),
+        top_k=_sampling_whole(where, "top_k", given),
+        top_p=_sampling_value(where, "top_p", given),
+        repeat_penalty=_sampling_value(where, "repeat_penalty", given),
+        repeat_last_n=_sampling_whole(where, "repeat_last_n", given),
+        seed=_sampling_whole(where, "seed", given),
+    )
 
 
 def _merge(section: str, defaults: Mapping[str, Any], given: Any) -> dict[str, Any]:
@@ -116,12 +186,13 @@ def context_config_from_mapping(
     """Validate ``data`` (partial settings, e.g. ``{"compression": {"strategy": "truncate"}}``,
     keys in either spelling, see ``canonical_settings``) over ``base``."""
     data = canonical_settings(data)
-    unknown = sorted(set(data) - {"compression", "snapshots"})
+    unknown = sorted(set(data) - {"compression", "snapshots", "sampling"})
     if unknown:
         raise ConfigError(f"unknown settings sections: {', '.join(map(str, unknown))}")
     base_map = base.as_mapping()
     comp = _merge("compression", base_map["compression"], data.get("compression"))
     snap = _merge("snapshots", base_map["snapshots"], data.get("snapshots"))
+    samp = _merge("sampling", base_map["sampling"], data.get("sampling"))
 
     if comp["strategy"] not in STRATEGIES:
         raise ConfigError(f"compression.strategy must be one of {', '.join(STRATEGIES)}, not {comp['strategy']!r}")
@@ -141,6 +212,7 @@ def context_config_from_mapping(
             auto_create=_bool("snapshots", "auto_create", snap["auto_create"]),
             auto_threshold=float(threshold),
         ),
+        sampling=sampling_config(samp, where="sampling"),
     )
 
 

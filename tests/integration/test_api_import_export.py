@@ -29,7 +29,7 @@ from chat.session_file import MAX_IMPORT_DEPTH, MAX_IMPORT_ENTRIES, SessionFile
 from contextmgr.llm.embedded import MODEL_NAME, TOKENIZE_BATCH
 from contextmgr.selectors import session_budget
 from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
-from tests.factories import CLI_FILE, cli_file, cli_file_history
+from tests.factories import CLI_FILE, GREEDY_REPLIES, cli_file, cli_file_history
 
 pytestmark = pytest.mark.django_db
 JSON = "application/json"
@@ -161,7 +161,7 @@ def test_an_import_over_the_trigger_waits_for_its_first_turn_to_compress(api, mo
     assert budget.max_tokens == 1000
     assert budget.trigger_at <= budget.active_tokens < budget.max_tokens - 100
     assert scheduled == []
-    with override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=4):
+    with override_settings(OLLM_CONTEXT_DEFAULTS=GREEDY_REPLIES, OLLM_REPLY_MAX_TOKENS=4):
         turn = api.post(f"/api/sessions/{session.id}/messages", {"content": "Which tables?"}, content_type=JSON)
     assert turn.status_code == 200, turn.content
     # Scheduled before the reply was stored (8 imported messages and the question): the budget is checked

@@ -12,6 +12,7 @@ from chat.services import message_create, message_leave_context, session_create
 from contextmgr.llm.embedded import MODEL_NAME
 from contextmgr.models import ContextEvent
 from contextmgr.selectors import session_budget
+from tests.factories import GREEDY_REPLIES
 
 pytestmark = pytest.mark.django_db(transaction=True)
 JSON = "application/json"
@@ -24,7 +25,7 @@ def small_session_settings():
     return QUIET
 
 
-@override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=16)
+@override_settings(OLLM_CONTEXT_DEFAULTS=GREEDY_REPLIES, OLLM_REPLY_MAX_TOKENS=16)
 def test_a_turn_stores_both_messages_and_returns_the_context(api, small_session):
     response = api.post(
         f"/api/sessions/{small_session.id}/messages", {"content": "What is a context window?"}, content_type=JSON
@@ -52,7 +53,7 @@ def test_a_turn_stores_both_messages_and_returns_the_context(api, small_session)
     assert stored == [(user_message["id"], "What is a context window?"), (reply["id"], reply["content"])]
 
 
-@override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=8)
+@override_settings(OLLM_CONTEXT_DEFAULTS=GREEDY_REPLIES, OLLM_REPLY_MAX_TOKENS=8)
 def test_a_message_taken_out_of_the_context_during_the_turn_is_answered_as_it_is_stored(
     api, small_session, monkeypatch
 ):
@@ -104,7 +105,9 @@ def test_when_no_backend_answers_the_turn_is_503_and_the_message_stays(api, user
 
 # A 600-token context keeps the model's prompts, and so the test, short.
 @override_settings(
-    OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=8, OLLM_MODEL_CONTEXT_OVERRIDES={MODEL_NAME: {2048: 600}}
+    OLLM_CONTEXT_DEFAULTS=GREEDY_REPLIES,
+    OLLM_REPLY_MAX_TOKENS=8,
+    OLLM_MODEL_CONTEXT_OVERRIDES={MODEL_NAME: {2048: 600}},
 )
 def test_wait_compression_returns_after_the_triggered_compression(api, user):
     small_session = session_create(owner=user, model=MODEL_NAME, context_size=2048, settings=QUIET)
@@ -146,7 +149,7 @@ def test_compress_without_wait_is_202_with_the_event_to_follow(api, small_sessio
     assert events[0]["payload"]["reason"].startswith("nothing to roll over")
 
 
-@override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=4)
+@override_settings(OLLM_CONTEXT_DEFAULTS=GREEDY_REPLIES, OLLM_REPLY_MAX_TOKENS=4)
 async def test_a_turn_works_under_asgi_as_daphne_serves_it(api_token, api_gateway, small_session):
     """The view is sync and runs the async turn itself; under ASGI it runs in a worker thread."""
     response = await AsyncClient().post(

@@ -13,7 +13,7 @@ from contextmgr.llm.embedded import MODEL_NAME
 from contextmgr.llm.gateway import Gateway
 from contextmgr.llm.ollama_backend import OllamaBackend
 from contextmgr.selectors import session_budget
-from tests.factories import converse, small_session
+from tests.factories import GREEDY_REPLIES, converse, small_session
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -23,7 +23,7 @@ def terminal_gateway(use_gateway, embedded_backend, closed_port_url):
     return use_gateway(Gateway(mode="auto", embedded=embedded_backend, ollama=OllamaBackend(host=closed_port_url)))
 
 
-@override_settings(OLLM_REPLY_MAX_TOKENS=12, OLLM_CHAT_TEMPERATURE=0.0)
+@override_settings(OLLM_REPLY_MAX_TOKENS=12, OLLM_CONTEXT_DEFAULTS=GREEDY_REPLIES)
 def test_chatting_in_a_terminal(user, terminal_gateway, monkeypatch):
     monkeypatch.setattr("sys.stdin", io.StringIO("What is a token?\n\nAnd a context window?\n"))
     out = io.StringIO()

@@ -19,7 +19,7 @@ from chat.models import Message, Session
 from chat.rendering import render_markdown
 from chat.services import message_create, session_create
 from contextmgr.llm.embedded import MODEL_NAME
-from tests.factories import SOCKET_TIMEOUT, frames_until, socket
+from tests.factories import GREEDY_REPLIES, SOCKET_TIMEOUT, frames_until, socket
 from tests.support.timing import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -51,7 +51,7 @@ async def test_a_foreign_origin_is_refused(small_session, user):
     await communicator.disconnect()  # the refused consumer still listens on the channel layer
 
 
-@override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=24)
+@override_settings(OLLM_CONTEXT_DEFAULTS=GREEDY_REPLIES, OLLM_REPLY_MAX_TOKENS=24)
 async def test_a_reply_streams_in_order_and_is_stored(small_session, user, app_gateway):
     communicator = await socket(small_session.pk, user)
     assert (await communicator.connect())[0]
@@ -168,7 +168,7 @@ async def test_a_goal_set_elsewhere_while_the_reply_streams_comes_with_the_turn(
     assert int(goal_tokens.group(1)) > 0
 
 
-@override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=48)
+@override_settings(OLLM_CONTEXT_DEFAULTS=GREEDY_REPLIES, OLLM_REPLY_MAX_TOKENS=48)
 async def test_a_history_change_while_a_reply_streams_resends_the_history_at_its_end(small_session, user, app_gateway):
     from channels.layers import get_channel_layer
 
@@ -189,7 +189,7 @@ async def test_a_history_change_while_a_reply_streams_resends_the_history_at_its
     assert f'id="msg-{reply.id}"' in last
 
 
-@override_settings(OLLM_CHAT_TEMPERATURE=0.7, OLLM_REPLY_MAX_TOKENS=400)
+@override_settings(OLLM_REPLY_MAX_TOKENS=400)
 async def test_stop_cancels_the_reply_and_keeps_what_came(small_session, user, app_gateway, fake_ollama):
     # A slow model: the reply cannot end by itself before Stop arrives, however busy the machine.
     fake_ollama.behaviour.chunk_delay_seconds = 0.25
@@ -263,7 +263,9 @@ async def test_an_unreachable_backend_keeps_the_message_and_retry_does_not_dupli
     assert [m.content async for m in Message.objects.filter(session=session)] == ["Are you there?"]
 
 
-@override_settings(OLLM_COMPRESSION_TURN_WAIT_SECONDS=1.0, OLLM_REPLY_MAX_TOKENS=8, OLLM_CHAT_TEMPERATURE=0.0)
+@override_settings(
+    OLLM_COMPRESSION_TURN_WAIT_SECONDS=1.0, OLLM_REPLY_MAX_TOKENS=8, OLLM_CONTEXT_DEFAULTS=GREEDY_REPLIES
+)
 async def test_a_turn_waiting_for_a_compression_says_so_instead_of_thinking(small_session, user, app_gateway):
     await sync_to_async(message_create)(session=small_session, role="user", content="Some background. " * 250)
     # A compression holds the session and does not end: the turn waits its fill, then makes room itself.
@@ -333,7 +335,7 @@ async def _until_idle(session) -> None:
     assert await compression_wait(session_id=session.pk, timeout=SOCKET_TIMEOUT), "the compression holds the session"
 
 
-@override_settings(OLLM_CHAT_TEMPERATURE=0.0)
+@override_settings(OLLM_CONTEXT_DEFAULTS=GREEDY_REPLIES)
 async def test_compression_progress_and_events_reach_the_page(user, app_gateway):
     session = await _compressible_session(user)
     communicator = await socket(session.pk, user)
@@ -351,7 +353,7 @@ async def test_compression_progress_and_events_reach_the_page(user, app_gateway)
     not os.environ.get("REDIS_URL"),
     reason="needs Redis: runs in the services pass of `make test` (REDIS_URL set, a Celery worker consuming)",
 )
-@override_settings(OLLM_CHAT_TEMPERATURE=0.0)
+@override_settings(OLLM_CONTEXT_DEFAULTS=GREEDY_REPLIES)
 async def test_a_brokered_compression_runs_in_the_celery_worker_and_reaches_the_page_through_redis(
     user, app_gateway, celery_worker_when_brokered
 ):

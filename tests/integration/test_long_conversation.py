@@ -20,6 +20,7 @@ from contextmgr.models import Checkpoint, CheckpointRevision, ContextEvent
 from contextmgr.selectors import session_last_event_id
 from contextmgr.services.compression import compression_wait
 from contextmgr.services.goals import decision_record, goal_create
+from tests.factories import GREEDY_REPLIES
 from tests.support.timing import scaled
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.long_model]
@@ -121,7 +122,7 @@ def chat_calls(gateway: RecordingGateway) -> list[tuple[list[ChatMessage], int, 
 
 @override_settings(
     OLLM_REPLY_MAX_TOKENS=80,
-    OLLM_CHAT_TEMPERATURE=0.0,
+    OLLM_CONTEXT_DEFAULTS=GREEDY_REPLIES,
     OLLM_MODEL_CONTEXT_OVERRIDES={MODEL_NAME: {16384: 2000}},
 )
 def test_sixty_turns_in_a_tier_three_window_age_checkpoints(user, recording_gateway):
@@ -141,7 +142,7 @@ def test_sixty_turns_in_a_tier_three_window_age_checkpoints(user, recording_gate
     assert_history_intact(session, sent)
 
 
-@override_settings(OLLM_REPLY_MAX_TOKENS=60, OLLM_CHAT_TEMPERATURE=0.0)
+@override_settings(OLLM_REPLY_MAX_TOKENS=60, OLLM_CONTEXT_DEFAULTS=GREEDY_REPLIES)
 def test_sixty_turns_at_2k_roll_over(user, recording_gateway):
     session = pinned_session(user, context_size=2048)
     assert (session.max_tokens, session.tier) == (1700, 1)

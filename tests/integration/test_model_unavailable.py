@@ -18,13 +18,13 @@ from chat.selectors import models_served_key
 from contextmgr.llm.embedded import MODEL_NAME
 from contextmgr.llm.gateway import Gateway
 from contextmgr.llm.ollama_backend import OllamaBackend
-from tests.factories import CLI_FILE, cli_file, cli_file_history, frames_until, socket
+from tests.factories import CLI_FILE, GREEDY_REPLIES, cli_file, cli_file_history, frames_until, socket
 from tests.support.model_server import SERVED_MODEL
 
 JSON = "application/json"
 NEEDS_OLLAMA = "model llama3.2:3b needs Ollama, which OLLM_LLM_BACKEND=embedded turns off"
 # Short replies keep the turns quick.
-QUICK = override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=8)
+QUICK = override_settings(OLLM_CONTEXT_DEFAULTS=GREEDY_REPLIES, OLLM_REPLY_MAX_TOKENS=8)
 
 
 def _time(text):

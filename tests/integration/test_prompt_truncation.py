@@ -20,7 +20,7 @@ from chat.turn import turn_run
 from contextmgr.models import Checkpoint, ContextEvent
 from contextmgr.selectors import session_budget
 from contextmgr.services.compression import compression_run
-from tests.factories import converse, small_session, until_due
+from tests.factories import GREEDY_REPLIES, converse, small_session, until_due
 from tests.support.model_server import SERVED_MODEL
 
 SYSTEM = "You are the assistant of the Acme login project. The password hashing is argon2."
@@ -92,7 +92,7 @@ def test_without_the_overflow_behaviour_the_bundled_server_refuses_instead(fake_
 
 
 @pytest.mark.django_db(transaction=True)
-@override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=8)
+@override_settings(OLLM_CONTEXT_DEFAULTS=GREEDY_REPLIES, OLLM_REPLY_MAX_TOKENS=8)
 def test_a_truncated_turn_is_caught_recorded_and_the_next_prompt_fits(user, gateway, fake_ollama, client):
     session = small_session(user, system_prompt=SYSTEM)  # 16K squeezed to 1,500 tokens
     converse(session, 9)

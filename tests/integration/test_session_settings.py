@@ -16,24 +16,10 @@ from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
 from contextmgr.services.compression import compression_run, session_effective_limits
 from contextmgr.services.goals import decision_record, goal_checkpoint_set, goal_create
 from contextmgr.services.session_settings import session_set_context_settings
+from tests.factories import settings_form as form
 from tests.support.model_server import SERVED_MODEL
 
 pytestmark = pytest.mark.django_db
-
-
-def form(**changes):
-    values = {
-        "compression_enabled": "1",
-        "strategy": "summarize",
-        "preserve_recent": "2048",
-        "summary_max_tokens": "1024",
-        "summary_model": "",
-        "snapshots_enabled": "1",
-        "auto_create": "1",
-        "auto_threshold": "0.8",
-    }
-    values.update(changes)
-    return {k: v for k, v in values.items() if v is not None}
 
 
 def test_settings_are_saved_from_the_form_and_used(chat_session, owner_client):

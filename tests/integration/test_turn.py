@@ -22,14 +22,14 @@ from contextmgr.models import Checkpoint, ContextEvent, Goal
 from contextmgr.selectors import session_budget, session_context
 from contextmgr.services.compression import CompressionOutcome, compression_wait
 from contextmgr.services.goals import goal_create
-from tests.factories import LOGIN_ANSWER, LOGIN_QUESTION
+from tests.factories import GREEDY_REPLIES, LOGIN_ANSWER, LOGIN_QUESTION
 from tests.support.model_server import SERVED_MODEL
 from tests.support.timing import scaled
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=24)
+@override_settings(OLLM_CONTEXT_DEFAULTS=GREEDY_REPLIES, OLLM_REPLY_MAX_TOKENS=24)
 async def test_a_turn_streams_and_stores_both_messages(small_session, embedded_gateway):
     deltas: list[str] = []
 
@@ -50,7 +50,7 @@ async def test_a_turn_streams_and_stores_both_messages(small_session, embedded_g
     assert outcome.cut_by_cap == (outcome.assistant_message.done_reason == "length")
 
 
-@override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=8)
+@override_settings(OLLM_CONTEXT_DEFAULTS=GREEDY_REPLIES, OLLM_REPLY_MAX_TOKENS=8)
 async def test_markers_that_cannot_be_applied_do_not_fail_a_stored_reply(small_session, embedded_gateway, monkeypatch):
     def broken(**options):
         raise ValidationError({"description": "too long"})
@@ -63,7 +63,7 @@ async def test_markers_that_cannot_be_applied_do_not_fail_a_stored_reply(small_s
     assert outcome.context.budget.active_tokens == outcome.user_message.tokens + outcome.assistant_message.tokens
 
 
-@override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=4)
+@override_settings(OLLM_CONTEXT_DEFAULTS=GREEDY_REPLIES, OLLM_REPLY_MAX_TOKENS=4)
 async def test_a_reply_cut_by_the_cap_says_so(small_session, embedded_gateway):
     outcome = await turn_run(
         session_id=small_session.pk, content="Describe the history of Rome.", gateway=embedded_gateway
@@ -89,7 +89,7 @@ async def test_with_compression_off_an_overflowing_message_is_refused_but_kept(u
     assert [m.content async for m in Message.objects.filter(session=session)] == [earlier.content, text]
 
 
-@override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=16)
+@override_settings(OLLM_CONTEXT_DEFAULTS=GREEDY_REPLIES, OLLM_REPLY_MAX_TOKENS=16)
 async def test_a_message_larger_than_the_context_is_kept_in_the_history_only(small_session, embedded_gateway):
     await turn_run(session_id=small_session.pk, content="Where do tides come from?", gateway=embedded_gateway)
     text = "A very long paste. " * 500
@@ -131,7 +131,9 @@ async def test_a_compression_that_fails_even_extractively_keeps_the_message_in_t
     assert not stored.excluded_from_context  # Retry can still answer it
 
 
-@override_settings(OLLM_COMPRESSION_TURN_WAIT_SECONDS=0.3, OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=8)
+@override_settings(
+    OLLM_COMPRESSION_TURN_WAIT_SECONDS=0.3, OLLM_CONTEXT_DEFAULTS=GREEDY_REPLIES, OLLM_REPLY_MAX_TOKENS=8
+)
 async def test_a_turn_that_waited_its_fill_for_a_running_compression_makes_room_extractively(
     small_session, embedded_gateway
 ):
@@ -175,7 +177,7 @@ def _fresh_context(session_id):
     return session_context(session=Session.objects.get(pk=session_id))
 
 
-@override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=12)
+@override_settings(OLLM_CONTEXT_DEFAULTS=GREEDY_REPLIES, OLLM_REPLY_MAX_TOKENS=12)
 async def test_the_turns_context_is_what_a_fresh_read_finds(small_session, embedded_gateway):
     await sync_to_async(message_create)(session=small_session, role="user", content="Some background. " * 20)
     outcome = await turn_run(session_id=small_session.pk, content="What is a context window?", gateway=embedded_gateway)
@@ -184,7 +186,7 @@ async def test_the_turns_context_is_what_a_fresh_read_finds(small_session, embed
     assert fresh.budget.active_tokens == sum([m.tokens async for m in Message.objects.filter(session=small_session)])
 
 
-@override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=12)
+@override_settings(OLLM_CONTEXT_DEFAULTS=GREEDY_REPLIES, OLLM_REPLY_MAX_TOKENS=12)
 async def test_a_goal_set_while_the_reply_streams_shows_in_the_turns_context(small_session, embedded_gateway):
     async def set_goal(delta: str) -> None:
         if not await Goal.objects.filter(session=small_session).aexists():
@@ -195,7 +197,7 @@ async def test_a_goal_set_while_the_reply_streams_shows_in_the_turns_context(sma
     assert outcome.context == await sync_to_async(_fresh_context)(small_session.pk)
 
 
-@override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=12)
+@override_settings(OLLM_CONTEXT_DEFAULTS=GREEDY_REPLIES, OLLM_REPLY_MAX_TOKENS=12)
 async def test_a_message_leaving_the_context_while_the_reply_streams_shows_in_the_turns_context(
     small_session, embedded_gateway
 ):
@@ -212,7 +214,7 @@ async def test_a_message_leaving_the_context_while_the_reply_streams_shows_in_th
     assert outcome.context == await sync_to_async(_fresh_context)(small_session.pk)
 
 
-@override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=12)
+@override_settings(OLLM_CONTEXT_DEFAULTS=GREEDY_REPLIES, OLLM_REPLY_MAX_TOKENS=12)
 async def test_a_context_size_changed_while_the_reply_streams_shows_in_the_turns_context(
     small_session, embedded_gateway
 ):
@@ -249,7 +251,7 @@ def _summarizer_fails(how: str, embedded_backend, fake_ollama, closed_port_url) 
 
 
 @pytest.mark.parametrize(("how", "error"), [("unreachable", "BackendUnavailable"), ("timeout", "LLMTimeout")])
-@override_settings(OLLM_CHAT_TEMPERATURE=0.0, OLLM_REPLY_MAX_TOKENS=8, OLLM_COMPRESSION_RETRY_SECONDS="")
+@override_settings(OLLM_CONTEXT_DEFAULTS=GREEDY_REPLIES, OLLM_REPLY_MAX_TOKENS=8, OLLM_COMPRESSION_RETRY_SECONDS="")
 async def test_a_turn_whose_summaries_fail_makes_room_extractively_and_answers(
     small_session, embedded_backend, fake_ollama, closed_port_url, use_gateway, how, error
 ):

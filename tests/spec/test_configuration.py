@@ -24,10 +24,19 @@ from tests.factories import converse, created, event_types, small_session, until
 
 def test_default_values():
     """Spec: "const DEFAULT_CONFIG = { compression: { enabled: true, strategy: 'summarize', preserveRecent: 2048,
-    summaryMaxTokens: 1024, }, snapshots: { enabled: true, autoCreate: true, autoThreshold: 0.8, // 80% ... } }"."""
+    summaryMaxTokens: 1024, }, snapshots: { enabled: true, autoCreate: true, autoThreshold: 0.8, // 80% ... } }".
+    ``sampling`` is this product's addition (docs/conformance.md): unset, every value is the model server's."""
     assert DEFAULT_CONFIG.as_mapping() == {
         "compression": {"enabled": True, "strategy": "summarize", "preserve_recent": 2048, "summary_max_tokens": 1024},
         "snapshots": {"enabled": True, "auto_create": True, "auto_threshold": 0.8},
+        "sampling": {
+            "temperature": None,
+            "top_k": None,
+            "top_p": None,
+            "repeat_penalty": None,
+            "repeat_last_n": None,
+            "seed": None,
+        },
     }
     assert context_config_from_mapping(None) == DEFAULT_CONFIG
 

@@ -3,6 +3,7 @@ drop-in endpoint's, whose clients talk HTTP to it as they would to Ollama."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -12,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.factories import E2E_PASSWORD, E2E_USERNAME
+from tests.factories import E2E_PASSWORD, E2E_USERNAME, GREEDY_REPLIES
 from tests.support.model_server import ModelServerProcess, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,7 +30,7 @@ def server_env(work: Path, model_server: ModelServerProcess, *, reply_max_tokens
         "DATABASE_URL": f"sqlite:///{work / 'e2e.sqlite3'}",
         "OLLM_LLM_BACKEND": "embedded",
         "OLLM_MODEL_SERVER_URL": model_server.url,
-        "OLLM_CHAT_TEMPERATURE": "0",
+        "OLLM_CONTEXT_DEFAULTS": json.dumps(GREEDY_REPLIES),
     }
     if reply_max_tokens is not None:
         env["OLLM_REPLY_MAX_TOKENS"] = str(reply_max_tokens)

@@ -21,7 +21,7 @@ import psycopg
 import pytest
 import redis
 
-from tests.factories import LEASE_SECONDS, SYSTEM_PASSWORD, SYSTEM_USERNAME, Stack, seed, stack_start
+from tests.factories import GREEDY_REPLIES, LEASE_SECONDS, SYSTEM_PASSWORD, SYSTEM_USERNAME, Stack, seed, stack_start
 from tests.support.model_server import SERVED_MODEL, ModelServerProcess
 from tests.system.support import PYTHON, ROOT, sql
 
@@ -113,7 +113,7 @@ def base_env(services: Services, system_db: str, fake_llm: ModelServerProcess, l
             "OLLAMA_HOST": fake_llm.url,
             # Fifty replies queue for the one model of the stand-in: the last waits a minute or more.
             "OLLAMA_TIMEOUT": "300",
-            "OLLM_CHAT_TEMPERATURE": "0",
+            "OLLM_CONTEXT_DEFAULTS": json.dumps(GREEDY_REPLIES),
             "OLLM_REPLY_MAX_TOKENS": "6",
             "OLLM_MODEL_CONTEXT_OVERRIDES": json.dumps(SMALL_CONTEXT),
             "OLLM_COMPRESSION_LEASE_SECONDS": str(LEASE_SECONDS),

@@ -8,6 +8,7 @@ from contextmgr.core.config import (
     DEFAULT_CONFIG,
     CompressionConfig,
     ConfigError,
+    SamplingConfig,
     SessionLimits,
     SnapshotConfig,
     auto_snapshot_due,
@@ -18,6 +19,7 @@ from contextmgr.core.config import (
     preserve_recent_limit,
     reply_max_tokens,
     rollover_target_tokens,
+    sampling_config,
     session_limits,
     summary_max_tokens_limit,
 )
@@ -27,6 +29,14 @@ def test_defaults_are_the_specs():
     assert DEFAULT_CONFIG.as_mapping() == {
         "compression": {"enabled": True, "strategy": "summarize", "preserve_recent": 2048, "summary_max_tokens": 1024},
         "snapshots": {"enabled": True, "auto_create": True, "auto_threshold": 0.8},
+        "sampling": {
+            "temperature": None,
+            "top_k": None,
+            "top_p": None,
+            "repeat_penalty": None,
+            "repeat_last_n": None,
+            "seed": None,
+        },
     }
     assert context_config_from_mapping(None) == DEFAULT_CONFIG
 
@@ -36,6 +46,49 @@ def test_partial_override_keeps_the_other_defaults():
     assert config.compression.strategy == "truncate"
     assert config.compression.preserve_recent == 2048
     assert config.snapshots.auto_threshold == 1.0
+
+
+def test_sampling_is_the_servers_unless_set_and_a_session_may_set_a_value_back_to_it():
+    assert DEFAULT_CONFIG.sampling == SamplingConfig()
+    base = context_config_from_mapping({"sampling": {"temperature": 0.7, "top_k": 20}})
+    config = context_config_from_mapping({"sampling": {"temperature": None, "repeat_penalty": 1.2}}, base=base)
+    assert config.sampling == SamplingConfig(temperature=None, top_k=20, repeat_penalty=1.2)
+    assert isinstance(context_config_from_mapping({"sampling": {"temperature": 1}}).sampling.temperature, float)
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        (
+            {"temperature": 2.5},
+            "sampling.temperature must be a number from 0 to 2 (or null: the model's default), not 2.5",
+        ),
+        ({"temperature": -0.1}, "sampling.temperature must be a number from 0 to 2"),
+        ({"temperature": "hot"}, "sampling.temperature must be a number from 0 to 2"),
+        ({"repeat_penalty": 0.4}, "sampling.repeat_penalty must be a number from 0.5 to 2"),
+        ({"repeat_penalty": True}, "sampling.repeat_penalty must be a number from 0.5 to 2"),
+        ({"top_p": 1.5}, "sampling.top_p must be a number from 0 to 1"),
+        ({"top_k": -1}, "sampling.top_k must be a whole number of 0 or more"),
+        ({"top_k": 2.5}, "sampling.top_k must be a whole number of 0 or more"),
+        ({"repeat_last_n": -2}, "sampling.repeat_last_n must be a whole number of -1 or more"),
+        ({"seed": "x"}, "sampling.seed must be a whole number of -1 or more"),
+        ({"temprature": 1}, "sampling has unknown settings: temprature"),
+    ],
+)
+def test_sampling_values_are_checked(given, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        context_config_from_mapping({"sampling": given})
+
+
+def test_a_requests_sampling_options_are_read_among_its_other_options():
+    options = {"num_ctx": 2048, "temperature": 0, "top_k": 10, "top_p": 0.5, "repeat_penalty": 1.3,
+               "repeat_last_n": -1, "seed": 7, "mirostat": 2}  # fmt: skip
+    assert sampling_config(options, where="options") == SamplingConfig(0.0, 10, 0.5, 1.3, -1, 7)
+    assert sampling_config({}, where="options") == SamplingConfig()
+    with pytest.raises(ConfigError, match=re.escape("options.top_p must be a number from 0 to 1")):
+        sampling_config({"top_p": 2}, where="options")
+    with pytest.raises(ConfigError, match=re.escape("seed must be a whole number of -1 or more")):
+        sampling_config({"seed": 0.5}, where="")
 
 
 def test_override_over_a_custom_base():
