@@ -18,6 +18,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from chat.models import DEFAULT_CONTEXT_SIZE, Message, Session
+from chat.sampling import sampling_requested
 from chat.selectors import model_availability, model_facts, session_for_client_history, session_for_owner
 from chat.services import (
     NewMessage,
@@ -29,7 +30,8 @@ from chat.services import (
 )
 from chat.turn import OnDelta, TurnOutcome, message_counter, turn_retry, turn_run
 from contextmgr.core.client_history import ClientRequest, context_size_for
-from contextmgr.llm import Gateway, get_gateway
+from contextmgr.llm import Gateway, Sampling, get_gateway
+from contextmgr.llm.types import SERVER_DEFAULTS
 from contextmgr.resources import context_profiles
 
 
@@ -149,12 +151,17 @@ def _session_from_request(
 
 
 async def conversation_reply(
-    *, conversation: Conversation, gateway: Gateway | None = None, on_delta: OnDelta | None = None
+    *,
+    conversation: Conversation,
+    sampling: Sampling = SERVER_DEFAULTS,
+    gateway: Gateway | None = None,
+    on_delta: OnDelta | None = None,
 ) -> TurnOutcome:
     """Answer the request's new message as the chat page does (``turn_run``: stored first, then the
     reply from the managed prompt; ``turn_retry`` when it is stored already), then remember the history
     the client holds: with the reply, or with the part of it the client had when it went away, or
     without one (the same request repeated answers the stored message). Raises what the turn raises.
+    ``sampling``: what the request sets of it, over the session's settings for this reply only.
 
     Precondition: the session was claimed for this request (``conversation_resolve``)."""
     request, session_id = conversation.request, conversation.session.pk
@@ -166,10 +173,13 @@ async def conversation_reply(
             await on_delta(delta)
 
     try:
-        if conversation.retry:
-            outcome = await turn_retry(session_id=session_id, gateway=gateway, on_delta=hear)
-        else:
-            outcome = await turn_run(session_id=session_id, content=request.new_message, gateway=gateway, on_delta=hear)
+        with sampling_requested(sampling):
+            if conversation.retry:
+                outcome = await turn_retry(session_id=session_id, gateway=gateway, on_delta=hear)
+            else:
+                outcome = await turn_run(
+                    session_id=session_id, content=request.new_message, gateway=gateway, on_delta=hear
+                )
     except BaseException as exc:
         partial = "".join(heard)
         if isinstance(exc, asyncio.CancelledError) and partial.strip():

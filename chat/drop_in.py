@@ -14,6 +14,7 @@ import json
 import logging
 from collections.abc import AsyncGenerator, Callable
 from contextlib import suppress
+from dataclasses import asdict
 from functools import wraps
 from typing import Any
 from uuid import UUID
@@ -27,7 +28,8 @@ from accounts.services import api_token_authenticate
 from chat.conversations import Conversation, conversation_reply
 from chat.turn import ModelUnavailable, TurnOutcome
 from contextmgr.core.client_history import ClientHistoryError
-from contextmgr.llm.types import BackendUnavailable, ContextOverflow, LLMError, LLMTimeout
+from contextmgr.core.config import ConfigError, sampling_config
+from contextmgr.llm.types import BackendUnavailable, ContextOverflow, LLMError, LLMTimeout, Sampling
 
 logger = logging.getLogger(__name__)
 # Names the session a request continues; every answer names the session it went to.
@@ -98,6 +100,15 @@ def num_ctx_of(value: Any, where: str) -> int | None:
     return value
 
 
+def sampling_of(values: dict[str, Any], where: str) -> Sampling:
+    """The sampling options among ``values`` (a request's options; ``where``: the object they came in,
+    "" for the body itself), checked as a session's settings are; what they leave out is the session's."""
+    try:
+        return Sampling(**asdict(sampling_config(values, where=where)))
+    except ConfigError as exc:
+        raise DropInError(400, f"{exc}.") from exc
+
+
 def requested_session(request: HttpRequest) -> UUID | None:
     """The session the X-OLLM-Session header names, if it does."""
     value = request.headers.get(SESSION_HEADER, "").strip()
@@ -145,8 +156,9 @@ class ReplyStream:
     the turn failed (the user's message is stored by then). A client that goes away cancels the
     turn, which keeps the part of the reply it had (``turn_run``)."""
 
-    def __init__(self, conversation: Conversation) -> None:
+    def __init__(self, conversation: Conversation, sampling: Sampling) -> None:
         self.conversation = conversation
+        self.sampling = sampling
         self.outcome: TurnOutcome | None = None
         self.error: tuple[int, str] | None = None
 
@@ -156,7 +168,9 @@ class ReplyStream:
         async def on_delta(delta: str) -> None:
             await queue.put(delta)
 
-        task = asyncio.create_task(conversation_reply(conversation=self.conversation, on_delta=on_delta))
+        task = asyncio.create_task(
+            conversation_reply(conversation=self.conversation, sampling=self.sampling, on_delta=on_delta)
+        )
         task.add_done_callback(lambda _: queue.put_nowait(None))
         try:
             while (delta := await queue.get()) is not None:

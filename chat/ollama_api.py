@@ -21,7 +21,7 @@ from django.urls import path
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from chat.conversations import Conversation, conversation_reply, conversation_resolve
+from chat.conversations import conversation_reply, conversation_resolve
 from chat.drop_in import (
     SESSION_HEADER,
     DropInError,
@@ -30,13 +30,14 @@ from chat.drop_in import (
     json_body,
     num_ctx_of,
     requested_session,
+    sampling_of,
     token_required,
 )
 from chat.selectors import models_available
 from chat.turn import TurnOutcome
 from contextmgr.core.client_history import ClientMessage, client_request
 from contextmgr.core.times import iso_millis
-from contextmgr.llm.types import ModelInfo
+from contextmgr.llm.types import ModelInfo, Sampling
 
 # The version of Ollama's API these shapes follow; clients ask it before using newer fields.
 OLLAMA_API_VERSION = "0.12.0"
@@ -94,15 +95,15 @@ def _text(value: Any, what: str) -> str:
     return value
 
 
-def _options(body: dict[str, Any]) -> int | None:
-    """The request's num_ctx; unsupported inputs are refused, not silently dropped."""
+def _options(body: dict[str, Any]) -> tuple[int | None, Sampling]:
+    """The request's num_ctx and sampling options; unsupported inputs are refused, not silently dropped."""
     for field in ("tools", "format"):
         if body.get(field):
             raise DropInError(400, f"{field!r} is not supported by ollm-site's managed context.")
     options = body.get("options") or {}
     if not isinstance(options, dict):
         raise DropInError(400, "options must be an object.")
-    return num_ctx_of(options.get("num_ctx"), "options.num_ctx")
+    return num_ctx_of(options.get("num_ctx"), "options.num_ctx"), sampling_of(options, "options")
 
 
 def _messages(body: dict[str, Any]) -> list[ClientMessage]:
@@ -145,7 +146,7 @@ def _answer(
     model = _text(body.get("model"), "model").strip()
     if not model:
         raise DropInError(400, "model is required.")
-    num_ctx = _options(body)
+    num_ctx, sampling = _options(body)
     conversation = conversation_resolve(
         owner=user,
         model=model,
@@ -161,18 +162,19 @@ def _answer(
         return {"response": text}
 
     if body.get("stream", True) is False:
-        outcome = async_to_sync(conversation_reply)(conversation=conversation)
+        outcome = async_to_sync(conversation_reply)(conversation=conversation, sampling=sampling)
         response: HttpResponseBase = JsonResponse(
             {**_final(outcome, model), **piece(outcome.assistant_message.content)}
         )
     else:
-        response = StreamingHttpResponse(_ndjson(conversation, model, piece), content_type="application/x-ndjson")
+        response = StreamingHttpResponse(
+            _ndjson(ReplyStream(conversation, sampling), model, piece), content_type="application/x-ndjson"
+        )
     response[SESSION_HEADER] = str(conversation.session.pk)
     return response
 
 
-async def _ndjson(conversation: Conversation, model: str, piece: Any) -> AsyncIterator[bytes]:
-    stream = ReplyStream(conversation)
+async def _ndjson(stream: ReplyStream, model: str, piece: Any) -> AsyncIterator[bytes]:
     async with aclosing(stream.deltas()) as deltas:
         async for delta in deltas:
             yield _line({"model": model, "created_at": _now(), **piece(delta), "done": False})

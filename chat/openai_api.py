@@ -20,7 +20,7 @@ from django.http.response import HttpResponseBase
 from django.urls import path
 from django.views.decorators.http import require_GET, require_POST
 
-from chat.conversations import Conversation, conversation_reply, conversation_resolve
+from chat.conversations import conversation_reply, conversation_resolve
 from chat.drop_in import (
     SESSION_HEADER,
     DropInError,
@@ -29,6 +29,7 @@ from chat.drop_in import (
     json_body,
     num_ctx_of,
     requested_session,
+    sampling_of,
     token_required,
 )
 from chat.selectors import models_available
@@ -112,6 +113,9 @@ def chat_completions(request: HttpRequest, user: Any) -> HttpResponseBase:
     response_format = body.get("response_format")
     if response_format not in (None, {"type": "text"}):
         raise DropInError(400, "'response_format' other than text is not supported by ollm-site's managed context.")
+    # OpenAI's sampling fields that mean what Ollama's of the same name do; its frequency and presence
+    # penalties subtract from a token's logit, which Ollama's repeat_penalty does not: they are not applied.
+    sampling = sampling_of({name: body.get(name) for name in ("temperature", "top_p", "seed")}, "")
     conversation = conversation_resolve(
         owner=user,
         model=model.strip(),
@@ -126,11 +130,12 @@ def chat_completions(request: HttpRequest, user: Any) -> HttpResponseBase:
         options = body.get("stream_options") or {}
         usage = isinstance(options, dict) and bool(options.get("include_usage"))
         response: HttpResponseBase = StreamingHttpResponse(
-            _events(conversation, model, completion_id, usage=usage), content_type="text/event-stream"
+            _events(ReplyStream(conversation, sampling), model, completion_id, usage=usage),
+            content_type="text/event-stream",
         )
         response["Cache-Control"] = "no-cache"
     else:
-        outcome = async_to_sync(conversation_reply)(conversation=conversation)
+        outcome = async_to_sync(conversation_reply)(conversation=conversation, sampling=sampling)
         response = JsonResponse({
             "id": completion_id,
             "object": "chat.completion",
@@ -148,7 +153,7 @@ def chat_completions(request: HttpRequest, user: Any) -> HttpResponseBase:
     return response
 
 
-async def _events(conversation: Conversation, model: str, completion_id: str, *, usage: bool) -> AsyncIterator[bytes]:
+async def _events(stream: ReplyStream, model: str, completion_id: str, *, usage: bool) -> AsyncIterator[bytes]:
     created = int(time.time())
 
     def chunk(delta: dict[str, str], finish_reason: str | None = None) -> bytes:
@@ -158,7 +163,6 @@ async def _events(conversation: Conversation, model: str, completion_id: str, *,
             "choices": [choice],
         })  # fmt: skip
 
-    stream = ReplyStream(conversation)
     yield chunk({"role": "assistant", "content": ""})
     async with aclosing(stream.deltas()) as deltas:
         async for delta in deltas:

@@ -18,7 +18,7 @@ import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
 from contextmgr.llm.embedded import MODEL_NAME
-from tests.factories import E2E_PASSWORD, E2E_USERNAME
+from tests.factories import E2E_PASSWORD, E2E_USERNAME, sampled_options
 from tests.support.live_server import manage, serve
 from tests.support.model_server import ModelServerProcess
 from tests.support.timing import scaled
@@ -250,3 +250,31 @@ def test_a_stream_refused_before_it_starts_answers_in_the_clients_error(drop_in)
         openai.OpenAI(base_url=f"{drop_in.url}/v1", api_key=drop_in.token, max_retries=0).chat.completions.create(
             model="no-such-model", messages=[{"role": "user", "content": "Hi"}], stream=True
         )
+
+
+def test_each_clients_sampling_reaches_the_model_for_its_request_only(drop_in, model_server):
+    """Streamed replies too: the ollama client's ``options`` and the openai client's temperature, top_p and
+    seed are what the model samples that reply with; the next request has the session's again (the test
+    server's: greedy)."""
+    ollama_client = ollama.Client(host=f"{drop_in.url}/ollama", headers={"Authorization": f"Bearer {drop_in.token}"})
+    asked = {"temperature": 0.9, "top_k": 7, "top_p": 0.6, "repeat_penalty": 1.2, "repeat_last_n": 32, "seed": 11}
+    model_server.behaviour.requests.clear()
+    history = [{"role": "user", "content": "Name a colour."}]
+    chunks = list(ollama_client.chat(model=MODEL_NAME, messages=history, stream=True, options=asked))
+    history += [
+        {"role": "assistant", "content": "".join(str(chunk.message.content) for chunk in chunks)},
+        {"role": "user", "content": "Another one."},
+    ]
+    list(ollama_client.chat(model=MODEL_NAME, messages=history, stream=True))
+    openai_client = openai.OpenAI(base_url=f"{drop_in.url}/v1", api_key=drop_in.token, max_retries=0)
+    stream = openai_client.chat.completions.create(
+        model=MODEL_NAME,
+        messages=[{"role": "user", "content": "Name a fruit."}],
+        stream=True,
+        temperature=1.1,
+        top_p=0.7,
+        seed=5,
+        frequency_penalty=0.5,
+    )
+    list(stream)
+    assert sampled_options(model_server) == [asked, {"temperature": 0.0}, {"temperature": 1.1, "top_p": 0.7, "seed": 5}]
