@@ -6,3 +6,8 @@ from django.apps import AppConfig
 class AccountsConfig(AppConfig):
     name = "accounts"
     verbose_name = "Accounts and API tokens"
+
+    def ready(self) -> None:
+        from accounts import signals
+
+        signals.connect()

@@ -1,9 +1,10 @@
-"""Writes to accounts: the first account from the browser, and API tokens (create, revoke, and the
-use that authenticates a request)."""
+"""Writes to accounts: the first account from the browser, API tokens (create, revoke, and the
+use that authenticates a request), and the end of a login's open chat sockets."""
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import secrets
 from datetime import timedelta
 from typing import Any
@@ -16,6 +17,9 @@ from django.utils import timezone
 
 from accounts.models import MAX_TOKEN_NAME_LENGTH, ApiToken
 from contextmgr.core.text import storable_text
+from contextmgr.services.events import group_send
+
+logger = logging.getLogger(__name__)
 
 # A request with a token refreshes ``last_used_at`` at most this often, so a busy
 # script does not turn every read into a write.
@@ -76,6 +80,12 @@ def api_token_revoke(*, token: ApiToken) -> ApiToken:
 
 def api_token_authenticate(*, raw: str) -> Any | None:
     """The active user of a live token, or None; records when the token was last used."""
+    token = api_token_use(raw=raw)
+    return token.user if token is not None else None
+
+
+def api_token_use(*, raw: str) -> ApiToken | None:
+    """The live token ``raw`` is, of an active user (``user`` loaded), or None; records when it was last used."""
     token = (
         ApiToken.objects.select_related("user")
         .filter(token_hash=token_hash(raw), revoked_at__isnull=True, user__is_active=True)
@@ -89,4 +99,30 @@ def api_token_authenticate(*, raw: str) -> Any | None:
         ApiToken.objects.filter(
             Q(pk=token.pk) & (Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_PRECISION))
         ).update(last_used_at=now)
-    return token.user
+    return token
+
+
+@transaction.atomic
+def api_token_tasks_set(*, token: ApiToken, apart: bool) -> ApiToken:
+    """Whether the background tasks of the token's client are answered apart, without a session
+    (``chat.client_tasks``), or as turns of sessions of their own. Precondition: the caller owns ``token``."""
+    if token.tasks_apart != apart:
+        token.tasks_apart = apart
+        token.save(update_fields=["tasks_apart"])
+    return token
+
+
+def user_group(user_id: int) -> str:
+    """The channel-layer group of a user's open chat sockets (``chat.consumers``)."""
+    return f"user-{user_id}"
+
+
+def user_sockets_recheck(*, user_id: int, logged_out_session: str | None = None) -> None:
+    """Tell the user's open chat sockets their login may have ended, so they close (4401) at once rather than
+    at their next frame: those of ``logged_out_session`` (the Django session a logout ends) do, and every other
+    one checks its own session afresh (a password change or a deactivation ends it; another browser's logout
+    does not)."""
+    try:
+        group_send(user_group(user_id), {"type": "login.ended", "session_key": logged_out_session})
+    except Exception:  # the sockets still end at their next frame
+        logger.exception("could not tell the open sockets of user %s that a login ended", user_id)

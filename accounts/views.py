@@ -17,8 +17,15 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
-from accounts.selectors import accounts_exist, tokens_for_user
-from accounts.services import AccountsExist, api_token_create, api_token_revoke, first_account_create
+from accounts.selectors import accounts_exist, tokens_for_user, tokens_with_usage
+from accounts.services import (
+    AccountsExist,
+    api_token_create,
+    api_token_revoke,
+    api_token_tasks_set,
+    first_account_create,
+)
+from chat.selectors import client_tasks_recent
 
 # The session key that carries a new token from the POST that made it to the one GET that shows it.
 NEW_TOKEN_SESSION_KEY = "accounts_new_api_token"
@@ -45,7 +52,13 @@ def tokens(request: HttpRequest) -> HttpResponse:
             request.session[NEW_TOKEN_SESSION_KEY] = {"name": token.name, "raw": raw}
             return redirect("accounts:tokens")
     created = request.session.pop(NEW_TOKEN_SESSION_KEY, None) if request.method == "GET" else None
-    context = {"tokens": tokens_for_user(user=request.user), "created": created, "error": error}
+    context = {
+        "tokens": tokens_with_usage(user=request.user),
+        "tasks": client_tasks_recent(user=request.user),
+        "loopback_user": settings.OLLM_LOOPBACK_USER,
+        "created": created,
+        "error": error,
+    }
     return render(request, "accounts/tokens.html", context, status=status)
 
 
@@ -53,6 +66,15 @@ def tokens(request: HttpRequest) -> HttpResponse:
 @require_POST
 def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
     api_token_revoke(token=get_object_or_404(tokens_for_user(user=request.user), pk=token_id))
+    return redirect("accounts:tokens")
+
+
+@login_required
+@require_POST
+def token_tasks(request: HttpRequest, token_id: int) -> HttpResponse:
+    """Keep the background tasks of the token's client apart (``apart=on``), or make them sessions."""
+    token = get_object_or_404(tokens_for_user(user=request.user), pk=token_id)
+    api_token_tasks_set(token=token, apart=request.POST.get("apart") == "on")
     return redirect("accounts:tokens")
 
 

@@ -17,7 +17,7 @@ from channels.testing import HttpCommunicator, WebsocketCommunicator
 from django.test import Client
 
 from accounts.services import api_token_create
-from contextmgr.llm import GREEDY, ChatMessage, ChatResult, ChatStream
+from contextmgr.llm import GREEDY, ChatMessage, ChatRequest, ChatResult, ChatStream
 from contextmgr.llm.embedded import EmbeddedBackend
 from ollm_site.asgi import application
 
@@ -78,12 +78,17 @@ async def ws_turn(communicator: WebsocketCommunicator, content: str) -> Timed:
 
 
 async def direct_turn(
-    chat: Callable[..., ChatStream], messages: Sequence[ChatMessage], *, model: str, num_ctx: int, max_tokens: int
+    chat: Callable[[ChatRequest], ChatStream],
+    messages: Sequence[ChatMessage],
+    *,
+    model: str,
+    num_ctx: int,
+    max_tokens: int,
 ) -> tuple[Timed, ChatResult]:
     """The same prompt straight to the backend object the app uses (its ``chat``), the reply read to the end."""
     started = time.perf_counter()
     token_times = []
-    stream = chat(messages, model=model, num_ctx=num_ctx, max_tokens=max_tokens, sampling=GREEDY)
+    stream = chat(ChatRequest(messages, model=model, num_ctx=num_ctx, max_tokens=max_tokens, sampling=GREEDY))
     try:
         async for _delta in stream:
             token_times.append(time.perf_counter())
@@ -105,9 +110,9 @@ class RecordingBackend:
         self._chat = backend.chat
         backend.chat = self._record  # type: ignore[method-assign]
 
-    def _record(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatStream:
-        self.calls.append(list(messages))
-        self._last = self._chat(messages, **kwargs)
+    def _record(self, request: ChatRequest) -> ChatStream:
+        self.calls.append(list(request.messages))
+        self._last = self._chat(request)
         return self._last
 
     @property
@@ -116,7 +121,7 @@ class RecordingBackend:
         return self._last.result if self._last is not None else None
 
     @property
-    def direct(self) -> Callable[..., ChatStream]:
+    def direct(self) -> Callable[[ChatRequest], ChatStream]:
         """The backend's own ``chat``, unrecorded."""
         return self._chat
 

@@ -41,7 +41,7 @@ from report import Report  # noqa: E402
 
 from chat.models import Message, Session  # noqa: E402
 from chat.services import session_create  # noqa: E402
-from chat.turn import turn_run  # noqa: E402
+from chat.turn import TurnSend, turn_take  # noqa: E402
 from contextmgr.llm.embedded import MODEL_NAME, EmbeddedBackend  # noqa: E402
 from contextmgr.llm.gateway import Gateway  # noqa: E402
 from contextmgr.llm.ollama_backend import OllamaBackend  # noqa: E402
@@ -60,15 +60,15 @@ class RecordingGateway(Gateway):
         # Every call, chat turns and summaries alike: (exact prompt tokens, reply cap, num_ctx).
         self.prompts: list[tuple[int, int, int]] = []
 
-    def chat(self, messages, *, model, num_ctx, max_tokens, **kwargs):  # type: ignore[no-untyped-def]
+    def send(self, request, *, on_queued=None):  # type: ignore[no-untyped-def]
         assert self.embedded is not None
-        self.prompts.append((self.embedded.count_prompt_tokens(messages), max_tokens, num_ctx))
-        return super().chat(messages, model=model, num_ctx=num_ctx, max_tokens=max_tokens, **kwargs)
+        self.prompts.append((self.embedded.count_prompt_tokens(request.messages), request.max_tokens, request.num_ctx))
+        return super().send(request, on_queued=on_queued)
 
 
 def conversation(owner, turns: int, size: int, server_url: str) -> str:  # type: ignore[no-untyped-def]
     """Run the conversation at ``size``, print what it shows, and return its row of the report's table."""
-    import contextmgr.services.compression as compression
+    import contextmgr.services.compression_run as compression
 
     gateway = RecordingGateway(EmbeddedBackend(host=server_url))
     compression.get_gateway = lambda: gateway  # type: ignore[assignment,attr-defined]
@@ -85,7 +85,7 @@ def conversation(owner, turns: int, size: int, server_url: str) -> str:  # type:
         for index in range(turns):
             text = f"{index}: explain {TOPICS[index % len(TOPICS)]} in detail."
             t0 = time.perf_counter()
-            async_to_sync(turn_run)(session_id=session.pk, content=text, gateway=gateway)
+            async_to_sync(turn_take)(session_id=session.pk, variant=TurnSend(text), gateway=gateway)
             chat_seconds += time.perf_counter() - t0
     while compression_running(session_id=session.pk):
         time.sleep(0.2)

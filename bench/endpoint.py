@@ -9,7 +9,7 @@ message these ways, in an order that turns from round to round:
 - api: ``POST /api/sessions/{id}/messages`` (the REST API's turn, not streamed);
 - ollama: ``POST /ollama/api/chat`` with ``"stream": false``, the header
   ``X-OLLM-Session`` naming the session and the one new user message (the turn
-  then runs as the REST API's does: ``turn_run``);
+  then runs as the REST API's does: ``turn_take``);
 - ollama-stream: the same request streamed (NDJSON), its first token the first
   line that carries reply text;
 - openai-stream: ``POST /v1/chat/completions`` with ``"stream": true`` (SSE)

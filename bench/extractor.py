@@ -9,7 +9,7 @@ the extractor, ``test/`` only measures it, and the requirement is read on
 - precision: a kept clause is right when it holds at least one annotated fact;
 - tokens: the kept clauses' share of the turn's tokens (what the ledger pays).
 
-The pattern table alone (``core.retention.extract_facts``, bare strings) is
+The pattern table alone (``core.fact_extraction.extract_facts``, bare strings) is
 shown beside it: a fact counts when one of its strings holds the fact.
 
     .venv/bin/python bench/extractor.py
@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from report import Report
 
 from contextmgr.core.clauses import fact_clauses
-from contextmgr.core.retention import extract_facts, normalize
+from contextmgr.core.fact_extraction import extract_facts
+from contextmgr.core.retention import normalize
 from contextmgr.resources import count_text_tokens
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "heldout"

@@ -6,7 +6,7 @@ while any chat turn is in flight, so a turn shares the cores with at most what
 is left of one chunk, instead of waiting for the whole summary (one llama
 context per priority: the turn does not queue behind the summary's context,
 but both compute at once until that chunk ends). This measures that end to end,
-as the app makes the calls: ``Gateway.chat`` on the embedded model, over HTTP
+as the app makes the calls: ``Gateway.send`` on the embedded model, over HTTP
 to a model server of the benchmark's own (default threads, bench/model_server.py).
 
 The turn: the next turn of a running session: a system prompt and a
@@ -65,7 +65,7 @@ from report import Report
 from contextmgr.core.prompts import PromptMessage, build_summary_prompt
 from contextmgr.llm.embedded import MODEL_NAME, EmbeddedBackend
 from contextmgr.llm.gateway import Gateway
-from contextmgr.llm.types import GREEDY, ChatMessage
+from contextmgr.llm.types import GREEDY, ChatMessage, ChatRequest
 
 REQUIRED_RATIO = 2.0
 NUM_CTX = 4096
@@ -133,9 +133,7 @@ async def chat_turn(gateway: Gateway, messages: list[ChatMessage], reply_tokens:
     started = time.perf_counter()
     first: float | None = None
     deltas = []
-    stream = gateway.chat(
-        messages, model=MODEL_NAME, num_ctx=NUM_CTX, max_tokens=reply_tokens, sampling=GREEDY, background=False
-    )
+    stream = gateway.send(ChatRequest(messages, MODEL_NAME, num_ctx=NUM_CTX, max_tokens=reply_tokens, sampling=GREEDY))
     async for delta in stream:
         if first is None:
             first = time.perf_counter()
@@ -147,7 +145,7 @@ async def chat_turn(gateway: Gateway, messages: list[ChatMessage], reply_tokens:
 async def flush_summary_context(gateway: Gateway) -> None:
     """A one-token background request: the summary context then holds nothing of the last summary."""
     await gateway.complete(
-        [ChatMessage("user", "Say OK.")], model=MODEL_NAME, num_ctx=NUM_CTX, max_tokens=1, background=True
+        ChatRequest([ChatMessage("user", "Say OK.")], model=MODEL_NAME, num_ctx=NUM_CTX, max_tokens=1, background=True)
     )
 
 
@@ -155,12 +153,9 @@ async def summary(gateway: Gateway, messages: list[ChatMessage]) -> float:
     """Seconds for the whole summary, as compression asks for it."""
     started = time.perf_counter()
     await gateway.complete(
-        messages,
-        model=MODEL_NAME,
-        num_ctx=NUM_CTX,
-        max_tokens=SUMMARY_MAX_TOKENS,
-        sampling=GREEDY,
-        background=True,
+        ChatRequest(
+            messages, model=MODEL_NAME, num_ctx=NUM_CTX, max_tokens=SUMMARY_MAX_TOKENS, sampling=GREEDY, background=True
+        )
     )
     return time.perf_counter() - started
 

@@ -1,6 +1,6 @@
 """Decode speed of the app's embedded model vs raw llama.cpp at its best thread count on this machine.
 
-The app's path: ``Gateway.chat`` with the embedded model, i.e. the Ollama
+The app's path: ``Gateway.send`` with the embedded model, i.e. the Ollama
 client over HTTP to the bundled model server (``python -m modelserver``, a
 process of its own, at the thread count it picks by default), which runs
 llama.cpp. The raw path: ``llama_cpp.Llama`` on the same GGUF file, loaded in
@@ -47,7 +47,7 @@ from report import Report
 
 from contextmgr.llm.embedded import MODEL_NAME, EmbeddedBackend
 from contextmgr.llm.gateway import Gateway
-from contextmgr.llm.types import GREEDY, ChatMessage
+from contextmgr.llm.types import GREEDY, ChatMessage, ChatRequest
 from modelserver.__main__ import physical_cores
 from modelserver.engine import Engine, Message, bundled_model_path
 
@@ -122,7 +122,7 @@ def engine_reply(engine: Engine, tokens: int) -> Reply:
 
 async def app_reply(gateway: Gateway, tokens: int) -> Reply:
     times = []
-    stream = gateway.chat(MESSAGES, model=MODEL_NAME, num_ctx=N_CTX, max_tokens=tokens, sampling=GREEDY)
+    stream = gateway.send(ChatRequest(MESSAGES, MODEL_NAME, num_ctx=N_CTX, max_tokens=tokens, sampling=GREEDY))
     async for _delta in stream:
         times.append(time.perf_counter())
     return Reply(times, time.perf_counter())

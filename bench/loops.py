@@ -35,7 +35,7 @@ from model_server import BenchModelServer
 from report import Report
 
 from contextmgr.core.repetition import RepeatedPhrase, most_repeated_phrase, repetition
-from contextmgr.llm import ChatMessage, Sampling
+from contextmgr.llm import ChatMessage, ChatRequest, Sampling
 from contextmgr.llm.embedded import MODEL_NAME, EmbeddedBackend
 
 PROMPTS = Path(__file__).resolve().parent / "data" / "loop_prompts.json"
@@ -70,7 +70,9 @@ class Reply:
 
 async def answer(backend: EmbeddedBackend, prompt: str, sampling: Sampling, max_tokens: int) -> tuple[str, int, bool]:
     stream = backend.chat(
-        [ChatMessage("user", prompt)], model=MODEL_NAME, num_ctx=NUM_CTX, max_tokens=max_tokens, sampling=sampling
+        ChatRequest(
+            [ChatMessage("user", prompt)], model=MODEL_NAME, num_ctx=NUM_CTX, max_tokens=max_tokens, sampling=sampling
+        )
     )
     completion = await stream.collect()
     return completion.text, completion.result.completion_tokens, completion.result.done_reason == "length"
@@ -104,7 +106,7 @@ async def run(max_tokens: int) -> int:
     report.print(
         f"{len(prompts)} prompts (bench/data/loop_prompts.json), {MODEL_NAME}, at most {max_tokens} tokens each, "
         f"num_ctx {NUM_CTX}. A reply loops when a {PHRASE_WORDS}-word phrase comes {LOOP_REPEATS} times or more; "
-        "\"most repeats\": the most times one phrase of 5 words or more comes back in a reply; \"detector\": replies "
+        '"most repeats": the most times one phrase of 5 words or more comes back in a reply; "detector": replies '
         "the product's repetition check flags."
     )
     for half in ("test", "tune"):

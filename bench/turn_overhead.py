@@ -46,6 +46,7 @@ import platform
 import random
 import statistics
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,7 @@ from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.test.utils import override_settings  # noqa: E402
 from history import drop_messages_after, last_position, session_with_history  # noqa: E402
+from llama_cpp import Llama  # noqa: E402
 from model_server import BenchModelServer  # noqa: E402
 from report import Report  # noqa: E402
 
@@ -71,8 +73,41 @@ from contextmgr.core.window import chat_messages  # noqa: E402
 from contextmgr.llm import ChatMessage, get_gateway  # noqa: E402
 from contextmgr.llm.embedded import MODEL_NAME, EmbeddedBackend  # noqa: E402
 from contextmgr.selectors import session_window  # noqa: E402
+from modelserver.engine import Engine, bundled_model_path  # noqa: E402
+from modelserver.engine import Message as EngineMessage  # noqa: E402
 
 REQUIRED_RATIO = 1.05
+RAW = "llama.cpp"
+# What the model server samples with when a turn sets only the temperature (Ollama's defaults):
+# llama.cpp straight must pick the same tokens.
+SERVER_SAMPLING: dict[str, Any] = {"top_k": 40, "top_p": 0.9, "min_p": 0.0, "repeat_penalty": 1.1}
+
+
+class RawLlama:
+    """llama.cpp in this process at the model server's thread count: the same prompt tokens (the
+    server's chat template), the same sampling, nothing around it."""
+
+    def __init__(self, threads: int) -> None:
+        self.template = Engine(n_ctx=4096, n_threads=1)
+        self.llama = Llama(
+            model_path=str(bundled_model_path()), n_ctx=4096, n_threads=threads, n_threads_batch=threads, verbose=False
+        )
+
+    def turn(self, prompt: list[ChatMessage], reply_tokens: int) -> tuple[float, int]:
+        """Seconds from the call to the reply's end, and the reply's tokens."""
+        text, stops = self.template.prompt_for([EngineMessage(m.role, m.content) for m in prompt])
+        tokens = list(self.template.prompt_tokens(text))
+        started = time.perf_counter()
+        done: Any = self.llama.create_completion(
+            tokens, max_tokens=reply_tokens, temperature=0.0, stop=stops, seed=1234, **SERVER_SAMPLING
+        )
+        seconds = time.perf_counter() - started
+        # The model server counts every token it sampled, the end-of-text token that stopped the reply
+        # included; llama.cpp's usage leaves that one out.
+        stopped = done["choices"][0]["finish_reason"] == "stop"
+        return seconds, int(done["usage"]["completion_tokens"]) + int(stopped)
+
+
 MESSAGE = "Summarise where we are with the refresh tokens in two sentences."
 
 
@@ -91,7 +126,13 @@ def app_prompt(session: Session, backend: EmbeddedBackend) -> list[ChatMessage]:
 
 
 async def measure(
-    owner: Any, size: int, rounds: int, reply_tokens: int, recorder: RecordingBackend, server: BenchModelServer
+    owner: Any,
+    size: int,
+    rounds: int,
+    reply_tokens: int,
+    recorder: RecordingBackend,
+    server: BenchModelServer,
+    raw: RawLlama,
 ) -> dict[str, Any]:
     gateway = get_gateway()
     counter = gateway.token_counter(MODEL_NAME)
@@ -138,6 +179,11 @@ async def measure(
 
     async def turn(path: str) -> Timed:
         """One path's turn, and the model's own record of the one generation it asked for."""
+        if path == RAW:
+            seconds, tokens = raw.turn(prompt, reply_tokens)
+            replies.append(tokens)
+            model_seconds.append(seconds)
+            return Timed(seconds)
         await sync_to_async(server.clear)()
         timed = await paths[path]()
         served = await sync_to_async(server.wait_served)(1)
@@ -148,7 +194,7 @@ async def measure(
 
     replies: list[int] = []
     model_seconds: list[float] = []
-    paths = {"direct": direct, "api": api, "ws": ws}
+    paths = {"direct": direct, "api": api, "ws": ws, RAW: direct}  # RAW: ``turn`` runs it itself
     for name in paths:  # warm: the prompt's first evaluation, the first render
         await turn(name)
     # The first evaluation of a prompt may pick another reply than the cached ones after it
@@ -176,9 +222,9 @@ async def measure(
     }
 
 
-def round_ratios(times: dict[str, list[float]], path: str) -> list[float]:
-    """The per-round ratios path / direct (the three calls of a round run one after the other)."""
-    return [a / d for a, d in zip(times[path], times["direct"], strict=True)]
+def round_ratios(times: dict[str, list[float]], path: str, *, over: str = "direct") -> list[float]:
+    """The per-round ratios path / ``over`` (the calls of a round run one after the other)."""
+    return [a / d for a, d in zip(times[path], times[over], strict=True)]
 
 
 def app_ratios(times: dict[str, list[float]], model: dict[str, list[float]], path: str) -> list[float]:
@@ -202,19 +248,22 @@ async def run(sizes: list[int], rounds: int, reply_tokens: int, server: BenchMod
     backend = get_gateway().embedded
     assert backend is not None
     recorder = RecordingBackend(backend)
+    raw = RawLlama(server.threads_used())
     results = []
     with override_settings(
         OLLM_REPLY_MAX_TOKENS=reply_tokens, OLLM_CONTEXT_DEFAULTS={"sampling": {"temperature": 0.0}}
     ):
         for size in sizes:
-            results.append(await measure(owner, size, rounds, reply_tokens, recorder, server))
+            results.append(await measure(owner, size, rounds, reply_tokens, recorder, server, raw))
     print(f"\nmachine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
-    report.print(f"== turn time, {MODEL_NAME}, temperature 0, {rounds} rounds of direct, api and ws (order turning)")
+    report.print(
+        f"== turn time, {MODEL_NAME}, temperature 0, {rounds} rounds of direct, api, ws and llama.cpp (order turning)"
+    )
     report.print(
         "| messages | active prompt | reply | path | turn p50 | outside the model p50 | model time vs direct "
-        "| turn ratio (95% interval) | app ratio (95% interval) |"
+        "| turn ratio (95% interval) | vs llama.cpp (95% interval) | app ratio (95% interval) |"
     )
-    report.print("|---:|---:|---:|---|---:|---:|---:|---:|---:|")
+    report.print("|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
     ok = True
     for r in results:
         t, model = r["times"], r["model"]
@@ -225,15 +274,22 @@ async def run(sizes: list[int], rounds: int, reply_tokens: int, server: BenchMod
             )
             row = f"| {r['size']:,} | {r['prompt_tokens']:,} tokens | {r['reply_tokens']} tokens | {path} "
             row += f"| {turn * 1000:,.0f} ms | {outside * 1000:.0f} ms "
+            if path == RAW:
+                report.print(row + "| | | | |")
+                continue
+            raws = round_ratios(t, path, over=RAW)
+            row_raw = f"| {statistics.median(raws):.3f} ({'{:.3f}-{:.3f}'.format(*interval(raws))}) "
             if path == "direct":
-                report.print(row + "| | | |")
+                report.print(row + "| | " + row_raw + "| |")
                 continue
             slower = statistics.median(model[path]) / statistics.median(model["direct"])
             turns, apps = round_ratios(t, path), app_ratios(t, model, path)
             ok = ok and statistics.median(apps) <= REQUIRED_RATIO
             report.print(
-                row + f"| {slower:.3f} | {statistics.median(turns):.3f} ({'{:.3f}-{:.3f}'.format(*interval(turns))}) "
-                f"| {statistics.median(apps):.3f} ({'{:.3f}-{:.3f}'.format(*interval(apps))}) |"
+                row
+                + f"| {slower:.3f} | {statistics.median(turns):.3f} ({'{:.3f}-{:.3f}'.format(*interval(turns))}) "
+                + row_raw
+                + f"| {statistics.median(apps):.3f} ({'{:.3f}-{:.3f}'.format(*interval(apps))}) |"
             )
     report.print(
         "outside the model: the turn's time minus the model's own prompt and generation time (the model server's "
@@ -241,7 +297,9 @@ async def run(sizes: list[int], rounds: int, reply_tokens: int, server: BenchMod
         "the direct call"
     )
     report.print(
-        "turn ratio: median of the per-round ratios path / direct; app ratio: median over the rounds of (the direct "
+        "turn ratio: median of the per-round ratios path / direct; vs llama.cpp: the same over llama.cpp called "
+        "straight in this process at the server's thread count (same prompt tokens, sampling and reply); "
+        "app ratio: median over the rounds of (the direct "
         f"turn + the path's time outside the model) / the direct turn, required <= {REQUIRED_RATIO}"
     )
     report.save()

@@ -5,16 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.admin.views.main import ChangeList
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
-from chat.models import Message, Session
+from chat.models import ClientTask, Message, Session
 from chat.templatetags import chat_extras
 from contextmgr.admin import EventColumns, ReadOnlyInline
+from contextmgr.core.budget import Budget
 from contextmgr.core.reliability import ReliabilityLevel, reliability_level, score_percent
 from contextmgr.models import Checkpoint, ContextEvent, Decision, Goal, Snapshot
 from contextmgr.resources import context_profiles
-from contextmgr.selectors import session_context
+from contextmgr.selectors import session_budget, sessions_budget
 from search.selectors import search_session_ids_all_users
 
 
@@ -114,6 +116,16 @@ class ReliabilityFilter(admin.SimpleListFilter):
         return queryset.filter(reliability_score__gte=low, reliability_score__lt=high)
 
 
+class SessionChangeList(ChangeList):
+    """The page's budgets read together: a budget a row would cost several queries on a 100-row page."""
+
+    def get_results(self, request: HttpRequest) -> None:
+        super().get_results(request)
+        budgets = sessions_budget(sessions=list(self.result_list))
+        for session in self.result_list:
+            session.listed_budget = budgets[session.pk]
+
+
 @admin.register(Session)
 class SessionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = [
@@ -127,6 +139,7 @@ class SessionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         "last_activity",
     ]
     list_filter = ["model", TierFilter, ReliabilityFilter]
+    list_select_related = ["owner"]
     search_fields = ["title", "owner__username", "model", "client"]
     readonly_fields = [
         "id",
@@ -163,6 +176,9 @@ class SessionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     # block's version with every edit, and a snapshot never changes once taken.
     inlines = [GoalInline, SessionDecisionInline, CheckpointInline, SnapshotInline, MessageInline, ContextEventInline]
 
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return SessionChangeList
+
     def has_add_permission(self, request: HttpRequest) -> bool:
         # Sessions are started from the dashboard, which counts tokens and sets the budget.
         return False
@@ -186,7 +202,7 @@ class SessionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     @admin.display(description="context")
     def context(self, obj: Session) -> str:
-        budget = session_context(session=obj).budget
+        budget: Budget = getattr(obj, "listed_budget", None) or session_budget(session=obj)
         return f"{budget.used:,} / {budget.max_tokens:,} tokens"
 
     @admin.display(description="reliability", ordering="reliability_score")
@@ -225,6 +241,22 @@ class MessageAdmin(MessageColumns, admin.ModelAdmin):  # type: ignore[type-arg]
     search_fields = ["content", "session__title"]
     list_select_related = ["session", "compressed_into"]
     readonly_fields = ["context_state"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(ClientTask)
+class ClientTaskAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Background tasks of outside clients (a chat's title, tags, follow-ups), answered without a session."""
+
+    list_display = ["created_at", "owner", "token", "client", "kind", "model", "prompt_tokens", "completion_tokens"]
+    list_filter = ["kind", "client", "model"]
+    search_fields = ["prompt", "response", "owner__username", "client"]
+    list_select_related = ["owner", "token"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -19,9 +19,12 @@ from accounts.auth import api_user
 from chat.archive import session_archive, session_archive_import
 from chat.archive_file import SessionArchive, is_archive
 from chat.export import session_file_build
-from chat.imports import MAX_IMPORT_BYTES, ImportTooLarge, import_throttle, session_file_import, session_file_load
+from chat.file_checks import MAX_IMPORT_BYTES, ImportTooLarge
+from chat.imports import import_throttle, session_file_import, session_file_load
 from chat.models import Message, Session
+from chat.revisions import message_version_choose
 from chat.schemas import (
+    BranchIn,
     ContextSizeOut,
     HostOut,
     ImportConflictOut,
@@ -33,14 +36,23 @@ from chat.schemas import (
     SessionPatch,
     TurnOut,
 )
-from chat.selectors import model_hosts, models_available, session_for_owner, session_history, sessions_for_user
-from chat.services import session_delete, session_start, session_update
+from chat.selectors import (
+    message_of_session,
+    message_versions,
+    model_hosts,
+    models_available,
+    session_for_owner,
+    session_history,
+    sessions_for_user,
+)
+from chat.services import session_branch, session_delete, session_start, session_update
 from chat.session_file import SessionFile
-from chat.turn import turn_run
+from chat.turn import TurnSend, turn_take
 from contextmgr.resources import context_profiles
 from contextmgr.schemas import ContextOut
 from contextmgr.selectors import active_messages, session_context, session_last_event_id
 from contextmgr.services.compression import compression_wait
+from contextmgr.services.events import history_publish
 from ollm_site.pagination import Pages
 
 router = Router(tags=["sessions"])
@@ -186,6 +198,21 @@ def session_patch(request: HttpRequest, session_id: UUID, payload: SessionPatch)
     )
 
 
+@router.post("/sessions/{session_id}/branch", response={201: SessionOut}, summary="Branch a session at a message")
+def session_branch_view(request: HttpRequest, session_id: UUID, payload: BranchIn) -> Any:
+    """A new session (201) that shares this one's history up to a message, named by ``message_id`` or by
+    ``position`` (one of them; 422 for both or neither, 404 for a message the session does not have). It
+    starts from the managed state the session had at that message: the goals with their progress, the
+    decisions, the artifacts and the checkpoints (those of the latest snapshot at or before it when a later
+    compression took messages after it); what was compressed then stays compressed. The session itself is
+    not changed; the branch names it (``parent_id``, ``forked_at_position``)."""
+    session = session_for_owner(user=api_user(request), session_id=session_id)
+    if (payload.message_id is None) == (payload.position is None):
+        raise HttpError(422, "Name the message by message_id or by position (one of them).")
+    message = message_of_session(session=session, message_id=payload.message_id, position=payload.position)
+    return Status(201, session_branch(session=session, at_message=message))
+
+
 @router.delete("/sessions/{session_id}", response={204: None}, summary="Delete a session")
 def session_delete_view(request: HttpRequest, session_id: UUID) -> Any:
     """With its whole history, checkpoints, goals, snapshots and events."""
@@ -225,6 +252,35 @@ def messages_list(request: HttpRequest, session_id: UUID, include_compressed: bo
     return active_messages(session=session)
 
 
+@router.get(
+    "/sessions/{session_id}/messages/{message_id}/versions",
+    response=list[MessageOut],
+    summary="List a message's versions",
+)
+def message_versions_list(request: HttpRequest, session_id: UUID, message_id: int) -> Any:
+    """Every version of a regenerated reply or an edited message, first first (the message alone when
+    it has no other); the one in the context has ``in_active_context``."""
+    session = session_for_owner(user=api_user(request), session_id=session_id)
+    return message_versions(message=message_of_session(session=session, message_id=message_id))
+
+
+@router.post(
+    "/sessions/{session_id}/messages/{message_id}/versions/choose",
+    response=list[MessageOut],
+    summary="Choose a message's version",
+)
+def message_version_choose_view(request: HttpRequest, session_id: UUID, message_id: int) -> Any:
+    """Make this version the one in the context, with the messages that followed it; the version in
+    the context until now and what followed it leave the context (kept in the full history). The
+    versions as they stand after it. 422 when none of its versions is in the context, or when either
+    tail is already compressed."""
+    session = session_for_owner(user=api_user(request), session_id=session_id)
+    message = message_of_session(session=session, message_id=message_id)
+    message_version_choose(session=session, message=message)
+    history_publish(session_id=session.pk)
+    return message_versions(message=message)
+
+
 @router.post("/sessions/{session_id}/messages", response=TurnOut, summary="Send a message and get the reply")
 def message_send(request: HttpRequest, session_id: UUID, payload: MessageIn, wait_compression: bool = False) -> Any:
     """One full turn without streaming: the message is stored first, then the reply.
@@ -235,18 +291,27 @@ def message_send(request: HttpRequest, session_id: UUID, payload: MessageIn, wai
     """
     session = session_for_owner(user=api_user(request), session_id=session_id)
     before = session_last_event_id(session=session)
-    outcome = async_to_sync(turn_run)(session_id=session.pk, content=payload.content)
+    try:
+        outcome = async_to_sync(turn_take)(session_id=session.pk, variant=TurnSend(payload.content))
+    finally:
+        # The message is stored whatever became of the reply: the session's open pages show it.
+        history_publish(session_id=session.pk)
     settled = async_to_sync(compression_wait)(
         session_id=session.pk,
         after_event_id=before,
         timeout=settings.OLLM_COMPRESSION_WAIT_SECONDS if wait_compression else 0,
         budget=outcome.context.budget,
     )
-    # A compression or a restore during the turn or since may have taken either message out of the context.
-    stored = Message.objects.in_bulk([outcome.user_message.pk, outcome.assistant_message.pk])
-    user_message, assistant_message = stored[outcome.user_message.pk], stored[outcome.assistant_message.pk]
     session.refresh_from_db()
-    context = session_context(session=session)
+    if not outcome.context_changed_meanwhile and session.context_version == outcome.context_version:
+        # Nothing but the reply has written to the context since the message was stored: the turn's
+        # report and messages stand.
+        user_message, assistant_message, context = outcome.user_message, outcome.assistant_message, outcome.context
+    else:
+        # A compression or a restore during the turn or since may have taken either message out of the context.
+        stored = Message.objects.in_bulk([outcome.user_message.pk, outcome.assistant_message.pk])
+        user_message, assistant_message = stored[outcome.user_message.pk], stored[outcome.assistant_message.pk]
+        context = session_context(session=session)
     return {
         "user_message": user_message,
         "assistant_message": assistant_message,

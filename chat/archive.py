@@ -1,5 +1,6 @@
-"""The archive of a session (``chat.archive_file.SessionArchive``): written whole, and imported as an identical
-session for the importing user, with new primary keys and every reference remapped.
+"""The archive of a session (``chat.archive_file.SessionArchive``): written whole (built by
+``chat.archive_export``), and imported as an identical session for the importing user, with new primary keys
+and every reference remapped (each entry's fields as ``chat.archive_fields`` maps them, both ways).
 
 The export (``chat.export``) and the import of a session file (``chat.imports``) are unchanged: the archive
 holds the very file the export writes, and the import endpoint hands an archive (its ``format``) here.
@@ -12,37 +13,33 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, cast
 
-import pydantic
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, models, transaction
-from pydantic_core import ErrorDetails
 
-from chat.archive_file import (
-    ARCHIVE_FORMAT,
-    ARCHIVE_VERSION,
-    CHECKPOINT_KEYS,
-    CHECKPOINT_LIST_KEYS,
-    SNAPSHOT_KEYS,
-    ArchiveArtifact,
-    ArchiveCheckpoint,
-    ArchiveDecision,
-    ArchiveEvent,
-    ArchiveGoal,
-    ArchiveGoalCheckpoint,
-    ArchiveMessage,
-    ArchiveRevision,
-    ArchiveSnapshot,
-    ArchiveState,
-    SessionArchive,
-    SnapshotState,
+from chat.archive_export import session_archive_build
+from chat.archive_fields import (
+    ARTIFACT,
+    CHECKPOINT,
+    DECISION,
+    EVENT,
+    GOAL,
+    GOAL_CHECKPOINT,
+    MESSAGE,
+    REVISION,
+    SNAPSHOT,
+    STATE,
+    remap_payload,
+    remap_state,
 )
-from chat.export import session_file_build
-from chat.imports import IMPORTED_TITLE, ImportTooLarge
+from chat.archive_file import CHECKPOINT_KEYS, CHECKPOINT_LIST_KEYS, SNAPSHOT_KEYS, ArchiveMessage, SessionArchive
+from chat.file_checks import ImportTooLarge, validated
+from chat.imports import IMPORTED_TITLE
 from chat.models import Message
 from chat.models import Session as ChatSession
 from chat.selectors import ModelFacts, session_for_file
 from chat.services import session_start
-from chat.session_file import TOO_MANY_ENTRIES, LongNumber, SessionFile
+from chat.session_file import SessionFile
+from contextmgr.core.tiers import UnknownContextSize
 from contextmgr.models import (
     Artifact,
     Checkpoint,
@@ -53,254 +50,11 @@ from contextmgr.models import (
     GoalCheckpoint,
     Snapshot,
 )
-
-MAX_REPORTED_PROBLEMS = 3
-Mapping = Callable[[int], int | None]
+from contextmgr.resources import context_profile
 
 
 class ArchiveTooLarge(ImportTooLarge):
     """The archive holds more than MAX_IMPORT_ENTRIES entries in one of its lists (the import answers 413)."""
-
-
-# --- the archive of a session ---------------------------------------------------------------------
-
-
-class _Numbers:
-    """Database ids as the archive's 1, 2, … in creation order; ids not among the rows (a snapshot's goal
-    that was deleted since) get the next numbers, in the order they are first met."""
-
-    def __init__(self, ids: Iterable[int]) -> None:
-        self.known = {db_id: number for number, db_id in enumerate(ids, start=1)}
-
-    def get(self, db_id: int) -> int | None:
-        return self.known.get(db_id)
-
-    def always(self, db_id: int) -> int:
-        return self.known.setdefault(db_id, len(self.known) + 1)
-
-
-def _remap_state(
-    state: dict[str, Any],
-    *,
-    session_id: str,
-    message: Callable[[int], int],
-    checkpoint: Callable[[int], int],
-    goal: Callable[[int], int],
-    decision: Callable[[int], int],
-    artifact: Callable[[int], int],
-) -> dict[str, Any]:
-    """A snapshot's state with every id changed by the mappings; the rest as it was."""
-
-    def maybe(mapping: Callable[[int], int], value: int | None) -> int | None:
-        return None if value is None else mapping(value)
-
-    def goal_of(row: dict[str, Any]) -> dict[str, Any]:
-        return {"goal": maybe(goal, row["goal"])} if "goal" in row else {}
-
-    messages = state["messages"]
-    return {
-        **state,
-        "session": {**state["session"], "id": session_id},
-        "messages": {
-            **messages,
-            "states": [[message(m), maybe(checkpoint, cp), excluded] for m, cp, excluded in messages["states"]],
-        },
-        "checkpoints": [
-            {**cp, "id": checkpoint(cp["id"]), "merged_into": maybe(checkpoint, cp["merged_into"])}
-            for cp in state["checkpoints"]
-        ],
-        "goals": [{**g, "id": goal(g["id"])} for g in state["goals"]],
-        "decisions": [{**d, "id": decision(d["id"]), **goal_of(d)} for d in state["decisions"]],
-        "artifacts": [{**a, "id": artifact(a["id"]), **goal_of(a)} for a in state["artifacts"]],
-    }
-
-
-def _remap_payload(payload: dict[str, Any], *, checkpoint: Mapping, snapshot: Mapping) -> dict[str, Any]:
-    """An event's payload with its checkpoint and snapshot ids changed; an id with no counterpart is null."""
-    changed = dict(payload)
-    for key in CHECKPOINT_KEYS:
-        if isinstance(changed.get(key), int):
-            changed[key] = checkpoint(changed[key])
-    for key in CHECKPOINT_LIST_KEYS:
-        if isinstance(changed.get(key), list):
-            changed[key] = [checkpoint(value) if isinstance(value, int) else value for value in changed[key]]
-    for key in SNAPSHOT_KEYS:
-        if isinstance(changed.get(key), int):
-            changed[key] = snapshot(changed[key])
-    return changed
-
-
-def session_archive_build(*, session: ChatSession) -> SessionArchive:
-    """Everything of the session, its ids the archive's (see ``chat.archive_file``)."""
-    file = session_file_build(session=session)
-    session_id = file.session_id or str(session.id)
-    messages = list(Message.objects.filter(session=session).order_by("position"))
-    positions = {m.id: m.position for m in messages}
-    checkpoints = list(Checkpoint.objects.filter(session=session).order_by("id").prefetch_related("revisions"))
-    goals = list(Goal.objects.filter(session=session).order_by("id").prefetch_related("checkpoints"))
-    decisions = list(Decision.objects.filter(session=session).order_by("id"))
-    artifacts = list(Artifact.objects.filter(session=session).order_by("id"))
-    snapshots = list(Snapshot.objects.filter(session=session).order_by("id"))
-    events = list(ContextEvent.objects.filter(session=session).order_by("id"))
-    cps = _Numbers(cp.id for cp in checkpoints)
-    goal_numbers = _Numbers(g.id for g in goals)
-    decision_numbers = _Numbers(d.id for d in decisions)
-    artifact_numbers = _Numbers(a.id for a in artifacts)
-    snapshot_numbers = _Numbers(s.id for s in snapshots)
-
-    def local(numbers: _Numbers, db_id: int | None) -> int | None:
-        return None if db_id is None else numbers.get(db_id)
-
-    return SessionArchive(
-        format=ARCHIVE_FORMAT,
-        version=ARCHIVE_VERSION,
-        session=file,
-        state=ArchiveState(
-            summary_model=session.summary_model,
-            model_parameter_size_b=session.model_parameter_size_b,
-            max_tokens=session.max_tokens,
-            system_prompt_tokens=session.system_prompt_tokens,
-            settings=session.settings,
-            compression_count=session.compression_count,
-            context_version=session.context_version,
-            compressed_through=session.compressed_through,
-            reliability_score=session.reliability_score,
-            created_at=session.created_at,
-            last_activity=session.last_activity,
-            client=session.client,
-        ),
-        messages=[
-            ArchiveMessage(
-                position=m.position,
-                role=cast(Any, m.role),
-                tokens=m.tokens,
-                tokens_exact=m.tokens_exact,
-                done_reason=m.done_reason,
-                context_version=m.context_version,
-                compressed_into=local(cps, m.compressed_into_id),
-                excluded_from_context=m.excluded_from_context,
-                created_at=m.created_at,
-            )
-            for m in messages
-        ],
-        checkpoints=[
-            ArchiveCheckpoint(
-                id=cps.always(cp.id),
-                number=cp.number,
-                level=cp.level,
-                first_position=cp.first_position,
-                last_position=cp.last_position,
-                origin=cp.origin,
-                summary=cp.summary,
-                strategy=cast(Any, cp.strategy),
-                original_tokens=cp.original_tokens,
-                current_tokens=cp.current_tokens,
-                compression_count=cp.compression_count,
-                key_decisions=cp.key_decisions,
-                files_modified=cp.files_modified,
-                next_steps=cp.next_steps,
-                retention=cp.retention,
-                facts=cp.facts,
-                ledger=cp.ledger,
-                merged_into=local(cps, cp.merged_into_id),
-                retired=cp.retired,
-                created_at=cp.created_at,
-                compressed_at=cp.compressed_at,
-                revisions=[
-                    ArchiveRevision(
-                        level=r.level,
-                        tokens=r.tokens,
-                        summary=r.summary,
-                        reason=cast(Any, r.reason),
-                        retention=r.retention,
-                        facts_total=r.facts_total,
-                        facts_kept=r.facts_kept,
-                        missing_facts=r.missing_facts,
-                        ledger_dropped=r.ledger_dropped,
-                        created_at=r.created_at,
-                    )
-                    for r in sorted(cp.revisions.all(), key=lambda r: r.id)
-                ],
-            )
-            for cp in checkpoints
-        ],
-        goals=[
-            ArchiveGoal(
-                id=goal_numbers.always(g.id),
-                description=g.description,
-                priority=cast(Any, g.priority),
-                status=cast(Any, g.status),
-                next_step=g.next_step,
-                created_at=g.created_at,
-                updated_at=g.updated_at,
-                completed_at=g.completed_at,
-                checkpoints=[
-                    ArchiveGoalCheckpoint(
-                        description=c.description,
-                        status=cast(Any, c.status),
-                        created_at=c.created_at,
-                        updated_at=c.updated_at,
-                    )
-                    for c in sorted(g.checkpoints.all(), key=lambda c: c.id)
-                ],
-            )
-            for g in goals
-        ],
-        decisions=[
-            ArchiveDecision(
-                id=decision_numbers.always(d.id),
-                goal=local(goal_numbers, d.goal_id),
-                description=d.description,
-                locked=d.locked,
-                created_at=d.created_at,
-                updated_at=d.updated_at,
-            )
-            for d in decisions
-        ],
-        artifacts=[
-            ArchiveArtifact(
-                id=artifact_numbers.always(a.id),
-                goal=local(goal_numbers, a.goal_id),
-                path=a.path,
-                action=cast(Any, a.action),
-                created_at=a.created_at,
-            )
-            for a in artifacts
-        ],
-        snapshots=[
-            ArchiveSnapshot(
-                id=snapshot_numbers.always(s.id),
-                kind=cast(Any, s.kind),
-                reason=s.reason,
-                state=SnapshotState.model_validate(
-                    _remap_state(
-                        s.state,
-                        session_id=session_id,
-                        message=positions.__getitem__,
-                        checkpoint=cps.always,
-                        goal=goal_numbers.always,
-                        decision=decision_numbers.always,
-                        artifact=artifact_numbers.always,
-                    )
-                ),
-                token_count=s.token_count,
-                message_count=s.message_count,
-                checkpoint_count=s.checkpoint_count,
-                model=s.model,
-                tier=s.tier,
-                created_at=s.created_at,
-            )
-            for s in snapshots
-        ],
-        events=[
-            ArchiveEvent(
-                type=e.type,
-                payload=_remap_payload(e.payload, checkpoint=cps.get, snapshot=snapshot_numbers.get),
-                created_at=e.created_at,
-            )
-            for e in events
-        ],
-    )
 
 
 def session_archive(*, session: ChatSession) -> dict[str, Any]:
@@ -308,60 +62,10 @@ def session_archive(*, session: ChatSession) -> dict[str, Any]:
     return session_archive_build(session=session).to_json()
 
 
-# --- the import of an archive ---------------------------------------------------------------------
-
-
-def _where(loc: tuple[int | str, ...]) -> str:
-    """``("messages", 0, "role")`` as ``archive.messages[0].role``."""
-    return "archive" + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc)
-
-
-def _problem(error: ErrorDetails) -> str:
-    kind, ctx, value = error["type"], error.get("ctx", {}), error.get("input")
-    if isinstance(value, LongNumber):
-        return value.describe()
-    if kind == "missing":
-        return "is required"
-    if kind == "extra_forbidden":
-        return "is not a field of the archive"
-    if kind == "string_type":
-        return "must be a string"
-    if kind == "list_type":
-        return "must be a list"
-    if kind in ("dict_type", "model_type", "model_attributes_type"):
-        return "must be an object"
-    if kind in ("int_type", "int_parsing", "int_from_float"):
-        return "must be a whole number"
-    if kind == "bool_type":
-        return "must be true or false"
-    if kind == "float_type":
-        return "must be a number"
-    if kind == "greater_than":
-        return f"must be greater than {ctx['gt']}"
-    if kind == "greater_than_equal":
-        return f"must be at least {ctx['ge']}"
-    if kind == "literal_error":
-        expected = str(ctx.get("expected", "")).replace("'", '"')
-        return f"must be one of {expected}" if " or " in expected else f"must be {expected}"
-    if kind == "string_too_long" and isinstance(value, str):
-        return f"is {len(value):,} characters long; the limit is {ctx['max_length']:,}"
-    return error["msg"]
-
-
 def session_archive_parse(data: Any) -> SessionArchive:
     """The archive checked completely; ValidationError names each problem's place
     (``archive.checkpoints[2].level``), ArchiveTooLarge one with too many entries."""
-    try:
-        return SessionArchive.model_validate(data)
-    except pydantic.ValidationError as exc:
-        errors = exc.errors(include_url=False)
-        too_many = next((e for e in errors if e["type"] == TOO_MANY_ENTRIES), None)
-        if too_many is not None:
-            raise ArchiveTooLarge(too_many["msg"]) from None
-        problems = [f"{_where(e['loc'])}: {_problem(e)}" for e in errors[:MAX_REPORTED_PROBLEMS]]
-        if len(errors) > MAX_REPORTED_PROBLEMS:
-            problems.append(f"and {len(errors) - MAX_REPORTED_PROBLEMS:,} more problems")
-        raise ValidationError("; ".join(problems)) from None
+    return validated(SessionArchive, data, document="archive", too_large=ArchiveTooLarge)
 
 
 @dataclass(frozen=True)
@@ -445,6 +149,10 @@ def _check_references(archive: SessionArchive) -> list[_Entry]:
     """Every reference points at something the archive holds; the history, in order."""
     if archive.session.metadata.context_size is None:
         raise _refused("session.metadata.contextSize", "is required in an archive")
+    try:
+        context_profile(archive.session.metadata.context_size)
+    except UnknownContextSize as exc:
+        raise _refused("session.metadata.contextSize", str(exc)) from exc
     entries = _history(archive)
     positions = {m.position for m in archive.messages}
     checkpoints = _unique(archive.checkpoints, "checkpoints")
@@ -454,6 +162,7 @@ def _check_references(archive: SessionArchive) -> list[_Entry]:
     snapshots = _unique(archive.snapshots, "snapshots")
     for i, m in enumerate(archive.messages):
         _known(m.compressed_into, checkpoints, f"messages[{i}].compressed_into", "checkpoint")
+        _known(m.version_of, positions, f"messages[{i}].version_of", "message position")
     for i, cp in enumerate(archive.checkpoints):
         _known(cp.merged_into, checkpoints, f"checkpoints[{i}].merged_into", "checkpoint")
     for i, d in enumerate(archive.decisions):
@@ -516,15 +225,21 @@ def session_archive_import(
         return _archive_import(owner=owner, archive=archive, entries=entries, title=title, keep_file_id=False)
 
 
-def _created(rows: list[Any], times: Iterable[dict[str, Any]]) -> None:
-    """Give created rows their archived times (``auto_now`` fields too: bulk_update does not touch them)."""
-    fields: set[str] = set()
-    for row, values in zip(rows, times, strict=True):
-        for name, value in values.items():
-            setattr(row, name, value)
-            fields.add(name)
-    if rows and fields:
-        type(rows[0]).objects.bulk_update(rows, sorted(fields))
+def _created(rows: list[Any], entries: Iterable[Any], *also: str) -> None:
+    """Give created rows their entries' times that the database set itself when it created them (auto_now_add,
+    auto_now; bulk_update writes them as given), and the fields ``also`` set on the rows since."""
+    if not rows:
+        return
+    model = type(rows[0])
+    times = [
+        field.name
+        for field in model._meta.concrete_fields
+        if isinstance(field, models.DateTimeField) and (field.auto_now or field.auto_now_add)
+    ]
+    for row, entry in zip(rows, entries, strict=True):
+        for name in times:
+            setattr(row, name, getattr(entry, name))
+    model.objects.bulk_update(rows, [*times, *also])
 
 
 def _reserve(model: type[models.Model], session: ChatSession, **fields: Any) -> int:
@@ -553,109 +268,47 @@ def _archive_import(
         facts=ModelFacts(),  # nothing asked: the archive's own num_ctx and parameter size are written below
     )
 
-    goals = Goal.objects.bulk_create(
-        Goal(
-            session=session,
-            description=g.description,
-            priority=g.priority,
-            status=g.status,
-            next_step=g.next_step,
-            completed_at=g.completed_at,
-        )
-        for g in archive.goals
-    )
-    _created(goals, ({"created_at": g.created_at, "updated_at": g.updated_at} for g in archive.goals))
+    goals = Goal.objects.bulk_create(Goal(session=session, **GOAL.values(g)) for g in archive.goals)
+    _created(goals, archive.goals)
     goal_ids = {g.id: row.pk for g, row in zip(archive.goals, goals, strict=True)}
     pairs = [(goal_ids[g.id], c) for g in archive.goals for c in g.checkpoints]
     goal_checkpoints = GoalCheckpoint.objects.bulk_create(
-        GoalCheckpoint(goal_id=goal_id, description=c.description, status=c.status) for goal_id, c in pairs
+        GoalCheckpoint(goal_id=goal_id, **GOAL_CHECKPOINT.values(c)) for goal_id, c in pairs
     )
-    _created(goal_checkpoints, ({"created_at": c.created_at, "updated_at": c.updated_at} for _, c in pairs))
+    _created(goal_checkpoints, (c for _, c in pairs))
     decisions = Decision.objects.bulk_create(
-        Decision(
-            session=session,
-            goal_id=goal_ids[d.goal] if d.goal else None,
-            description=d.description,
-            locked=d.locked,
-        )
+        Decision(session=session, goal_id=goal_ids[d.goal] if d.goal else None, **DECISION.values(d))
         for d in archive.decisions
     )
-    _created(decisions, ({"created_at": d.created_at, "updated_at": d.updated_at} for d in archive.decisions))
+    _created(decisions, archive.decisions)
     decision_ids = {d.id: row.pk for d, row in zip(archive.decisions, decisions, strict=True)}
     artifacts = Artifact.objects.bulk_create(
-        Artifact(session=session, goal_id=goal_ids[a.goal] if a.goal else None, path=a.path, action=a.action)
+        Artifact(session=session, goal_id=goal_ids[a.goal] if a.goal else None, **ARTIFACT.values(a))
         for a in archive.artifacts
     )
-    _created(artifacts, ({"created_at": a.created_at} for a in archive.artifacts))
+    _created(artifacts, archive.artifacts)
     artifact_ids = {a.id: row.pk for a, row in zip(archive.artifacts, artifacts, strict=True)}
 
     checkpoints = Checkpoint.objects.bulk_create(
-        Checkpoint(
-            session=session,
-            number=cp.number,
-            level=cp.level,
-            first_position=cp.first_position,
-            last_position=cp.last_position,
-            origin=cp.origin,
-            summary=cp.summary,
-            strategy=cp.strategy,
-            original_tokens=cp.original_tokens,
-            current_tokens=cp.current_tokens,
-            compression_count=cp.compression_count,
-            key_decisions=cp.key_decisions,
-            files_modified=cp.files_modified,
-            next_steps=cp.next_steps,
-            retention=cp.retention,
-            facts=cp.facts,
-            ledger=cp.ledger,
-            retired=cp.retired,
-            compressed_at=cp.compressed_at,
-        )
-        for cp in archive.checkpoints
+        Checkpoint(session=session, **CHECKPOINT.values(cp)) for cp in archive.checkpoints
     )
     checkpoint_ids = {cp.id: row.pk for cp, row in zip(archive.checkpoints, checkpoints, strict=True)}
-    _created(
-        checkpoints,
-        (
-            {
-                "created_at": cp.created_at,
-                "merged_into_id": checkpoint_ids[cp.merged_into] if cp.merged_into else None,
-            }
-            for cp in archive.checkpoints
-        ),
-    )
+    for cp, row in zip(archive.checkpoints, checkpoints, strict=True):
+        row.merged_into_id = checkpoint_ids[cp.merged_into] if cp.merged_into else None
+    _created(checkpoints, archive.checkpoints, "merged_into_id")
     pairs_r = [(checkpoint_ids[cp.id], r) for cp in archive.checkpoints for r in cp.revisions]
     revisions = CheckpointRevision.objects.bulk_create(
-        CheckpointRevision(
-            checkpoint_id=checkpoint_id,
-            level=r.level,
-            tokens=r.tokens,
-            summary=r.summary,
-            reason=r.reason,
-            retention=r.retention,
-            facts_total=r.facts_total,
-            facts_kept=r.facts_kept,
-            missing_facts=r.missing_facts,
-            ledger_dropped=r.ledger_dropped,
-        )
-        for checkpoint_id, r in pairs_r
+        CheckpointRevision(checkpoint_id=checkpoint_id, **REVISION.values(r)) for checkpoint_id, r in pairs_r
     )
-    _created(revisions, ({"created_at": r.created_at} for _, r in pairs_r))
+    _created(revisions, (r for _, r in pairs_r))
 
     messages = Message.objects.bulk_create(
         (
             Message(
                 session=session,
-                position=e.state.position,
-                role=e.state.role,
-                content=e.content,
-                tokens=e.state.tokens,
-                tokens_exact=e.state.tokens_exact,
-                created_at=e.state.created_at,
+                **MESSAGE.values(e.state),
                 compressed_into_id=checkpoint_ids[e.state.compressed_into] if e.state.compressed_into else None,
-                done_reason=e.state.done_reason,
-                context_version=e.state.context_version,
-                excluded_from_context=e.state.excluded_from_context,
+                content=e.content,
                 tool_call_id=e.tool_call_id,
                 tool_name=e.tool_name,
                 tool_args=e.tool_args,
@@ -667,6 +320,12 @@ def _archive_import(
         batch_size=500,
     )
     message_ids = {e.state.position: row.pk for e, row in zip(entries, messages, strict=True)}
+    versions = []
+    for e, stored in zip(entries, messages, strict=True):
+        if e.state.version_of:
+            stored.version_of_id = message_ids[e.state.version_of]
+            versions.append(stored)
+    Message.objects.bulk_update(versions, ["version_of_id"], batch_size=500)
 
     def reserving(known: dict[int, int], model: type[models.Model], **fields: Any) -> Callable[[int], int]:
         def mapping(local: int) -> int:
@@ -680,9 +339,8 @@ def _archive_import(
     for s in archive.snapshots:
         snapshot = Snapshot.objects.create(
             session=session,
-            kind=s.kind,
-            reason=s.reason,
-            state=_remap_state(
+            **SNAPSHOT.values(s),
+            state=remap_state(
                 s.state.model_dump(mode="json", exclude_unset=True),
                 session_id=str(session.id),
                 message=message_ids.__getitem__,
@@ -691,11 +349,6 @@ def _archive_import(
                 decision=reserving(decision_ids, Decision, description=""),
                 artifact=reserving(artifact_ids, Artifact, path="", action=Artifact.Action.CREATED),
             ),
-            token_count=s.token_count,
-            message_count=s.message_count,
-            checkpoint_count=s.checkpoint_count,
-            model=s.model,
-            tier=s.tier,
         )
         # Its own creation time, written in the transaction that creates it (Snapshot.objects refuses any
         # update: a stored snapshot never changes).
@@ -705,24 +358,16 @@ def _archive_import(
     events = ContextEvent.objects.bulk_create(
         ContextEvent(
             session=session,
-            type=e.type,
-            payload=_remap_payload(e.payload, checkpoint=checkpoint_ids.get, snapshot=snapshot_ids.get),
+            **EVENT.values(e),
+            payload=remap_payload(e.payload, checkpoint=checkpoint_ids.get, snapshot=snapshot_ids.get),
         )
         for e in archive.events
     )
-    _created(events, ({"created_at": e.created_at} for e in archive.events))
+    _created(events, archive.events)
 
     ChatSession.objects.filter(pk=session.pk).update(
-        max_tokens=state.max_tokens,
-        system_prompt_tokens=state.system_prompt_tokens,
-        model_parameter_size_b=state.model_parameter_size_b,
-        compression_count=state.compression_count,
-        context_version=state.context_version,
-        compressed_through=state.compressed_through,
-        reliability_score=state.reliability_score,
-        created_at=state.created_at,
-        last_activity=state.last_activity,
-        client=state.client,
+        # Not what session_start was given: it made the settings canonical.
+        **STATE.values(state, without=("summary_model", "settings")),
         **_file_identity(owner, file, keep_file_id=keep_file_id),
     )
     session.refresh_from_db()

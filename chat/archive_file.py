@@ -22,7 +22,6 @@ bounded free JSON, at most ``MAX_IMPORT_ENTRIES`` entries in each list) before a
 
 from __future__ import annotations
 
-import math
 from datetime import UTC, datetime
 from typing import Annotated, Any, Final, Literal
 
@@ -38,12 +37,25 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from chat.file_checks import (
+    MAX_STORED_INT,
+    TOO_MANY_ENTRIES,
+    BigCount,
+    Compressions,
+    ContextTokens,
+    Count,
+    MessageTokens,
+    ParameterSize,
+    Ref,
+    Share,
+    SmallCount,
+    free_json,
+    iso_time,
+    storable,
+)
 from chat.models import MAX_MESSAGE_CHARS, MAX_SOURCE_FIELD_LENGTH
 from chat.session_file import (
-    MAX_IMPORT_DEPTH,
     MAX_IMPORT_ENTRIES,
-    TOO_MANY_ENTRIES,
-    LongNumber,
     ModelName,
     Name,
     SessionFile,
@@ -51,66 +63,10 @@ from chat.session_file import (
     Title,
 )
 from contextmgr.core.aging import Level
-from contextmgr.core.text import UNSTORABLE_CHARS
 from contextmgr.models import MAX_GOAL_CHARS, MAX_PATH_CHARS, EventType
 
 ARCHIVE_FORMAT: Final = "ollm-site-archive"
 ARCHIVE_VERSION: Final = 1
-
-
-def _storable(value: str) -> str:
-    if UNSTORABLE_CHARS.search(value):
-        raise PydanticCustomError("unstorable", "holds a NUL character or an unpaired surrogate")
-    return value
-
-
-def _check_json(value: Any, depth: int) -> None:
-    if depth > MAX_IMPORT_DEPTH:
-        raise PydanticCustomError("json_depth", "nested more than {limit} levels deep", {"limit": MAX_IMPORT_DEPTH})
-    if isinstance(value, LongNumber):
-        raise PydanticCustomError("long_number", value.describe())
-    if isinstance(value, float) and not math.isfinite(value):
-        raise PydanticCustomError("not_json", "holds a number that is not a JSON number")
-    if isinstance(value, str):
-        _storable(value)
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _check_json(key, depth + 1)
-            _check_json(item, depth + 1)
-    elif isinstance(value, list):
-        for item in value:
-            _check_json(item, depth + 1)
-
-
-def _free_json(depth: int) -> AfterValidator:
-    """JSON stored as it is, ``depth`` levels below the top of the archive."""
-
-    def check(value: Any) -> Any:
-        _check_json(value, depth)
-        return value
-
-    return AfterValidator(check)
-
-
-def _time(value: Any) -> Any:
-    """An ISO 8601 time, in UTC; one without a zone is UTC."""
-    if isinstance(value, datetime):
-        moment = value
-    elif not isinstance(value, str):
-        raise PydanticCustomError("string_type", "must be a string")
-    elif len(value) > 64:
-        raise PydanticCustomError("string_too_long", "too long", {"max_length": 64})
-    else:
-        try:
-            moment = datetime.fromisoformat(value)
-        except ValueError:
-            raise PydanticCustomError("iso_time", "{text} is not an ISO 8601 time", {"text": repr(value)}) from None
-    if moment.tzinfo is None:
-        return moment.replace(tzinfo=UTC)
-    try:
-        return moment.astimezone(UTC)
-    except OverflowError:
-        raise PydanticCustomError("iso_time", "{text} is out of range", {"text": repr(value)}) from None
 
 
 def _time_text(moment: datetime) -> str:
@@ -121,7 +77,7 @@ def _time_text(moment: datetime) -> str:
 
 Time = Annotated[
     datetime,
-    BeforeValidator(_time),
+    BeforeValidator(iso_time),
     PlainSerializer(_time_text, return_type=str),
     WithJsonSchema({"type": "string", "format": "date-time"}),
 ]
@@ -133,12 +89,10 @@ def _level(value: int) -> int:
     return value
 
 
-Text = Annotated[str, Field(max_length=MAX_MESSAGE_CHARS), AfterValidator(_storable)]
-ShortText = Annotated[str, Field(max_length=MAX_GOAL_CHARS), AfterValidator(_storable)]
-Path = Annotated[str, Field(max_length=MAX_PATH_CHARS), AfterValidator(_storable)]
-Label = Annotated[str, Field(max_length=250), AfterValidator(_storable)]
-Ref = Annotated[int, Field(gt=0)]
-Count = Annotated[int, Field(ge=0)]
+Text = Annotated[str, Field(max_length=MAX_MESSAGE_CHARS), AfterValidator(storable)]
+ShortText = Annotated[str, Field(max_length=MAX_GOAL_CHARS), AfterValidator(storable)]
+Path = Annotated[str, Field(max_length=MAX_PATH_CHARS), AfterValidator(storable)]
+Label = Annotated[str, Field(max_length=250), AfterValidator(storable)]
 LevelValue = Annotated[int, AfterValidator(_level)]
 # A key fact, as the checkpoints store it: [kind, text].
 Fact = Annotated[list[Text], Field(min_length=2, max_length=2)]
@@ -162,14 +116,14 @@ class ArchiveState(_ArchiveModel):
     are the file's); its times again, to the microsecond."""
 
     summary_model: ModelName = ""
-    model_parameter_size_b: float | None = None
-    max_tokens: Annotated[int, Field(gt=0)]
+    model_parameter_size_b: ParameterSize | None = None
+    max_tokens: ContextTokens
     system_prompt_tokens: Count
-    settings: Annotated[dict[str, Any], _free_json(2)] = Field(default_factory=dict)
-    compression_count: Count
-    context_version: Count
+    settings: Annotated[dict[str, Any], free_json(2, precise=False)] = Field(default_factory=dict)
+    compression_count: Compressions
+    context_version: BigCount
     compressed_through: Count
-    reliability_score: float
+    reliability_score: Share
     created_at: Time
     last_activity: Time
     # The outside client that started it (the drop-in endpoints); the copy is marked the same, but no
@@ -184,12 +138,15 @@ class ArchiveMessage(_ArchiveModel):
 
     position: Ref
     role: Literal["user", "assistant", "system", "tool"]
-    tokens: Count
+    tokens: MessageTokens
     tokens_exact: bool
     done_reason: Annotated[str, Field(max_length=16)] = ""
-    context_version: Count
+    context_version: BigCount
     compressed_into: Ref | None = None
     excluded_from_context: bool = False
+    # The position of the first version of the message this one is another version of (Message.version_of);
+    # written only when there is one, so an archive from before versions exports as it was imported.
+    version_of: Ref | None = None
     created_at: Time
 
 
@@ -198,7 +155,7 @@ class ArchiveRevision(_ArchiveModel):
     tokens: Count
     summary: Text
     reason: Literal["created", "aged", "merged", "restored"]
-    retention: float | None = None
+    retention: Share | None = None
     facts_total: Count = 0
     facts_kept: Count = 0
     missing_facts: list[Fact] = _entries()
@@ -217,11 +174,11 @@ class ArchiveCheckpoint(_ArchiveModel):
     strategy: Strategy
     original_tokens: Count
     current_tokens: Count
-    compression_count: Count
+    compression_count: Compressions
     key_decisions: list[Text] = _entries()
     files_modified: list[Text] = _entries()
     next_steps: list[Text] = _entries()
-    retention: float | None = None
+    retention: Share | None = None
     facts: list[Fact] = _entries()
     ledger: list[Fact] = _entries()
     merged_into: Ref | None = None
@@ -267,19 +224,19 @@ class ArchiveArtifact(_ArchiveModel):
     created_at: Time
 
 
-# A snapshot's state, as contextmgr.selectors.session_state writes it, its ids the archive's.
+# A snapshot's state, as contextmgr.snapshot_state.session_state writes it, its ids the archive's.
 
 
 class StateSession(_ArchiveModel):
     id: Name | None = Field(default=None, description="The session's id (on import: the new session's).")
     title: Title | None = None
     model: ModelName | None = None
-    context_size: Annotated[int, Field(gt=0)]
-    max_tokens: Annotated[int, Field(gt=0)]
+    context_size: ContextTokens
+    max_tokens: ContextTokens
     system_prompt: SystemPrompt
     system_prompt_tokens: Count
-    settings: Annotated[dict[str, Any], _free_json(5)] = Field(default_factory=dict)
-    compression_count: Count
+    settings: Annotated[dict[str, Any], free_json(5, precise=False)] = Field(default_factory=dict)
+    compression_count: Compressions
 
 
 def _message_state(value: list[Any]) -> list[Any]:
@@ -287,8 +244,8 @@ def _message_state(value: list[Any]) -> list[Any]:
     ok = (
         len(value) == 3
         and type(value[0]) is int
-        and value[0] > 0
-        and (value[1] is None or (type(value[1]) is int and value[1] > 0))
+        and 0 < value[0] <= MAX_STORED_INT
+        and (value[1] is None or (type(value[1]) is int and 0 < value[1] <= MAX_STORED_INT))
         and type(value[2]) is bool
     )
     if not ok:
@@ -318,13 +275,13 @@ class StateCheckpoint(_ArchiveModel):
     strategy: Strategy
     original_tokens: Count
     current_tokens: Count
-    compression_count: Count
+    compression_count: Compressions
     key_decisions: list[Text] = _entries()
     files_modified: list[Text] = _entries()
     next_steps: list[Text] = _entries()
     facts: list[Fact] = _entries()
     ledger: list[Fact] = _entries()
-    retention: float | None = None
+    retention: Share | None = None
     merged_into: Ref | None = None
     retired: bool = False
 
@@ -371,13 +328,13 @@ class SnapshotState(_ArchiveModel):
 class ArchiveSnapshot(_ArchiveModel):
     id: Ref
     kind: Literal["auto", "manual"]
-    reason: Annotated[str, Field(max_length=200), AfterValidator(_storable)] = ""
+    reason: Annotated[str, Field(max_length=200), AfterValidator(storable)] = ""
     state: SnapshotState
     token_count: Count
     message_count: Count
     checkpoint_count: Count
     model: ModelName
-    tier: Count
+    tier: SmallCount
     created_at: Time
 
 
@@ -397,7 +354,7 @@ SNAPSHOT_KEYS = ("snapshot", "undo_snapshot")
 
 class ArchiveEvent(_ArchiveModel):
     type: EventKind
-    payload: Annotated[dict[str, Any], _free_json(3)] = Field(
+    payload: Annotated[dict[str, Any], free_json(3, precise=False)] = Field(
         default_factory=dict,
         description="As stored; checkpoint (merged) and snapshot (undo_snapshot) are the archive's ids, "
         "null for a snapshot that was deleted.",
@@ -442,6 +399,9 @@ class SessionArchive(_ArchiveModel):
         # reads their absence).
         for snapshot, model in zip(data["snapshots"], self.snapshots, strict=True):
             snapshot["state"] = model.state.model_dump(mode="json", exclude_unset=True)
+        for message in data["messages"]:
+            if message["version_of"] is None:
+                del message["version_of"]
         return {"format": data.pop("format"), "version": data.pop("version"), "session": self.session.to_json(), **data}
 
 

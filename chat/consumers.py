@@ -2,8 +2,9 @@
 
 Frames from the page are JSON (htmx's ws extension sends the form's values);
 frames to the page are HTML fragments that htmx swaps out of band by id. A
-reply streams in its own task so Stop and the session's live events are
-handled while it runs.
+reply belongs to the session, not to the socket (``chat.live``): it streams
+to every open page of the session, a page opened meanwhile joins it, and
+closing the page that asked for it does not stop it; Stop from any page does.
 """
 
 from __future__ import annotations
@@ -14,21 +15,22 @@ import logging
 from dataclasses import dataclass
 from importlib import import_module
 from typing import Any
+from urllib.parse import parse_qs
 from uuid import UUID
 
 from asgiref.sync import sync_to_async
 from channels.auth import get_user
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.http import Http404
 from django.template.loader import render_to_string
 
+from accounts.services import user_group
 from chat.fragments import chat_fragments
+from chat.live import STILL_COMING, reply_in_flight, reply_join, reply_start, reply_stop
 from chat.models import MAX_MESSAGE_CHARS
 from chat.selectors import session_for_owner
-from chat.turn import turn_edit, turn_regenerate, turn_retry, turn_run
-from contextmgr.llm.types import ContextOverflow, LLMError
+from chat.turn import TurnEdit, TurnRegenerate, TurnRetry, TurnSend, TurnVariant
 from contextmgr.services.events import consumer_loop_register, session_group
 
 logger = logging.getLogger(__name__)
@@ -48,7 +50,8 @@ class FrameError(ValueError):
 class Frame:
     action: str
     message: str = ""
-    message_id: int | None = None
+    # The turn the frame asks for; None for Stop.
+    variant: TurnVariant | None = None
 
 
 def parse_frame(text: str | None, session_id: UUID) -> Frame:
@@ -73,22 +76,35 @@ def parse_frame(text: str | None, session_id: UUID) -> Frame:
         raise FrameError("The message must be text.")
     if action in ("send", "edit") and not message.strip():
         raise FrameError("The message is empty.")
-    message_id = None
-    if action == "edit":
-        raw_id = data.get("message_id")
-        if not (isinstance(raw_id, int | str) and str(raw_id).isdigit()):
-            raise FrameError("An edit names the message it replaces.")
-        message_id = int(raw_id)
-    return Frame(action, message, message_id)
+    variant: TurnVariant | None
+    match action:
+        case "send":
+            variant = TurnSend(message)
+        case "retry":
+            variant = TurnRetry()
+        case "regenerate":
+            variant = TurnRegenerate()
+        case "edit":
+            raw_id = data.get("message_id")
+            if not (isinstance(raw_id, int | str) and str(raw_id).isdigit()):
+                raise FrameError("An edit names the message it replaces.")
+            variant = TurnEdit(int(raw_id), message)
+        case _:
+            variant = None
+    return Frame(action, message, variant)
 
 
 class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels ships no type hints
     session_id: UUID
-    turn: asyncio.Task[None] | None = None
     turn_number = 0
-    # Set when the history changed while a reply streamed (and was not re-sent then):
-    # the end of the turn re-sends it whole, else only the stored reply.
+    # Whether a reply of the session streams, as the frames of the session's group said: a reply in
+    # another process is known by them only.
+    reply_live = False
+    # Set when the history changed while a reply streamed (and was not re-sent then): the end of
+    # the turn re-sends it whole, unless its last frame brings it.
     history_stale = False
+    # Set when the socket's login ended: nothing more is sent to it.
+    logged_out = False
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -105,17 +121,35 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
         self.session_id = session.pk
         consumer_loop_register(asyncio.get_running_loop())
         await self.channel_layer.group_add(session_group(self.session_id), self.channel_name)
+        # A logout, a password change or a deactivation reaches the socket through its user's group.
+        await self.channel_layer.group_add(user_group(user.pk), self.channel_name)
         await self.accept()
+        await self.join_reply()
+
+    async def join_reply(self) -> None:
+        """Bring the page in step with the session's reply: a reply in flight sends what it has
+        so far (its next frames reach this socket through the session's group, joined before).
+        A page rendered with a reply in progress (``?live=1``) that has ended since, in this
+        process, gets its history again and is told that nothing streams."""
+        rendered_live = parse_qs(self.scope.get("query_string", b"").decode()).get("live") == ["1"]
+        if rendered_live and reply_in_flight(self.session_id) is None:
+            await self.send(text_data=await sync_to_async(chat_fragments)("history", self.session_id))
+            await self.send(text_data=render_to_string("chat/ws/_idle.html"))
+        # Also when none streams here: one may in another process, which answers.
+        await reply_join(session_id=self.session_id, channel=self.channel_name)
 
     async def disconnect(self, code: int) -> None:
-        if self.turn is not None:
-            self.turn.cancel()
+        # The reply, if one streams, goes on: it belongs to the session, and reaches its other pages.
+        await self.leave_groups()
+
+    async def leave_groups(self) -> None:
         if hasattr(self, "session_id"):
             await self.channel_layer.group_discard(session_group(self.session_id), self.channel_name)
+            await self.channel_layer.group_discard(user_group(self.scope["user"].pk), self.channel_name)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if not await self.still_logged_in():
-            await self.close(code=4401)
+            await self.end_login()
             return
         try:
             frame = parse_frame(text_data, self.session_id)
@@ -123,21 +157,45 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
             await self.send_error(str(exc))
             return
         if frame.action == "stop":
-            if self.turn is not None:
-                self.turn.cancel()
+            await reply_stop(session_id=self.session_id)
             return
-        if self.turn is not None and not self.turn.done():
-            await self.send_error("A reply is still coming: wait for it or press Stop.")
-            return
+        assert frame.variant is not None  # parse_frame sets it for every action but stop
         self.turn_number += 1
-        self.turn = asyncio.create_task(self.run_turn(self.turn_number, frame))
+        if self.reply_live or not reply_start(
+            session_id=self.session_id,
+            variant=frame.variant,
+            action=frame.action,
+            origin=self.channel_name,
+            reply_id=f"reply-{self.turn_number}",
+            composer_text=frame.message,
+        ):
+            await self.send_error(STILL_COMING)
+
+    async def login_ended(self, message: dict[str, Any]) -> None:
+        """A login of the socket's user ended (``accounts.services.user_sockets_recheck``): the logout of this
+        socket's own Django session closes it; otherwise it closes if its session no longer logs the user in."""
+        own = getattr(self.scope.get("session"), "session_key", None)
+        if (own is not None and message.get("session_key") == own) or not await self.still_logged_in():
+            await self.end_login()
+
+    async def end_login(self) -> None:
+        """Close with 4401 and send nothing more: the session's reply and live updates no longer reach
+        the socket. A reply that streams goes on (it belongs to the session, whose other pages may be
+        logged in still) and is stored; Stop is for whoever is still logged in."""
+        self.logged_out = True
+        await self.leave_groups()
+        await self.close(code=4401)
+
+    async def send(self, text_data: str | None = None, bytes_data: bytes | None = None, close: bool = False) -> None:
+        if not self.logged_out:
+            await super().send(text_data=text_data, bytes_data=bytes_data, close=close)
 
     async def still_logged_in(self) -> bool:
         """Whether the socket's Django session still logs in the user it was opened by.
 
         Read afresh from the session store (the scope's copy is the one loaded at connect): a
         logout (the session flushed), a password change elsewhere or a deactivated user ends
-        the socket at its next frame, as it ends the session's next page request.
+        the socket, as it ends the session's next page request.
         """
         key = getattr(self.scope.get("session"), "session_key", None)
         if key is None:
@@ -146,130 +204,36 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
         user = await get_user({"session": store})
         return bool(user.is_authenticated and user.pk == self.scope["user"].pk)
 
-    async def run_turn(self, number: int, request: Frame) -> None:
-        """Stream one reply into the page, as ``request`` asks."""
-        reply_id = f"reply-{number}"
-        started = False
-
-        def frame(part: str, text: str = "") -> str:
-            return render_to_string("chat/ws/_reply_stream.html", {"part": part, "reply_id": reply_id, "text": text})
-
-        async def on_delta(delta: str) -> None:
-            nonlocal started
-            if not started:
-                started = True
-                await self.send_to_page(frame("start"))
-            await self.send_to_page(frame("delta", delta))
-
-        async def on_wait(why: str) -> None:
-            await self.send_to_page(frame("status", why))
-
-        async def on_stored(user_message: Any) -> None:
-            # A new message is appended; a retry, an edit or a regeneration changed what the page
-            # shows (messages left the context, a Retry is answered): the history comes whole.
-            await self.send_to_page(
-                await sync_to_async(chat_fragments)(
-                    "turn_start",
-                    self.session_id,
-                    session=user_message.session,
-                    user_message=user_message if request.action == "send" else None,
-                    with_history=request.action != "send",
-                    clear_composer=request.action in ("send", "edit"),
-                    reply_id=reply_id,
-                )
-            )
-
-        callbacks: dict[str, Any] = {"on_delta": on_delta, "on_stored": on_stored, "on_wait": on_wait}
-        try:
-            if request.action == "retry":
-                outcome = await turn_retry(session_id=self.session_id, **callbacks)
-            elif request.action == "regenerate":
-                outcome = await turn_regenerate(session_id=self.session_id, **callbacks)
-            elif request.action == "edit":
-                assert request.message_id is not None  # parse_frame requires it
-                outcome = await turn_edit(
-                    session_id=self.session_id, message_id=request.message_id, content=request.message, **callbacks
-                )
-            else:
-                outcome = await turn_run(session_id=self.session_id, content=request.message, **callbacks)
-        except asyncio.CancelledError:
-            self.history_stale = False  # the frame below re-sends it
-            await self.send_to_page(
-                await sync_to_async(chat_fragments)("turn_stopped", self.session_id, reply_id=reply_id)
-            )
-            raise
-        except ValidationError as exc:
-            await self.send_error(" ".join(exc.messages), reply_id=reply_id)
-        except ContextOverflow as exc:
-            # Sending the same message again cannot help: it says what would, and the text goes back
-            # into the composer to be shortened.
-            await self.send_error(str(exc), reply_id=reply_id, composer_text=request.message)
-        except LLMError as exc:
-            await self.send_error(str(exc), reply_id=reply_id, retry=True)
-        except Exception:
-            logger.exception("turn failed in session %s", self.session_id)
-            await self.send_error(
-                "Something went wrong on the server; your message is saved.", reply_id=reply_id, retry=True
-            )
-        else:
-            try:
-                await self.channel_layer.group_send(
-                    session_group(self.session_id), {"type": "chat.changed", "origin": self.channel_name}
-                )
-            except Exception:  # the other pages miss one live update; the turn is stored
-                logger.exception("could not tell the other pages of session %s", self.session_id)
-            # Last: once the page has this frame it may send the next message, and the turn must be over.
-            with_history, self.history_stale = self.history_stale, False
-            await self.send_to_page(
-                await sync_to_async(chat_fragments)(
-                    "turn_done",
-                    self.session_id,
-                    reply_id=reply_id,
-                    assistant_message=outcome.assistant_message,
-                    with_history=with_history,
-                    goals_changed=outcome.context_changed_meanwhile,
-                )
-            )
+    async def reply_frame(self, message: dict[str, Any]) -> None:
+        """A frame of the session's reply (``chat.live``), for every page of the session; ``own`` only
+        for the page that asked for the turn."""
+        if "streaming" in message:
+            self.reply_live = bool(message["streaming"])
+        await self.send_to_page(message["html"])
+        if message.get("own") and message.get("origin") == self.channel_name:
+            await self.send_to_page(message["own"])
+        if message.get("done"):
+            stale, self.history_stale = self.history_stale, False
+            if stale and not message.get("with_history"):
+                await self.send_to_page(await sync_to_async(chat_fragments)("history", self.session_id))
 
     async def send_to_page(self, text: str) -> None:
-        """Send a frame of the turn, if the page is still there.
-
-        The socket can go while a reply streams without the turn being cancelled (the consumer
-        dies with its channel layer, e.g. when Redis restarts): the turn then finishes and is
-        stored, and the page shows it once it has reconnected.
-        """
+        """Send a frame, if the page is still there: the socket can go before its consumer hears
+        of it, and the reply goes on without it."""
         try:
             await self.send(text_data=text)
         except Exception:  # daphne refuses sends on a closed socket
             logger.info("session %s: a frame for a closed socket was dropped", self.session_id)
 
-    async def send_error(
-        self, text: str, *, reply_id: str | None = None, retry: bool = False, composer_text: str = ""
-    ) -> None:
-        """The error line, in place of the reply if one was started; ``composer_text`` goes back into
-        the composer (a message refused for its length, to be shortened)."""
+    async def send_error(self, text: str) -> None:
+        """The error line for a frame the page sent that was refused; the page may send again when no
+        reply streams."""
         await self.send_to_page(
             render_to_string(
                 "chat/ws/_error.html",
-                {
-                    "text": text,
-                    "reply_id": reply_id,
-                    "retry": retry,
-                    "composer_text": composer_text,
-                    # The page may send again: the turn this error ends, or none was running.
-                    "idle": reply_id is not None or not self.streaming,
-                },
+                {"text": text, "reply_id": None, "retry": False, "composer_text": "", "idle": not self.streaming},
             )
         )
-
-    async def chat_changed(self, message: dict[str, Any]) -> None:
-        """Another page of this session finished a turn: show the new history here too."""
-        if message.get("origin") == self.channel_name:
-            return
-        if self.streaming:
-            self.history_stale = True
-        else:
-            await self.send(text_data=await sync_to_async(chat_fragments)("history", self.session_id))
 
     async def context_event(self, message: dict[str, Any]) -> None:
         event = message["event"]
@@ -279,9 +243,23 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
         )
         await self.send(text_data=html)
 
+    async def chat_history(self, message: dict[str, Any]) -> None:
+        """Messages of the session were written elsewhere (the API, an Ollama or OpenAI client): the
+        history anew, or at the end of the reply that streams (not to disturb it)."""
+        if self.streaming:
+            self.history_stale = True
+        else:
+            await self.send(text_data=await sync_to_async(chat_fragments)("history", self.session_id))
+
+    async def context_goals(self, message: dict[str, Any]) -> None:
+        """The session's goals changed (on another page, through the API, or by a reply's markers):
+        the goals panel and the meter anew. Not while a reply streams: its last frame brings them."""
+        if not self.streaming:
+            await self.send(text_data=await sync_to_async(chat_fragments)("goals", self.session_id))
+
     async def context_progress(self, message: dict[str, Any]) -> None:
         await self.send(text_data=render_to_string("chat/_progress.html", {"text": message["text"], "oob": True}))
 
     @property
     def streaming(self) -> bool:
-        return self.turn is not None and not self.turn.done()
+        return self.reply_live or reply_in_flight(self.session_id) is not None

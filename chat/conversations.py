@@ -9,7 +9,7 @@ block, checkpoints, active messages), never the client's raw history.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 from uuid import UUID
 
@@ -18,21 +18,41 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from chat.models import DEFAULT_CONTEXT_SIZE, Message, Session
+from chat.revisions import message_cut
 from chat.sampling import sampling_requested
-from chat.selectors import model_availability, model_facts, session_for_client_history, session_for_owner
+from chat.selectors import (
+    model_availability,
+    model_facts,
+    session_for_client_history,
+    session_for_owner,
+    session_fork_point,
+    stopped_replies,
+)
 from chat.services import (
     NewMessage,
     message_create_many,
+    session_branch,
     session_client_claim,
     session_client_seen,
     session_start,
     session_update,
 )
-from chat.turn import OnDelta, TurnOutcome, message_counter, turn_retry, turn_run
-from contextmgr.core.client_history import ClientRequest, context_size_for
+from chat.turn import (
+    OnDelta,
+    TurnContinue,
+    TurnOutcome,
+    TurnRetry,
+    TurnSend,
+    TurnVariant,
+    message_counter,
+    turn_take,
+)
+from contextmgr.core.client_history import ClientRequest, context_size_for, history_entries
+from contextmgr.core.tokens import TokenCount
 from contextmgr.llm import Gateway, Sampling, get_gateway
-from contextmgr.llm.types import SERVER_DEFAULTS
+from contextmgr.llm.types import SERVER_DEFAULTS, ContextOverflow
 from contextmgr.resources import context_profiles
+from contextmgr.services.events import history_publish
 
 
 @dataclass(frozen=True)
@@ -48,13 +68,10 @@ class Conversation:
 
 
 def _unanswered(session: Session, content: str) -> bool:
+    """The session's last message is the user's ``content``, without a reply: left unanswered by a failure,
+    or left out of the context as too large (a repeat is refused again, not stored again)."""
     last = session.messages.order_by("-position").first()
-    return (
-        last is not None
-        and last.role == Message.Role.USER
-        and not last.excluded_from_context
-        and last.content.strip() == content.strip()
-    )
+    return last is not None and last.role == Message.Role.USER and last.content.strip() == content.strip()
 
 
 def conversation_resolve(
@@ -74,25 +91,36 @@ def conversation_resolve(
     without it, the owner's session whose client holds the request's earlier messages is, or the one
     that stored this very request's message without answering it (the request repeated after an error).
     The session is claimed for the request (``session_client_claim``): a second request matching it
-    while the first is answered branches. Any other request (a first message; a history the client
-    edited or trimmed) starts a new session, titled
-    from its first message, of ``num_ctx``'s size (``context_size_for``), whose history is the
-    request's earlier messages: a diverged client branches, it never rewrites a session.
+    while the first is answered branches. A history the client edited or regenerated (or that
+    another request took) branches the session that shares the most of it (``session_fork_point``,
+    only ``session_id``'s when named): ``session_branch`` at the last shared message keeps the goal,
+    decisions and checkpoints it had there, then the request's other earlier messages follow. Any
+    other request (a first message; a history no session shares the first message of) starts a new
+    session, titled from its first message, of ``num_ctx``'s size (``context_size_for``), whose
+    history is the request's earlier messages: a diverged client branches, it never rewrites a session.
     A continued session switches to ``model`` when the client names another (``session_update``).
     Raises a ValidationError (on ``model``) for a model no backend serves, before anything is stored.
     """
     session, matched = _continued(owner, request, session_id)
+    stopped = _stopped(owner, request, session_id) if session is None else None
+    if stopped is not None:
+        session, matched = stopped[0].session, stopped[0].session.client_digest
     if session is None or model != session.model:
-        _refuse_unserved(model, gateway)
+        model_refuse_unserved(model, gateway)
     if session is not None and model != session.model:
         session = session_update(session=session, model=model)
     if session is not None and matched is not None and not session_client_claim(session=session, expected=matched):
         session = None  # another request with the same history took it a moment ago: this one branches
     if session is None:
-        session = _session_from_request(
+        session = _branch_from_request(
+            owner=owner, model=model, request=request, client=client, session_id=session_id, gateway=gateway
+        ) or _session_from_request(
             owner=owner, model=model, request=request, client=client, num_ctx=num_ctx, gateway=gateway
         )
         return Conversation(session, request, created=True, retry=False)
+    if stopped is not None:
+        reply, held = stopped
+        message_cut(message=reply, content=held, token_count=_counted(held, session.model, gateway))
     return Conversation(session, request, created=False, retry=_unanswered(session, request.new_message))
 
 
@@ -107,12 +135,31 @@ def _continued(owner: Any, request: ClientRequest, session_id: UUID | None) -> t
             return named, named.client_digest
         return None, None
     # A first message is looked up only as a repeat of one left unanswered: every other starts a session.
-    digests = [request.pending_digest, *([request.earlier_digest] if request.earlier else [])]
+    digests = [request.pending_digest, *([request.earlier_digest] if request.history else [])]
     found = session_for_client_history(user=owner, digests=digests)
     return (found, found.client_digest) if found is not None else (None, None)
 
 
-def _refuse_unserved(model: str, gateway: Gateway | None) -> None:
+def _stopped(owner: Any, request: ClientRequest, session_id: UUID | None) -> tuple[Message, str] | None:
+    """The stopped reply of ``owner``'s (in session ``session_id``, if named) that the client holds less
+    of than was stored (it drops what was still on its way when it stops), and the part it holds: the
+    reply the client holds last is a prefix of it, and the rest of its history is the session's."""
+    found = request.stopped_reply()
+    if found is None:
+        return None
+    before, held = found
+    for reply in stopped_replies(user=owner, session_id=session_id):
+        same_history = reply.session.client_digest == before.digest_with_reply(reply.content)
+        if same_history and reply.content.strip().startswith(held.strip()):
+            return reply, held
+    return None
+
+
+def _counted(text: str, model: str, gateway: Gateway | None) -> TokenCount:
+    return message_counter(gateway or get_gateway(), model).count(text)
+
+
+def model_refuse_unserved(model: str, gateway: Gateway | None) -> None:
     """What Ollama answers for a model it does not have, before anything is stored; the served list is
     asked again before refusing (a model pulled a moment ago). Nothing is refused when no backend
     answers at all: the turn's error says what is down."""
@@ -123,12 +170,46 @@ def _refuse_unserved(model: str, gateway: Gateway | None) -> None:
         raise ValidationError({"model": f"model '{model}' not found"})
 
 
+def _branch_from_request(
+    *,
+    owner: Any,
+    model: str,
+    request: ClientRequest,
+    client: str,
+    session_id: UUID | None,
+    gateway: Gateway | None,
+) -> Session | None:
+    """The branch of the session the request's earlier messages diverge from, holding them; None when no
+    session shares the first of them."""
+    entries = history_entries(request.history)
+    fork = session_fork_point(
+        user=owner,
+        system_prompt=request.system_prompt,
+        history=[(entry.role, entry.content) for entry in entries],
+        session_id=session_id,
+    )
+    if fork is None:
+        return None
+    rest = entries[fork.position :]
+    counts = message_counter(gateway or get_gateway(), fork.session.model).count_all([e.content for e in rest])
+    branch = session_branch(
+        session=fork.session,
+        at_message=fork,
+        # A HistoryEntry's fields are NewMessage's of the same names.
+        messages=[NewMessage(token_count=count, **asdict(e)) for e, count in zip(rest, counts, strict=True)],
+        client=client,
+    )
+    # Asks the backend about the model, so outside the branch's transaction.
+    return branch if model == branch.model else session_update(session=branch, model=model)
+
+
 def _session_from_request(
     *, owner: Any, model: str, request: ClientRequest, client: str, num_ctx: int | None, gateway: Gateway | None
 ) -> Session:
     facts = model_facts(model=model)  # asked before the transaction: it may wait on the network
     sizes = [(profile.size, profile.ollama_context_size) for profile in context_profiles()]
-    counts = message_counter(gateway or get_gateway(), model).count_all([m.content for m in request.earlier])
+    entries = history_entries(request.history)
+    counts = message_counter(gateway or get_gateway(), model).count_all([entry.content for entry in entries])
     with transaction.atomic():
         session = session_start(
             owner=owner,
@@ -139,13 +220,11 @@ def _session_from_request(
             facts=facts,
             client=client,
         )
-        if request.earlier:
+        if entries:
             message_create_many(
                 session=session,
-                messages=[
-                    NewMessage(role=message.role, content=message.content, token_count=count)
-                    for message, count in zip(request.earlier, counts, strict=True)
-                ],
+                # A HistoryEntry's fields are NewMessage's of the same names.
+                messages=[NewMessage(token_count=count, **asdict(e)) for e, count in zip(entries, counts, strict=True)],
             )
     return session
 
@@ -157,8 +236,8 @@ async def conversation_reply(
     gateway: Gateway | None = None,
     on_delta: OnDelta | None = None,
 ) -> TurnOutcome:
-    """Answer the request's new message as the chat page does (``turn_run``: stored first, then the
-    reply from the managed prompt; ``turn_retry`` when it is stored already), then remember the history
+    """Answer the request's new message as the chat page does (``turn_take``: stored first, then the
+    reply from the managed prompt; ``TurnRetry`` when it is stored already), then remember the history
     the client holds: with the reply, or with the part of it the client had when it went away, or
     without one (the same request repeated answers the stored message). Raises what the turn raises.
     ``sampling``: what the request sets of it, over the session's settings for this reply only.
@@ -174,16 +253,24 @@ async def conversation_reply(
 
     try:
         with sampling_requested(sampling):
-            if conversation.retry:
-                outcome = await turn_retry(session_id=session_id, gateway=gateway, on_delta=hear)
-            else:
-                outcome = await turn_run(
-                    session_id=session_id, content=request.new_message, gateway=gateway, on_delta=hear
+            if conversation.retry and await _left_out(session_id):
+                raise ContextOverflow(
+                    "Your message does not fit this session's context: it is kept in the history only. "
+                    "Shorten it or choose a larger context size."
                 )
+            variant: TurnVariant = TurnRetry() if conversation.retry else TurnSend(request.new_message)
+            if request.continues is not None:
+                variant = TurnContinue()
+            try:
+                outcome = await turn_take(session_id=session_id, variant=variant, gateway=gateway, on_delta=hear)
+            finally:
+                # What the turn stored, the session's open pages show.
+                await sync_to_async(history_publish)(session_id=session_id)
     except BaseException as exc:
-        partial = "".join(heard)
-        if isinstance(exc, asyncio.CancelledError) and partial.strip():
-            # The client stopped the reply; turn_run kept the part it had, as the client does.
+        # A continued reply is the one the client held, and what the model added to it.
+        partial = (request.continues or "") + "".join(heard)
+        if isinstance(exc, asyncio.CancelledError) and "".join(heard).strip():
+            # The client stopped the reply; the turn kept the part it had, as the client does.
             digest = request.digest_with_reply(partial)
         else:
             digest = await sync_to_async(_digest_without_reply)(conversation)
@@ -192,6 +279,11 @@ async def conversation_reply(
     digest = request.digest_with_reply(outcome.assistant_message.content)
     await sync_to_async(session_client_seen)(session=conversation.session, digest=digest)
     return outcome
+
+
+async def _left_out(session_id: UUID) -> bool:
+    last = await Message.objects.filter(session_id=session_id).order_by("-position").afirst()
+    return last is not None and last.excluded_from_context
 
 
 def _digest_without_reply(conversation: Conversation) -> str:

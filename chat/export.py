@@ -10,6 +10,7 @@ from typing import Any, cast
 
 from django.http import HttpResponse
 
+from chat.file_checks import within_ranges
 from chat.models import Message, Session
 from chat.session_file import (
     Role,
@@ -53,12 +54,17 @@ def session_file_build(*, session: Session) -> SessionFile:
             if m.role == Message.Role.TOOL
         ],
         metadata=SessionFileMetadata(
-            # The file is the full history, "never affected by compression": its tokens are those
-            # of every message and tool call in it, not of the active context.
-            token_count=sum(m.tokens for m in messages),
-            compression_count=session.compression_count,
+            **within_ranges(
+                SessionFileMetadata,
+                {
+                    # The file is the full history, "never affected by compression": its tokens are those
+                    # of every message and tool call in it, not of the active context.
+                    "token_count": sum(m.tokens for m in messages),
+                    "compression_count": session.compression_count,
+                    "context_size": session.context_size,
+                },
+            ),
             title=session.title,
-            context_size=session.context_size,
             system_prompt=session.system_prompt,
             mode_history=session.source_metadata.get("modeHistory"),
         ),

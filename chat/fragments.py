@@ -10,7 +10,7 @@ from django.db.models import Max
 from django.template.loader import render_to_string
 
 from chat.models import Message, Session
-from chat.selectors import HISTORY_WINDOW, session_history
+from chat.selectors import HISTORY_WINDOW, session_history, session_latest_message, session_version_layout
 from contextmgr.panels import context_panel, goals_context, snapshots_context
 from contextmgr.presentation import describe_event
 
@@ -29,7 +29,8 @@ def history_groups(
 
     Also which messages offer a turn: the last one Retry when it is a user message left unanswered
     (not while ``answering`` it), Regenerate when it is a reply; Edit the user's messages after
-    the last compressed one (``editable_after``, a position)."""
+    the last compressed one (``editable_after``, a position). Of a message with other versions only
+    the one in the context shows, with its switcher (``version_switches``, session_version_layout)."""
     total = session.messages.count()
     end = total
     if before is not None and 1 < before <= total:
@@ -40,20 +41,24 @@ def history_groups(
         if position is not None and position <= start:
             start = max(position - HISTORY_WINDOW // 2, 0)
             end = min(start + HISTORY_WINDOW, total)
+    layout = session_version_layout(session=session)
     # The group markers need only a checkpoint's number, level and merge; its texts and facts
     # (JSON, large after many compressions) stay in the database.
-    messages = list(session_history(session=session).defer(*CHECKPOINT_TEXTS)[start:end])
+    messages = [
+        m for m in session_history(session=session).defer(*CHECKPOINT_TEXTS)[start:end] if m.pk not in layout.hidden
+    ]
     groups = [
         (checkpoint_id and rows[0].compressed_into, rows)
         for checkpoint_id, rows in (
             (key, list(group)) for key, group in groupby(messages, key=lambda m: m.compressed_into_id)
         )
     ]
-    last = session.messages.order_by("-position").only("id", "role", "excluded_from_context").first()
+    last = session_latest_message(session=session, layout=layout)
     if last is not None and last.excluded_from_context:
         last = None  # too long for the context, or replaced: nothing to answer or regenerate
     return {
         "groups": groups,
+        "version_switches": layout.switches,
         "hidden_count": start,
         "first_position": start + 1,
         "later_count": total - end,
@@ -67,10 +72,12 @@ def chat_fragments(kind: str, session_id: UUID, *, session: Session | None = Non
     """HTML frames for the chat socket, swapped into the page out of band by id.
 
     ``turn_start``: the stored user message and an empty reply (the whole history and the reply
-    instead with ``with_history``: a retry, an edit, a regeneration); ``turn_done``: the stored
+    instead with ``with_history``: a retry, an edit, a regeneration); ``turn_join``: for a page
+    opened while a reply streams, the history and the reply so far (``reply_text``, ``reply_status``)
+    once the user's message is ``stored``, and that a reply is coming; ``turn_done``: the stored
     reply in place of the streamed one (the whole history instead with ``with_history``)
     and the panels, the goals panel only when ``goals_changed``; ``turn_stopped`` and ``history``:
-    the history and panels again;
+    the history and panels again; ``goals``: the goals panel and the meter;
     ``event``: a context event's line, and the history unless a reply is streaming.
     ``session``: the session as the caller has just read it (it is read here otherwise).
     """
@@ -85,10 +92,15 @@ def chat_fragments(kind: str, session_id: UUID, *, session: Session | None = Non
         "editable_after": 0,
         **extra,
     }
-    with_history = kind in ("turn_stopped", "history") or (
-        kind in ("turn_start", "turn_done", "event") and bool(extra.get("with_history"))
+    # A new version of a reply comes with its switcher, which only the whole history has.
+    new_version = kind == "turn_done" and extra["assistant_message"].version_of_id is not None
+    with_history = (
+        kind in ("turn_stopped", "history")
+        or new_version
+        or (kind in ("turn_start", "turn_done", "event") and bool(extra.get("with_history")))
+        or (kind == "turn_join" and bool(extra.get("stored")))
     )
-    if kind != "turn_start":
+    if kind not in ("turn_start", "turn_join"):
         context.update(context_panel(session))
         # Re-sent at the end of a turn only when the goals may have changed: the panel holds forms
         # the user may be typing in while the reply streams.
@@ -96,7 +108,7 @@ def chat_fragments(kind: str, session_id: UUID, *, session: Session | None = Non
         if context["with_goals"]:
             context.update(goals_context(session))
     if with_history:
-        context.update(history_groups(session, answering=kind == "turn_start"))
+        context.update(history_groups(session, answering=kind in ("turn_start", "turn_join")))
         context["with_history"] = True
     elif kind == "turn_done":
         context["regenerable_id"] = extra["assistant_message"].pk

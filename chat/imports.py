@@ -24,37 +24,28 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-import pydantic
 from django.conf import settings
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Max
-from pydantic_core import ErrorDetails
 
 from chat.export import session_file_build
+from chat.file_checks import ImportTooLarge, json_load, validated
 from chat.models import Message
 from chat.models import Session as ChatSession
 from chat.selectors import ModelFacts, model_facts, session_for_file
 from chat.services import MessageRefused, NewMessage, message_create_many, session_start
-from chat.session_file import MAX_IMPORT_DEPTH, TOO_MANY_ENTRIES, LongNumber, SessionFile
+from chat.session_file import SessionFile
 from chat.turn import message_counter
 from contextmgr.llm import Gateway, get_gateway
 
-# The largest file accepted, in bytes (below Django's 2.5 MB request body cap).
-MAX_IMPORT_BYTES = 2 * 1024 * 1024
 DEFAULT_IMPORT_CONTEXT_SIZE = 16384
 IMPORTED_TITLE = "Imported conversation"
-# A file with many problems is described by its first few.
-MAX_REPORTED_PROBLEMS = 3
 
 
 # What an import does with a file whose sessionId is one of the owner's sessions already.
 OnExisting = Literal["refuse", "update", "copy"]
-
-
-class ImportTooLarge(ValidationError):
-    """The file is over MAX_IMPORT_BYTES (or holds more than MAX_IMPORT_ENTRIES entries)."""
 
 
 class ImportConflict(Exception):
@@ -108,73 +99,17 @@ def import_throttle(*, owner: Any) -> ImportsThrottled | None:
     return ImportsThrottled(limit=limit, retry_after=max(1, math.ceil((minute + 1) * 60 - now)))
 
 
-def _whole_number(text: str) -> int | LongNumber:
-    """A whole number of the file; one too long for Python to read is kept as a LongNumber, which the model
-    refuses at its place (json.loads alone would fail without saying where)."""
-    try:
-        return int(text)
-    except ValueError:
-        return LongNumber(len(text.lstrip("-")))
-
-
 def session_file_load(raw: bytes) -> Any:
     """Parse the bytes of a session file, refusing one over the size limit or nested without end.
 
     NaN and Infinity are read as Python reads them and refused by the model where they stand."""
-    if len(raw) > MAX_IMPORT_BYTES:
-        raise ImportTooLarge(f"The file is {len(raw):,} bytes; the limit is {MAX_IMPORT_BYTES:,}.")
-    try:
-        return json.loads(raw, parse_int=_whole_number)
-    except RecursionError as exc:
-        raise ValidationError(f"The file is nested more than {MAX_IMPORT_DEPTH} levels deep.") from exc
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValidationError(f"The file is not JSON: {exc}") from exc
-
-
-def _where(loc: tuple[int | str, ...]) -> str:
-    """``("messages", 0, "role")`` as ``file.messages[0].role``."""
-    return "file" + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc)
-
-
-def _problem(error: ErrorDetails) -> str:
-    """What is wrong, in the words of the file: the JSON types, not Python's."""
-    kind, ctx, value = error["type"], error.get("ctx", {}), error.get("input")
-    if isinstance(value, LongNumber):
-        return value.describe()
-    if kind == "missing":
-        return "is required"
-    if kind == "string_type":
-        return "must be a string"
-    if kind == "list_type":
-        return "must be a list"
-    if kind in ("dict_type", "model_type", "model_attributes_type"):
-        return "must be an object"
-    if kind in ("int_type", "int_parsing", "int_from_float"):
-        return "must be a whole number"
-    if kind == "greater_than":
-        return f"must be greater than {ctx['gt']}"
-    if kind == "literal_error":
-        expected = str(ctx.get("expected", "")).replace("'", '"')
-        return f"must be one of {expected}" if " or " in expected else f"must be {expected}"
-    if kind == "string_too_long" and isinstance(value, str):
-        return f"is {len(value):,} characters long; the limit is {ctx['max_length']:,}"
-    return error["msg"]
+    return json_load(raw, what="file")
 
 
 def session_file_parse(data: Any) -> SessionFile:
     """The file checked completely; ValidationError names each problem's place (``file.messages[3].role``),
     ImportTooLarge a file with too many entries."""
-    try:
-        return SessionFile.model_validate(data)
-    except pydantic.ValidationError as exc:
-        errors = exc.errors(include_url=False)
-        too_many = next((e for e in errors if e["type"] == TOO_MANY_ENTRIES), None)
-        if too_many is not None:
-            raise ImportTooLarge(too_many["msg"]) from None
-        problems = [f"{_where(e['loc'])}: {_problem(e)}" for e in errors[:MAX_REPORTED_PROBLEMS]]
-        if len(errors) > MAX_REPORTED_PROBLEMS:
-            problems.append(f"and {len(errors) - MAX_REPORTED_PROBLEMS:,} more problems")
-        raise ValidationError("; ".join(problems)) from None
+    return validated(SessionFile, data, document="file", too_large=ImportTooLarge)
 
 
 @dataclass(frozen=True)

@@ -106,6 +106,20 @@ class Session(models.Model):
         "continues this session.",
     )
 
+    # A branch (chat.services.session_branch) shares its parent's history up to the fork and starts
+    # from the parent's managed state there; the parent is never changed by it.
+    parent = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="branches",
+        help_text="The session this one branched from; empty: not a branch (or its parent was deleted).",
+    )
+    forked_at_position = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The last message position it shares with its parent."
+    )
+
     class Meta:
         ordering = ["-last_activity"]
         constraints = [
@@ -176,6 +190,17 @@ class Message(models.Model):
         default=False,
         help_text="Kept in the full history only: written after a restored snapshot, or too long for the context.",
     )
+    # A regenerated reply or an edited message is a new message at the end of the history; it names the
+    # first version (never a later one), so a version's siblings are one lookup away.
+    version_of = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="versions",
+        help_text="The first version of the message this one is another version of (a regenerated reply, "
+        "an edited message); empty: a first version.",
+    )
     tool_call_id = models.CharField(
         max_length=200, blank=True, help_text="Links a tool call and its results; they are compressed together."
     )
@@ -204,3 +229,35 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.position} {self.role}"
+
+
+class ClientTask(models.Model):
+    """A background task an outside client asked for through the Ollama or OpenAI endpoint (a chat's
+    title, tags, follow-up questions…, ``contextmgr.core.client_tasks``): answered by the model from
+    the request as sent, kept here for review instead of as a session of its own."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="client_tasks")
+    token = models.ForeignKey(
+        "accounts.ApiToken",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="client_tasks",
+        help_text="The API token the request came with.",
+    )
+    client = models.CharField(max_length=MAX_SOURCE_FIELD_LENGTH, blank=True, help_text="The client that sent it.")
+    kind = models.CharField(max_length=20, help_text="What it asked for (contextmgr.core.client_tasks.TASK_KINDS).")
+    model = models.CharField(max_length=MAX_MODEL_NAME_LENGTH)
+    prompt = models.TextField(help_text="The request's messages, as sent.")
+    response = models.TextField(blank=True, help_text="The model's answer, or the part it gave before a failure.")
+    error = models.TextField(blank=True, help_text="Why it was not answered; empty when it was.")
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    model_seconds = models.FloatField(default=0.0, help_text="The model's time: evaluating the prompt and writing.")
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} via {self.client or 'unknown client'}"

@@ -14,41 +14,52 @@ from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
-from django.urls import path
+from django.urls import path, re_path
 from django.utils import timezone
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from chat.conversations import conversation_reply, conversation_resolve
 from chat.drop_in import (
     SESSION_HEADER,
+    Answer,
+    Caller,
     DropInError,
+    Fault,
     ReplyStream,
-    client_name,
+    client_message,
+    endpoint,
     json_body,
+    max_tokens_of,
+    model_of,
     num_ctx_of,
-    requested_session,
+    reply_for,
     sampling_of,
-    token_required,
+    tools_answered_as_text,
+    unknown_route,
 )
 from chat.selectors import models_available
-from chat.turn import TurnOutcome
-from contextmgr.core.client_history import ClientMessage, client_request
+from contextmgr.core.client_history import ClientMessage
 from contextmgr.core.times import iso_millis
 from contextmgr.llm.types import ModelInfo, Sampling
 
 # The version of Ollama's API these shapes follow; clients ask it before using newer fields.
 OLLAMA_API_VERSION = "0.12.0"
 NANOSECONDS = 1_000_000_000
+# What a model does through the managed context, of what it can: tools are not passed to it (a
+# request's tools are answered as text) and images are refused, so a model can complete, no more.
+SERVED_CAPABILITIES = ("completion",)
 
 
-def _error(status: int, message: str) -> HttpResponseBase:
+def _error(status: int, message: str, fault: str | None = None) -> HttpResponseBase:
     return JsonResponse({"error": message}, status=status)
 
 
-authenticated = token_required(_error)
+def _get(view: Any) -> Any:
+    return endpoint(_error, "GET", "HEAD")(view)
+
+
+def _post(view: Any) -> Any:
+    return endpoint(_error, "POST")(view)
 
 
 def _now() -> str:
@@ -86,7 +97,7 @@ def _find_model(name: str) -> ModelInfo:
     for info in models_available():
         if info.name == name or info.name == f"{name}:latest":
             return info
-    raise DropInError(404, f"model '{name}' not found")
+    raise DropInError(404, f"model '{name}' not found", Fault.MODEL_NOT_FOUND)
 
 
 def _text(value: Any, what: str) -> str:
@@ -95,15 +106,17 @@ def _text(value: Any, what: str) -> str:
     return value
 
 
-def _options(body: dict[str, Any]) -> tuple[int | None, Sampling]:
-    """The request's num_ctx and sampling options; unsupported inputs are refused, not silently dropped."""
-    for field in ("tools", "format"):
-        if body.get(field):
-            raise DropInError(400, f"{field!r} is not supported by ollm-site's managed context.")
+def _options(body: dict[str, Any]) -> tuple[int | None, Sampling, int | None]:
+    """The request's num_ctx, sampling options and num_predict; unsupported inputs are refused, not
+    silently dropped."""
+    tools_answered_as_text(body.get("tools"), body.get("tool_choice"))
+    if body.get("format"):
+        raise DropInError(400, "'format' is not supported by ollm-site's managed context.")
     options = body.get("options") or {}
     if not isinstance(options, dict):
         raise DropInError(400, "options must be an object.")
-    return num_ctx_of(options.get("num_ctx"), "options.num_ctx"), sampling_of(options, "options")
+    num_ctx = num_ctx_of(options.get("num_ctx"), "options.num_ctx")
+    return num_ctx, sampling_of(options, "options"), max_tokens_of(options.get("num_predict"), "options.num_predict")
 
 
 def _messages(body: dict[str, Any]) -> list[ClientMessage]:
@@ -117,11 +130,11 @@ def _messages(body: dict[str, Any]) -> list[ClientMessage]:
         if message.get("images"):
             raise DropInError(400, "images are not supported by ollm-site's managed context.")
         role = _text(message.get("role"), "a message's role")
-        parsed.append(ClientMessage(role, _text(message.get("content", ""), "a message's content")))
+        parsed.append(client_message(message, role, _text(message.get("content") or "", "a message's content")))
     return parsed
 
 
-def _final(outcome: TurnOutcome, model: str) -> dict[str, Any]:
+def _final(outcome: Answer, model: str) -> dict[str, Any]:
     """The last chunk's counts and durations, as Ollama reports them."""
     result = outcome.result
     prompt_ns = round(result.prompt_seconds * NANOSECONDS)
@@ -141,19 +154,12 @@ def _final(outcome: TurnOutcome, model: str) -> dict[str, Any]:
 
 
 def _answer(
-    request: HttpRequest, user: Any, body: dict[str, Any], messages: list[ClientMessage], *, chat: bool
+    request: HttpRequest, caller: Caller, body: dict[str, Any], messages: list[ClientMessage], *, chat: bool
 ) -> HttpResponseBase:
-    model = _text(body.get("model"), "model").strip()
-    if not model:
-        raise DropInError(400, "model is required.")
-    num_ctx, sampling = _options(body)
-    conversation = conversation_resolve(
-        owner=user,
-        model=model,
-        request=client_request(messages),
-        client=client_name(request),
-        num_ctx=num_ctx,
-        session_id=requested_session(request),
+    model = model_of(body)
+    num_ctx, sampling, max_tokens = _options(body)
+    reply = reply_for(
+        request, caller, model=model, messages=messages, num_ctx=num_ctx, sampling=sampling, max_tokens=max_tokens
     )
 
     def piece(text: str) -> dict[str, Any]:
@@ -162,15 +168,12 @@ def _answer(
         return {"response": text}
 
     if body.get("stream", True) is False:
-        outcome = async_to_sync(conversation_reply)(conversation=conversation, sampling=sampling)
-        response: HttpResponseBase = JsonResponse(
-            {**_final(outcome, model), **piece(outcome.assistant_message.content)}
-        )
+        outcome = reply.now()
+        response: HttpResponseBase = JsonResponse({**_final(outcome, model), **piece(outcome.new_text)})
     else:
-        response = StreamingHttpResponse(
-            _ndjson(ReplyStream(conversation, sampling), model, piece), content_type="application/x-ndjson"
-        )
-    response[SESSION_HEADER] = str(conversation.session.pk)
+        response = StreamingHttpResponse(_ndjson(reply.stream(), model, piece), content_type="application/x-ndjson")
+    if reply.session_id is not None:
+        response[SESSION_HEADER] = str(reply.session_id)
     return response
 
 
@@ -193,25 +196,24 @@ def _line(chunk: dict[str, Any]) -> bytes:
 def _loaded(body: dict[str, Any], *, chat: bool) -> HttpResponseBase:
     """What Ollama answers a request with nothing to answer (clients send one to load a model): done,
     ``done_reason`` "load"; no session is started."""
-    model = _text(body.get("model"), "model")
+    model = model_of(body)
     _find_model(model)
     done = {"model": model, "created_at": _now(), "done": True, "done_reason": "load"}
     return JsonResponse({**done, **({"message": {"role": "assistant", "content": ""}} if chat else {"response": ""})})
 
 
-@require_POST
-@authenticated
-def chat(request: HttpRequest, user: Any) -> HttpResponseBase:
-    """POST /ollama/api/chat: the request's last message is answered in its session."""
+@_post
+def chat(request: HttpRequest, caller: Caller) -> HttpResponseBase:
+    """POST /ollama/api/chat: the request's last message is answered in its session, or a background
+    task apart (``reply_for``)."""
     body = json_body(request)
     if body.get("messages") == []:
         return _loaded(body, chat=True)
-    return _answer(request, user, body, _messages(body), chat=True)
+    return _answer(request, caller, body, _messages(body), chat=True)
 
 
-@require_POST
-@authenticated
-def generate(request: HttpRequest, user: Any) -> HttpResponseBase:
+@_post
+def generate(request: HttpRequest, caller: Caller) -> HttpResponseBase:
     """POST /ollama/api/generate: ``prompt`` (with ``system``) is a user message; each call starts a
     session unless X-OLLM-Session names one to continue."""
     body = json_body(request)
@@ -222,19 +224,17 @@ def generate(request: HttpRequest, user: Any) -> HttpResponseBase:
     if not prompt:
         return _loaded(body, chat=False)
     messages = [ClientMessage("system", system)] if system.strip() else []
-    return _answer(request, user, body, [*messages, ClientMessage("user", prompt)], chat=False)
+    return _answer(request, caller, body, [*messages, ClientMessage("user", prompt)], chat=False)
 
 
-@require_GET
-@authenticated
-def tags(request: HttpRequest, user: Any) -> HttpResponseBase:
+@_get
+def tags(request: HttpRequest, caller: Caller) -> HttpResponseBase:
     """GET /ollama/api/tags: every model a backend serves now."""
     return JsonResponse({"models": [_model(info) for info in models_available()]})
 
 
-@require_GET
-@authenticated
-def ps(request: HttpRequest, user: Any) -> HttpResponseBase:
+@_get
+def ps(request: HttpRequest, caller: Caller) -> HttpResponseBase:
     """GET /ollama/api/ps: the models that can answer now, with their context length."""
     return JsonResponse({
         "models": [
@@ -244,12 +244,11 @@ def ps(request: HttpRequest, user: Any) -> HttpResponseBase:
     })  # fmt: skip
 
 
-@require_POST
-@authenticated
-def show(request: HttpRequest, user: Any) -> HttpResponseBase:
+@_post
+def show(request: HttpRequest, caller: Caller) -> HttpResponseBase:
     """POST /ollama/api/show: a model's details."""
     body = json_body(request)
-    info = _find_model(_text(body.get("model", body.get("name")), "model"))
+    info = _find_model(model_of({"model": body.get("model", body.get("name"))}))
     model_info: dict[str, Any] = {"general.architecture": info.family}
     if info.context_length:
         model_info[f"{info.family}.context_length"] = info.context_length
@@ -259,21 +258,19 @@ def show(request: HttpRequest, user: Any) -> HttpResponseBase:
         "template": "",
         "details": _details(info),
         "model_info": model_info,
-        "capabilities": ["completion"],
+        "capabilities": [c for c in info.capabilities if c in SERVED_CAPABILITIES],
         "modified_at": _now(),
     })  # fmt: skip
 
 
-@require_GET
-@authenticated
-def version(request: HttpRequest, user: Any) -> HttpResponseBase:
+@_get
+def version(request: HttpRequest, caller: Caller) -> HttpResponseBase:
     """GET /ollama/api/version."""
     return JsonResponse({"version": OLLAMA_API_VERSION})
 
 
-@require_http_methods(["GET", "HEAD"])
-@authenticated
-def root(request: HttpRequest, user: Any) -> HttpResponseBase:
+@_get
+def root(request: HttpRequest, caller: Caller) -> HttpResponseBase:
     """GET /ollama/: what Ollama answers there, for clients that check the server is up."""
     return HttpResponse("Ollama is running", content_type="text/plain")
 
@@ -286,4 +283,5 @@ urlpatterns = [
     path("api/ps", ps),
     path("api/show", show),
     path("api/version", version),
+    re_path(r"", unknown_route(_error)),
 ]

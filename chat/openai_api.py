@@ -10,52 +10,52 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
-from django.urls import path
-from django.views.decorators.http import require_GET, require_POST
+from django.urls import path, re_path
 
-from chat.conversations import conversation_reply, conversation_resolve
 from chat.drop_in import (
     SESSION_HEADER,
+    Answer,
+    Caller,
     DropInError,
     ReplyStream,
-    client_name,
+    client_message,
+    endpoint,
     json_body,
+    max_tokens_of,
+    model_of,
     num_ctx_of,
-    requested_session,
+    reply_for,
     sampling_of,
-    token_required,
+    tools_answered_as_text,
+    unknown_route,
 )
 from chat.selectors import models_available
-from chat.turn import TurnOutcome
-from contextmgr.core.client_history import ClientMessage, client_request
+from contextmgr.core.client_history import ClientMessage
 
-# OpenAI's error type and code for each status these answers use.
-_ERROR_KINDS = {
-    400: ("invalid_request_error", None),
-    401: ("invalid_request_error", "invalid_api_key"),
-    404: ("invalid_request_error", "model_not_found"),
-    405: ("invalid_request_error", None),
-    413: ("invalid_request_error", "context_length_exceeded"),
+# OpenAI's error type for each status these answers use; the code is the fault's (chat.drop_in.Fault).
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "invalid_request_error",
+    404: "invalid_request_error",
+    405: "invalid_request_error",
+    413: "invalid_request_error",
 }
 
 
-def _error_body(status: int, message: str) -> dict[str, Any]:
-    kind, code = _ERROR_KINDS.get(status, ("server_error", None))
-    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+def _error_body(status: int, message: str, fault: str | None = None) -> dict[str, Any]:
+    kind = _ERROR_TYPES.get(status, "server_error")
+    return {"error": {"message": message, "type": kind, "param": None, "code": fault}}
 
 
-def _error(status: int, message: str) -> HttpResponseBase:
-    return JsonResponse(_error_body(status, message), status=status)
-
-
-authenticated = token_required(_error)
+def _error(status: int, message: str, fault: str | None = None) -> HttpResponseBase:
+    return JsonResponse(_error_body(status, message, fault), status=status)
 
 
 def _content(value: Any) -> str:
@@ -82,60 +82,63 @@ def _messages(body: dict[str, Any]) -> list[ClientMessage]:
     for message in messages:
         role = message.get("role")
         if not isinstance(role, str):
-            raise DropInError(400, "A message's role must be text.")
+            raise DropInError(400, "a message's role must be text.")
         # OpenAI's newer name for the system prompt.
-        parsed.append(ClientMessage("system" if role == "developer" else role, _content(message.get("content"))))
+        parsed.append(
+            client_message(message, "system" if role == "developer" else role, _content(message.get("content")))
+        )
     return parsed
 
 
-def _finish_reason(outcome: TurnOutcome) -> str:
+def _finish_reason(outcome: Answer) -> str:
     return "length" if outcome.result.done_reason == "length" else "stop"
 
 
-def _usage(outcome: TurnOutcome) -> dict[str, int]:
+def _usage(outcome: Answer) -> dict[str, int]:
     prompt, completion = outcome.result.prompt_tokens, outcome.result.completion_tokens
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
-@require_POST
-@authenticated
-def chat_completions(request: HttpRequest, user: Any) -> HttpResponseBase:
-    """POST /v1/chat/completions: the request's last message is answered in its session."""
+@endpoint(_error, "POST")
+def chat_completions(request: HttpRequest, caller: Caller) -> HttpResponseBase:
+    """POST /v1/chat/completions: the request's last message is answered in its session, or a background
+    task apart (``reply_for``)."""
     body = json_body(request)
-    model = body.get("model")
-    if not isinstance(model, str) or not model.strip():
-        raise DropInError(400, "model is required.")
+    model = model_of(body)
     if body.get("n") not in (None, 1):
         raise DropInError(400, "n must be 1.")
-    for field in ("tools", "functions"):
-        if body.get(field):
-            raise DropInError(400, f"{field!r} is not supported by ollm-site's managed context.")
+    tools_answered_as_text(body.get("tools"), body.get("tool_choice"))
+    # The deprecated form of the same: ``functions`` with ``function_call``.
+    tools_answered_as_text(body.get("functions"), body.get("function_call"), "function_call")
     response_format = body.get("response_format")
     if response_format not in (None, {"type": "text"}):
         raise DropInError(400, "'response_format' other than text is not supported by ollm-site's managed context.")
     # OpenAI's sampling fields that mean what Ollama's of the same name do; its frequency and presence
     # penalties subtract from a token's logit, which Ollama's repeat_penalty does not: they are not applied.
     sampling = sampling_of({name: body.get(name) for name in ("temperature", "top_p", "seed")}, "")
-    conversation = conversation_resolve(
-        owner=user,
-        model=model.strip(),
-        request=client_request(_messages(body)),
-        client=client_name(request),
+    reply = reply_for(
+        request,
+        caller,
+        model=model,
+        messages=_messages(body),
         # OpenAI's API has no field for it: the openai client sends extra_body={"num_ctx": 2048}.
         num_ctx=num_ctx_of(body.get("num_ctx"), "num_ctx"),
-        session_id=requested_session(request),
+        sampling=sampling,
+        # Open WebUI sends its task requests max_tokens (Ollama models) or max_completion_tokens (others).
+        max_tokens=max_tokens_of(body.get("max_completion_tokens"), "max_completion_tokens")
+        or max_tokens_of(body.get("max_tokens"), "max_tokens"),
     )
-    completion_id = f"chatcmpl-{conversation.session.pk.hex}-{time.time_ns()}"
+    answered = reply.session_id or uuid.uuid4()  # a background task's answer is of no session
+    completion_id = f"chatcmpl-{answered.hex}-{time.time_ns()}"
     if body.get("stream"):
         options = body.get("stream_options") or {}
         usage = isinstance(options, dict) and bool(options.get("include_usage"))
         response: HttpResponseBase = StreamingHttpResponse(
-            _events(ReplyStream(conversation, sampling), model, completion_id, usage=usage),
-            content_type="text/event-stream",
+            _events(reply.stream(), model, completion_id, usage=usage), content_type="text/event-stream"
         )
         response["Cache-Control"] = "no-cache"
     else:
-        outcome = async_to_sync(conversation_reply)(conversation=conversation, sampling=sampling)
+        outcome = reply.now()
         response = JsonResponse({
             "id": completion_id,
             "object": "chat.completion",
@@ -143,13 +146,14 @@ def chat_completions(request: HttpRequest, user: Any) -> HttpResponseBase:
             "model": model,
             "choices": [{
                 "index": 0,
-                "message": {"role": "assistant", "content": outcome.assistant_message.content},
+                "message": {"role": "assistant", "content": outcome.new_text},
                 "finish_reason": _finish_reason(outcome),
                 "logprobs": None,
             }],
             "usage": _usage(outcome),
         })  # fmt: skip
-    response[SESSION_HEADER] = str(conversation.session.pk)
+    if reply.session_id is not None:
+        response[SESSION_HEADER] = str(reply.session_id)
     return response
 
 
@@ -184,9 +188,8 @@ def _event(data: dict[str, Any]) -> bytes:
     return f"data: {json.dumps(data)}\n\n".encode()
 
 
-@require_GET
-@authenticated
-def models(request: HttpRequest, user: Any) -> HttpResponseBase:
+@endpoint(_error, "GET", "HEAD")
+def models(request: HttpRequest, caller: Caller) -> HttpResponseBase:
     """GET /v1/models: every model a backend serves now."""
     data = [{"id": info.name, "object": "model", "created": 0, "owned_by": info.backend} for info in models_available()]
     return JsonResponse({"object": "list", "data": data})
@@ -195,4 +198,5 @@ def models(request: HttpRequest, user: Any) -> HttpResponseBase:
 urlpatterns = [
     path("chat/completions", chat_completions),
     path("models", models),
+    re_path(r"", unknown_route(_error)),
 ]

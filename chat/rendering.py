@@ -1,5 +1,7 @@
 """Safe rendering of what users and models write: CommonMark with tables (markdown-it-py, raw HTML
-off), then sanitized by nh3 against an allow-list of tags, attributes and link schemes.
+off), then sanitized by nh3 against an allow-list of tags, attributes and link schemes. Fenced
+code with a language Pygments knows is highlighted on the server, and every code block gets a Copy
+button (static/js/copy.js copies its text).
 
 markdown-it with ``html=False`` already escapes every character of the text; nh3 is the second
 line, so that a bug or a plugin in the renderer cannot put a script, a handler or a remote fetch
@@ -19,17 +21,23 @@ from markdown_it import MarkdownIt
 from markdown_it.renderer import RendererHTML
 from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import get_lexer_by_name
+from pygments.util import ClassNotFound
 
 ALLOWED_TAGS = frozenset(
     {
         *("p", "br", "hr", "blockquote", "pre", "code", "strong", "em"),
         *("h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "li", "a"),
         *("table", "thead", "tbody", "tr", "th", "td"),
+        "span",  # Pygments' token spans in a code block
     }
 )
 ALLOWED_ATTRIBUTES = {
     "a": {"href", "title"},
     "code": {"class"},
+    "span": {"class"},
     "ol": {"start"},
     "th": {"style"},
     "td": {"style"},
@@ -38,6 +46,29 @@ LINK_SCHEMES = frozenset({"http", "https", "mailto"})
 LINK_REL = "noopener noreferrer nofollow"
 _LINK = re.compile(rf"(?:{'|'.join(sorted(LINK_SCHEMES))}):", re.I)
 _LANGUAGE_CLASS = re.compile(r"language-[\w+#.-]{1,40}")
+
+
+# Every class Pygments' HTML formatter writes on a token's span: one to three letters, maybe a
+# digit ("k", "s2", "cpf"); static/css/site.css colours them, light and dark.
+TOKEN_CLASS = re.compile(r"[a-z]{1,3}[0-9]?")
+# Past this a block is shown plain: lexing is linear but not free, and a page renders many messages.
+MAX_HIGHLIGHTED_CHARS = 50_000
+_FORMATTER = HtmlFormatter(nowrap=True)
+
+
+def highlight_code(code: str, language: str, _attributes: str) -> str:
+    """markdown-it's ``highlight`` hook: ``code`` as Pygments' spans (its text escaped; the
+    sanitizer keeps only those spans and classes), or "" (markdown-it then escapes it as plain
+    text) when the block names no language, one Pygments does not know, or is too long."""
+    if not language or len(code) > MAX_HIGHLIGHTED_CHARS:
+        return ""
+    try:
+        # stripnl off: the block's leading and trailing blank lines are its text, and Copy copies them.
+        lexer = get_lexer_by_name(language, stripnl=False, ensurenl=False)
+    except ClassNotFound:
+        return ""
+    highlighted: str = highlight(code, lexer, _FORMATTER)
+    return highlighted
 
 
 def _image_as_text(
@@ -54,11 +85,15 @@ def _attribute_filter(tag: str, attribute: str, value: str) -> str | None:
         return value if _LINK.match(value) else None
     if tag == "code" and attribute == "class":
         return value if _LANGUAGE_CLASS.fullmatch(value) else None
+    if tag == "span" and attribute == "class":
+        return value if TOKEN_CLASS.fullmatch(value) else None
     return value
 
 
 # Single newlines are line breaks, as people and models write them in a chat.
-_MARKDOWN = MarkdownIt("commonmark", {"html": False, "breaks": True, "xhtmlOut": False}).enable("table")
+_MARKDOWN = MarkdownIt(
+    "commonmark", {"html": False, "breaks": True, "xhtmlOut": False, "highlight": highlight_code}
+).enable("table")
 _MARKDOWN.add_render_rule("image", _image_as_text)
 
 
@@ -106,6 +141,15 @@ def sanitize_html(html: str) -> str:
     return "".join(writer.parts)
 
 
+# After sanitizing, every "<pre>" is a code block's: a "<pre>" in the text was escaped to "&lt;pre&gt;".
+_CODE_BLOCK_OPEN = (
+    '<div class="code-block"><button type="button" class="icon-button copy-code" data-action="copy-code"'
+    ' title="Copy this code">Copy code</button><pre>'
+)
+
+
 def render_markdown(text: str) -> SafeString:
-    """HTML for a message: markdown rendered with raw HTML escaped, then only allow-listed markup kept."""
-    return mark_safe(sanitize_html(_MARKDOWN.render(text)))
+    """HTML for a message: markdown rendered with raw HTML escaped, then only allow-listed markup
+    kept; each code block with its Copy button."""
+    html = sanitize_html(_MARKDOWN.render(text))
+    return mark_safe(html.replace("<pre>", _CODE_BLOCK_OPEN).replace("</pre>", "</pre></div>"))

@@ -70,6 +70,11 @@ class SessionIn(Schema):
     system_prompt: str = ""
 
 
+class BranchIn(Schema):
+    message_id: int | None = Field(None, description="The id of the last message the branch shares with its session.")
+    position: int | None = Field(None, description="Or its position (1 = the first message).")
+
+
 class SessionPatch(Schema):
     title: str | None = None
     model: str | None = None
@@ -125,6 +130,14 @@ class SessionOut(Schema):
     client: str | None = Field(
         description="The client (its User-Agent) that started it through the Ollama (/ollama/) or OpenAI (/v1/) "
         "endpoint; null for a session started here."
+    )
+    parent_id: UUID | None = Field(
+        description="The session it branched from (POST /sessions/{id}/branch, or a Regenerate or Edit of an outside "
+        "client); null for a session that is not a branch, or whose parent was deleted."
+    )
+    forked_at_position: int | None = Field(
+        description="The position of the last message a branch shares with its parent; null for a session that is "
+        "not a branch."
     )
 
     model_available: bool | None = Field(
@@ -183,10 +196,19 @@ class MessageOut(Schema):
     in_active_context: bool
     tool_call_id: str
     tool_name: str
+    version_of: int | None = Field(
+        None,
+        description="The first version of the message this one is another version of (a regenerated reply, "
+        "an edited message); null for a first version. GET .../messages/{id}/versions lists them all.",
+    )
 
     @staticmethod
     def resolve_compressed_into(obj: Message) -> int | None:
         return obj.compressed_into_id
+
+    @staticmethod
+    def resolve_version_of(obj: Message) -> int | None:
+        return obj.version_of_id
 
     @staticmethod
     def resolve_in_active_context(obj: Message) -> bool:

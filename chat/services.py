@@ -31,6 +31,7 @@ from contextmgr.core.tiers import UnknownContextSize
 from contextmgr.core.tokens import TokenCount, TokenCounter
 from contextmgr.models import EventType
 from contextmgr.resources import TiktokenCounter, count_text_tokens, ollama_context_size
+from contextmgr.services.branches import context_branch
 from contextmgr.services.compression import compression_maybe_schedule
 from contextmgr.services.events import event_record
 from contextmgr.services.goals import goal_create, goals_carry_over
@@ -64,10 +65,13 @@ def session_create(
     context_limit: int | None = None,
     settings: dict[str, Any] | None = None,
     client: str = "",
+    parent: Session | None = None,
+    forked_at_position: int | None = None,
 ) -> Session:
     """Start a conversation. ``max_tokens`` is the Ollama size of the selection, never the selection
     itself, and never more than ``context_limit`` (the model's own context length, when known).
-    ``client``: the outside client that started it through the Ollama or OpenAI endpoint."""
+    ``client``: the outside client that started it through the Ollama or OpenAI endpoint;
+    ``parent`` and ``forked_at_position``: the session it branches from, and where (``session_branch``)."""
     title = storable_text(title).strip() or DEFAULT_TITLE
     model = storable_text(model).strip()
     system_prompt = storable_text(system_prompt)
@@ -103,6 +107,8 @@ def session_create(
         summary_model=summary_model,
         settings=settings,
         client=storable_text(client)[:MAX_SOURCE_FIELD_LENGTH],
+        parent=parent,
+        forked_at_position=forked_at_position,
     )
     session_refresh_reliability(session=session)
     return session
@@ -408,8 +414,10 @@ def message_create(
     tool_name: str = "",
     tool_args: Any = None,
     tool_result: Any = None,
+    version_of_id: int | None = None,
 ) -> Message:
-    """Store one message at the end of the session's history.
+    """Store one message at the end of the session's history; ``version_of_id``: the first version of
+    the message it is another version of (a regenerated reply, an edited message).
 
     The session row is locked for the transaction so positions stay gapless
     when two writers append at once. The message is counted here, once
@@ -434,56 +442,10 @@ def message_create(
         tool_name=storable_text(tool_name),
         tool_args=tool_args,
         tool_result=tool_result,
+        version_of_id=version_of_id,
     )
     session.last_activity = now
     return message
-
-
-@transaction.atomic
-def message_leave_context(*, message: Message) -> None:
-    """Keep a message in the full history only: it stops counting toward the context and
-    stops being sent (a user message that cannot fit the context, however much is compressed).
-
-    Locks the session row, as every change of a message's context state does.
-    """
-    locked = Session.objects.select_for_update().get(pk=message.session_id)
-    version = locked.next_context_version()
-    Message.objects.filter(pk=message.pk).update(excluded_from_context=True, context_version=version)
-    message.excluded_from_context = True
-    message.context_version = version
-
-
-@transaction.atomic
-def messages_supersede(*, message: Message) -> int:
-    """Take ``message`` and every message after it out of the context, keeping them in the full
-    history: an edited message or a regenerated reply takes their place. How many left the context.
-
-    Only the uncompressed tail can be replaced: a ValidationError when a message from ``message``
-    on is already summarized in a checkpoint (its summary would still say what the user replaced).
-    Locks the session row, as every change of a message's context state does.
-    """
-    locked = Session.objects.select_for_update().get(pk=message.session_id)
-    later = Message.objects.filter(session=locked, position__gte=message.position)
-    if later.filter(compressed_into__isnull=False).exists():
-        raise ValidationError(
-            {
-                "content": "This message is older than the last compression: only the messages after it can be "
-                "edited or regenerated (a snapshot from before it can be restored)."
-            }
-        )
-    version = locked.next_context_version(last_activity=timezone.now())
-    return later.filter(excluded_from_context=False).update(excluded_from_context=True, context_version=version)
-
-
-@transaction.atomic
-def message_edit(*, message: Message, content: str, token_count: TokenCount | None = None) -> Message:
-    """The user's edited ``message``: it and everything after it leave the context (kept in the full
-    history, as messages_supersede says) and ``content`` is stored as a new message at the end.
-    All or nothing: an edit that cannot be stored leaves the context as it was."""
-    if message.role != Message.Role.USER or message.excluded_from_context:
-        raise ValidationError({"content": "Only your own messages in the context can be edited."})
-    messages_supersede(message=message)
-    return message_create(session=message.session, role=Message.Role.USER, content=content, token_count=token_count)
 
 
 @transaction.atomic
@@ -506,3 +468,67 @@ def session_continue(*, session: Session) -> Session:
     goals_carry_over(source=session, target=successor)
     context_carry_over(source=session, target=successor)
     return successor
+
+
+@transaction.atomic
+def session_branch(
+    *, session: Session, at_message: Message, messages: Sequence[NewMessage] = (), client: str | None = None
+) -> Session:
+    """A new session that goes on from ``at_message`` of ``session`` another way: it shares the
+    history up to it (copied, at the same positions), starts from the managed state ``session`` had
+    there (``context_branch``: the goal and its progress, decisions, artifacts, checkpoints; what was
+    compressed stays compressed), then holds ``messages``. ``session`` is not changed.
+    ``client``: the outside client the branch is for (None: ``session``'s).
+
+    Precondition: the caller checked that the user owns ``session`` (``session_for_owner``). A
+    ValidationError when ``at_message`` is not one of its messages, or a MessageRefused for ``messages``.
+    """
+    if at_message.session_id != session.pk:
+        raise ValidationError({"message": "That message is not one of this session's."})
+    through = at_message.position
+    branch = session_create(
+        owner=session.owner,
+        model=session.model,
+        context_size=session.context_size,
+        title=session.title,
+        system_prompt=session.system_prompt,
+        summary_model=session.summary_model,
+        parameter_size_b=session.model_parameter_size_b,
+        # The same model on the same context: no need to ask the backend.
+        context_limit=session.max_tokens,
+        settings=session.settings,
+        client=session.client if client is None else client,
+        parent=session,
+        forked_at_position=through,
+    )
+    shared = Message.objects.filter(session=session, position__lte=through).order_by("position")
+    for start in range(0, through, CREATE_BATCH):
+        Message.objects.bulk_create(
+            Message(
+                session=branch,
+                position=message.position,
+                role=message.role,
+                content=message.content,
+                tokens=message.tokens,
+                tokens_exact=message.tokens_exact,
+                created_at=message.created_at,
+                done_reason=message.done_reason,
+                tool_call_id=message.tool_call_id,
+                tool_name=message.tool_name,
+                tool_args=message.tool_args,
+                tool_result=message.tool_result,
+                source_format=message.source_format,
+            )
+            for message in shared.filter(position__gt=start, position__lte=start + CREATE_BATCH)
+        )
+    # The copies have ids of their own: a version's link to its first version goes by position.
+    first_positions = dict(shared.filter(version_of__isnull=False).values_list("position", "version_of__position"))
+    copies = dict(Message.objects.filter(session=branch).values_list("position", "pk"))
+    for position, first in first_positions.items():
+        Message.objects.filter(pk=copies[position]).update(version_of_id=copies[first])
+    context_branch(parent=session, branch=branch, through=through)
+    if messages:
+        message_create_many(session=branch, messages=messages)
+    branch.refresh_from_db()
+    compression_maybe_schedule(session=branch)
+    return branch

@@ -23,8 +23,7 @@ store them), the nesting of a tool call's free JSON, and the number of entries.
 
 from __future__ import annotations
 
-import math
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -41,119 +40,40 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
+from chat.file_checks import (
+    TOO_MANY_ENTRIES,
+    Compressions,
+    ContextTokens,
+    Count,
+    check_json,
+    free_json,
+    iso_time,
+    storable,
+)
 from chat.models import MAX_MESSAGE_CHARS, MAX_MODEL_NAME_LENGTH, MAX_SYSTEM_PROMPT_CHARS, MAX_TITLE_LENGTH
-from contextmgr.core.text import UNSTORABLE_CHARS
 from contextmgr.core.times import iso_millis
 
 # Messages and tool calls together.
 MAX_IMPORT_ENTRIES = 5_000
-# Objects and arrays inside one another, counted from the top of the file; a tool call's args and
-# result are free JSON.
-MAX_IMPORT_DEPTH = 20
 MAX_NAME_CHARS = 200
-MAX_TIMESTAMP_CHARS = 64
-# The error type of a file with more than MAX_IMPORT_ENTRIES entries (the import answers 413).
-TOO_MANY_ENTRIES = "too_many_entries"
-
-
-def _storable(value: str) -> str:
-    if UNSTORABLE_CHARS.search(value):
-        raise PydanticCustomError("unstorable", "holds a NUL character or an unpaired surrogate")
-    return value
 
 
 # Strings that are stored: bounded, and only what the database can hold.
-Name = Annotated[str, Field(max_length=MAX_NAME_CHARS), AfterValidator(_storable)]
-ModelName = Annotated[str, Field(max_length=MAX_MODEL_NAME_LENGTH), AfterValidator(_storable)]
-Title = Annotated[str, Field(max_length=MAX_TITLE_LENGTH), AfterValidator(_storable)]
-SystemPrompt = Annotated[str, Field(max_length=MAX_SYSTEM_PROMPT_CHARS), AfterValidator(_storable)]
-MessageText = Annotated[str, Field(max_length=MAX_MESSAGE_CHARS), AfterValidator(_storable)]
-
-
-def _iso_time(value: Any) -> Any:
-    """An ISO 8601 time, in UTC; one without a zone is UTC."""
-    if isinstance(value, datetime):
-        moment = value
-    elif not isinstance(value, str):
-        raise PydanticCustomError("string_type", "must be a string")
-    elif len(value) > MAX_TIMESTAMP_CHARS:
-        raise PydanticCustomError("string_too_long", "too long", {"max_length": MAX_TIMESTAMP_CHARS})
-    else:
-        try:
-            moment = datetime.fromisoformat(value)
-        except ValueError:
-            raise PydanticCustomError("iso_time", "{text} is not an ISO 8601 time", {"text": repr(value)}) from None
-    if moment.tzinfo is None:
-        return moment.replace(tzinfo=UTC)
-    try:
-        return moment.astimezone(UTC)
-    except OverflowError:  # 0001-01-01T00:00+01:00 is before the first UTC moment Python has
-        raise PydanticCustomError("iso_time", "{text} is out of range", {"text": repr(value)}) from None
+Name = Annotated[str, Field(max_length=MAX_NAME_CHARS), AfterValidator(storable)]
+ModelName = Annotated[str, Field(max_length=MAX_MODEL_NAME_LENGTH), AfterValidator(storable)]
+Title = Annotated[str, Field(max_length=MAX_TITLE_LENGTH), AfterValidator(storable)]
+SystemPrompt = Annotated[str, Field(max_length=MAX_SYSTEM_PROMPT_CHARS), AfterValidator(storable)]
+MessageText = Annotated[str, Field(max_length=MAX_MESSAGE_CHARS), AfterValidator(storable)]
 
 
 # Written as text in every kind of dump, in the one format of the app's times (``iso_millis``): what the
 # CLI writes, so a time the file gave comes back exactly as it was written.
 IsoTime = Annotated[
     datetime,
-    BeforeValidator(_iso_time),
+    BeforeValidator(iso_time),
     PlainSerializer(iso_millis, return_type=str),
     WithJsonSchema({"type": "string", "format": "date-time"}),
 ]
-
-
-class LongNumber:
-    """A whole number in the file too long to read (Python reads at most ``sys.get_int_max_str_digits()``
-    digits): the parser keeps its length, and the model refuses it at its place, whatever the field."""
-
-    def __init__(self, digits: int) -> None:
-        self.digits = digits
-
-    def __repr__(self) -> str:
-        return f"LongNumber({self.digits})"
-
-    def describe(self) -> str:
-        return f"is a number of {self.digits:,} digits, too long to read"
-
-
-def _not_json_number(value: float) -> str:
-    """NaN, Infinity and -Infinity (or a number such as 1e400 that Python reads as infinite) are not JSON;
-    Python's parser accepts them but the database refuses them."""
-    text = "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    return f"holds {text}, which is not a JSON number"
-
-
-def _check_json(value: Any, depth: int, path: str = "") -> None:
-    """Free JSON ``depth`` levels below the top of the file: bounded nesting, storable strings (keys too),
-    finite numbers of a readable length."""
-    at = {"at": f" (at {path})" if path else ""}
-    if depth > MAX_IMPORT_DEPTH:
-        raise PydanticCustomError(
-            "json_depth", "nested more than {limit} levels deep{at}", {"limit": MAX_IMPORT_DEPTH, **at}
-        )
-    if isinstance(value, LongNumber):
-        raise PydanticCustomError("long_number", "{problem}{at}", {"problem": value.describe(), **at})
-    if isinstance(value, float) and not math.isfinite(value):
-        raise PydanticCustomError("not_json", "{problem}{at}", {"problem": _not_json_number(value), **at})
-    if isinstance(value, str):
-        if UNSTORABLE_CHARS.search(value):
-            raise PydanticCustomError("unstorable", "holds a NUL character or an unpaired surrogate{at}", at)
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _check_json(key, depth + 1, f"{path} key")
-            _check_json(item, depth + 1, f"{path}.{key}"[:200])
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            _check_json(item, depth + 1, f"{path}[{index}]")
-
-
-def _free_json(depth: int) -> AfterValidator:
-    """JSON stored as it is, ``depth`` levels below the top of the file: bounded nesting, storable strings."""
-
-    def check(value: Any) -> Any:
-        _check_json(value, depth)
-        return value
-
-    return AfterValidator(check)
 
 
 def _llm_content(value: Any) -> Any:
@@ -161,7 +81,7 @@ def _llm_content(value: Any) -> Any:
         raise PydanticCustomError("missing", "is required")
     if isinstance(value, str) and len(value) > MAX_MESSAGE_CHARS:
         raise PydanticCustomError("string_too_long", "too long", {"max_length": MAX_MESSAGE_CHARS})
-    _check_json(value, 4)  # file > toolCalls > [i] > result > llmContent
+    check_json(value, 4)  # file > toolCalls > [i] > result > llmContent
     return value
 
 
@@ -218,29 +138,31 @@ class SessionFileToolResult(_FileModel):
     return_display: str | None = Field(
         default=None, description="The CLI's display text; kept and written back, never shown to the model."
     )
-    data: Annotated[Any, _free_json(4)] = Field(default=None, description="ollm-site: the structured result, if any.")
+    data: Annotated[Any, free_json(4)] = Field(default=None, description="ollm-site: the structured result, if any.")
 
 
 class SessionFileToolCall(_FileModel):
     id: Name
     name: Name
-    args: Annotated[dict[str, Any], _free_json(3)] = Field(default_factory=dict)
+    args: Annotated[dict[str, Any], free_json(3)] = Field(default_factory=dict)
     result: SessionFileToolResult
     timestamp: IsoTime | None = None
 
 
 class SessionFileMetadata(_FileModel):
     # Not imported (an import derives both again), so not held to strict types either.
-    token_count: int = Field(
+    token_count: Count = Field(
         default=0, strict=False, description="Tokens of the full history: every message and tool call in the file."
     )
-    compression_count: int = Field(default=0, strict=False, description="Compressions so far; an import starts at 0.")
+    compression_count: Compressions = Field(
+        default=0, strict=False, description="Compressions so far; an import starts at 0."
+    )
     title: Title | None = Field(default=None, description="ollm-site: the session's title.")
-    context_size: int | None = Field(
-        default=None, gt=0, description="ollm-site: the context size selection, e.g. 16384."
+    context_size: ContextTokens | None = Field(
+        default=None, description="ollm-site: the context size selection, e.g. 16384."
     )
     system_prompt: SystemPrompt | None = Field(default=None, description="ollm-site: the session's system prompt.")
-    mode_history: Annotated[Any, _free_json(4)] = Field(
+    mode_history: Annotated[Any, free_json(4)] = Field(
         default=None, description="The CLI's mode changes: kept as they are and written back."
     )
 

@@ -14,7 +14,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 from uuid import UUID
 
 from asgiref.sync import sync_to_async
@@ -23,27 +23,22 @@ from django.core.exceptions import ValidationError
 from django.db import connections
 
 from chat.models import Message, Session
+from chat.revisions import message_edit, message_leave_context, messages_supersede
 from chat.sampling import reply_sampling
-from chat.selectors import model_availability
-from chat.services import (
-    message_create,
-    message_edit,
-    message_leave_context,
-    messages_supersede,
-    session_prompt_truncated,
-)
+from chat.selectors import model_require_available, session_latest_message
+from chat.services import message_create, session_prompt_truncated
 from contextmgr.core.backoff import seconds_text
 from contextmgr.core.budget import REPLY_MIN_TOKENS, prompt_room
 from contextmgr.core.config import reply_max_tokens
 from contextmgr.core.tokens import TokenCount, TokenCounter
-from contextmgr.core.window import WindowBlock, chat_messages
+from contextmgr.core.window import WindowBlock, chat_messages, window_budget
 from contextmgr.llm import (
     ChatMessage,
+    ChatRequest,
     ChatResult,
     ContextOverflow,
     Gateway,
     LLMError,
-    ModelNotFound,
     get_gateway,
 )
 from contextmgr.resources import TiktokenCounter
@@ -82,12 +77,21 @@ class TurnOutcome:
     result: ChatResult
     prompt_tokens: int
     prompt_exact: bool
-    # The context once the reply and its markers are stored: what the page and the API show after the turn.
+    # The context once the reply and its markers are stored: what the page and the API show after the turn,
+    # read at the session's ``context_version``.
     context: ContextReport
+    context_version: int
     markers_applied: int
     # Something besides the reply changed the context during the turn (its goal markers, a goal
     # set in another tab, a compression, a restore): what the goals panel shows may have changed.
     context_changed_meanwhile: bool
+    # The reply the model continued (TurnContinue), which the stored one starts with.
+    continued_from: str = ""
+
+    @property
+    def new_text(self) -> str:
+        """What the model wrote in this turn."""
+        return self.assistant_message.content[len(self.continued_from) :]
 
     @property
     def cut_by_cap(self) -> bool:
@@ -120,28 +124,6 @@ def message_counter(gateway: Gateway, model: str) -> TokenCounter:
     except LLMError:
         # The model is unknown to every backend: the message is still stored, with the estimate.
         return TiktokenCounter()
-
-
-class ModelUnavailable(ModelNotFound):
-    """The session's model is not served here now (an imported file's model, Ollama turned off
-    or down): the message names it and how to switch. ``backend_down``: only because its backend
-    does not answer (it may come back by itself)."""
-
-    def __init__(self, message: str, *, backend_down: bool) -> None:
-        super().__init__(message)
-        self.backend_down = backend_down
-
-
-def _check_model_available(session: Session, gateway: Gateway) -> None:
-    """Refuse the reply when no backend serves the session's model. The served list is the
-    cached one when it has the model; one that does not is asked again before refusing, so a
-    model back a moment ago is not refused. Nothing is refused when no backend answers at all:
-    the backend's own error says what is down."""
-    availability = model_availability(model=session.model, gateway=gateway)
-    if availability.available is False:
-        availability = model_availability(model=session.model, gateway=gateway, refresh=True, with_reason=True)
-    if availability.available is False:
-        raise ModelUnavailable(availability.refusal(session_id=session.pk), backend_down=availability.backend_down)
 
 
 def _does_not_fit(session: Session, tokens: int) -> ContextOverflow:
@@ -272,72 +254,43 @@ async def _refuse_if_it_can_never_fit(session: Session, user_message: Message) -
         raise _does_not_fit(session, tokens)
 
 
-async def turn_run(
-    *,
-    session_id: UUID,
-    content: str,
-    gateway: Gateway | None = None,
-    on_delta: OnDelta | None = None,
-    on_stored: OnStored | None = None,
-    on_wait: OnWait | None = None,
-) -> TurnOutcome:
-    """Run one turn; ``on_stored`` hears of the user's message once it is safe in the history,
-    ``on_wait`` why the reply waits (for a compression), ``on_delta`` receives the reply as it streams.
+@dataclass(frozen=True)
+class TurnSend:
+    """A new message of the user's: stored first, before anything can fail."""
 
-    Raises a ValidationError for bad input (nothing stored), an LLMError
-    when no reply can be had (the user's message stays stored).
-    """
-    gateway = gateway or get_gateway()
-    session = await Session.objects.aget(pk=session_id)
-    count = await _count(message_counter(gateway, session.model), content)
-    # Its ``session`` is the session as the message was written, which the rest of the turn reads.
-    user_message = await sync_to_async(message_create)(
-        session=session, role=Message.Role.USER, content=content, token_count=count
-    )
-    if on_stored is not None:
-        await on_stored(user_message)
-    return await _reply(user_message.session, gateway, user_message, on_delta, on_wait)
+    content: str
 
-
-async def turn_retry(
-    *,
-    session_id: UUID,
-    gateway: Gateway | None = None,
-    on_delta: OnDelta | None = None,
-    on_stored: OnStored | None = None,
-    on_wait: OnWait | None = None,
-) -> TurnOutcome:
-    """Answer the session's last message again when it is a user message left without a reply
-    (the backend failed, or the user stopped it); nothing is stored twice."""
-    gateway = gateway or get_gateway()
-    session = await Session.objects.aget(pk=session_id)
-    last = await session.messages.order_by("-position").afirst()
-    if last is None or last.role != Message.Role.USER:
-        raise ValidationError({"content": "There is no unanswered message to retry."})
-    if last.excluded_from_context:
-        raise ValidationError(
-            {"content": "The last message does not fit this session's context: it is kept in the history only."}
+    async def message(self, session: Session, gateway: Gateway) -> Message:
+        count = await _count(message_counter(gateway, session.model), self.content)
+        # Its ``session`` is the session as the message was written, which the rest of the turn reads.
+        return await sync_to_async(message_create)(
+            session=session, role=Message.Role.USER, content=self.content, token_count=count
         )
-    if on_stored is not None:
-        await on_stored(last)
-    return await _reply(session, gateway, last, on_delta, on_wait)
 
 
-async def turn_regenerate(
-    *,
-    session_id: UUID,
-    gateway: Gateway | None = None,
-    on_delta: OnDelta | None = None,
-    on_stored: OnStored | None = None,
-    on_wait: OnWait | None = None,
-) -> TurnOutcome:
-    """Answer the last user message again: the latest reply leaves the context (it stays in the full
-    history) and a new one is streamed after it."""
-    gateway = gateway or get_gateway()
-    session = await Session.objects.aget(pk=session_id)
-    reply = await session.messages.order_by("-position").afirst()
+@dataclass(frozen=True)
+class TurnRetry:
+    """The session's last message answered again when it is a user message left without a reply
+    (the backend failed, or the user stopped it); nothing is stored twice."""
+
+    async def message(self, session: Session, gateway: Gateway) -> Message:
+        last = await sync_to_async(session_latest_message)(session=session)
+        if last is None or last.role != Message.Role.USER:
+            raise ValidationError({"content": "There is no unanswered message to retry."})
+        if last.excluded_from_context:
+            raise ValidationError(
+                {"content": "The last message does not fit this session's context: it is kept in the history only."}
+            )
+        last.session = session
+        return last
+
+
+async def _latest_reply_and_question(session: Session, done: str) -> tuple[Message, Message]:
+    """The session's latest reply, which must be in the context, and the user message in the context
+    it answers; ``done`` names what is to be done to the reply, for the error."""
+    reply = await sync_to_async(session_latest_message)(session=session)
     if reply is None or reply.role != Message.Role.ASSISTANT or reply.excluded_from_context:
-        raise ValidationError({"content": "Only the latest reply can be regenerated."})
+        raise ValidationError({"content": f"Only the latest reply can be {done}."})
     question = (
         await session.messages.filter(role=Message.Role.USER, position__lt=reply.position, excluded_from_context=False)
         .order_by("-position")
@@ -345,42 +298,96 @@ async def turn_regenerate(
     )
     if question is None:
         raise ValidationError({"content": "This reply answers no message of yours in the context."})
-    await sync_to_async(messages_supersede)(message=reply)
-    session = await Session.objects.aget(pk=session_id)  # the reply's leaving moved the context version
-    if on_stored is not None:
-        await on_stored(question)
-    return await _reply(session, gateway, question, on_delta, on_wait)
+    return reply, question
 
 
-async def turn_edit(
+@dataclass(frozen=True)
+class TurnRegenerate:
+    """The last user message answered again: the latest reply leaves the context (it stays in the full
+    history) and a new one is streamed after it."""
+
+    async def message(self, session: Session, gateway: Gateway) -> Message:
+        reply, question = await _latest_reply_and_question(session, "regenerated")
+        await sync_to_async(messages_supersede)(message=reply)
+        question.session = await Session.objects.aget(pk=session.pk)  # the reply's leaving moved the context version
+        return question
+
+
+@dataclass(frozen=True)
+class TurnEdit:
+    """``content`` in place of the user's message ``message_id`` (message_edit: the earlier version and
+    what followed it stay in the full history), answered as a new message is."""
+
+    message_id: int
+    content: str
+
+    async def message(self, session: Session, gateway: Gateway) -> Message:
+        original = await session.messages.filter(pk=self.message_id).afirst()
+        if original is None:
+            raise ValidationError({"content": "There is no such message in this session."})
+        original.session = session
+        count = await _count(message_counter(gateway, session.model), self.content)
+        return await sync_to_async(message_edit)(message=original, content=self.content, token_count=count)
+
+
+@dataclass(frozen=True)
+class TurnContinue:
+    """The latest reply continued: the prompt ends with it, so the model goes on from where it ends; it
+    then leaves the context (kept in the full history) for the whole."""
+
+    async def message(self, session: Session, gateway: Gateway) -> Message:
+        _, question = await _latest_reply_and_question(session, "continued")
+        question.session = session
+        return question
+
+
+# What a turn answers: each variant finds (or stores) the user's message the reply answers, whose
+# ``session`` is the session as the reply must read it.
+TurnVariant: TypeAlias = TurnSend | TurnRetry | TurnRegenerate | TurnEdit | TurnContinue
+
+
+async def turn_take(
     *,
     session_id: UUID,
-    message_id: int,
-    content: str,
+    variant: TurnVariant,
     gateway: Gateway | None = None,
     on_delta: OnDelta | None = None,
     on_stored: OnStored | None = None,
     on_wait: OnWait | None = None,
 ) -> TurnOutcome:
-    """Send ``content`` in place of the user's message ``message_id`` (message_edit: the earlier
-    version and what followed it stay in the full history), then answer it as turn_run does."""
+    """Run one turn as ``variant`` says; ``on_stored`` hears of the user's message once it is safe in
+    the history, ``on_wait`` why the reply waits (for a compression), ``on_delta`` receives the reply
+    as it streams.
+
+    Raises a ValidationError for a variant the session's history does not allow, or bad input (nothing
+    stored), an LLMError when no reply can be had (the user's message stays stored).
+    """
     gateway = gateway or get_gateway()
     session = await Session.objects.aget(pk=session_id)
-    original = await session.messages.filter(pk=message_id).afirst()
-    if original is None:
-        raise ValidationError({"content": "There is no such message in this session."})
-    original.session = session
-    count = await _count(message_counter(gateway, session.model), content)
-    user_message = await sync_to_async(message_edit)(message=original, content=content, token_count=count)
+    # The reply a regeneration replaces or a continuation goes on from, read before either changes anything.
+    latest = (
+        await sync_to_async(session_latest_message)(session=session)
+        if isinstance(variant, TurnContinue | TurnRegenerate)
+        else None
+    )
+    user_message = await variant.message(session, gateway)
     if on_stored is not None:
         await on_stored(user_message)
-    return await _reply(user_message.session, gateway, user_message, on_delta, on_wait)
+    continued = latest if isinstance(variant, TurnContinue) else None
+    version_of_id = None
+    if latest is not None and isinstance(variant, TurnRegenerate):
+        version_of_id = latest.version_of_id or latest.pk
+    elif latest is not None and (latest.version_of_id or await latest.versions.aexists()):
+        # A continued version stays among its siblings; the text it went on from stays one too.
+        version_of_id = latest.version_of_id or latest.pk
+    return await _reply(user_message.session, gateway, user_message, on_delta, on_wait, continued, version_of_id)
 
 
-async def _reply(
-    session: Session, gateway: Gateway, user_message: Message, on_delta: OnDelta | None, on_wait: OnWait | None
-) -> TurnOutcome:
-    await sync_to_async(_check_model_available, thread_sensitive=False)(session, gateway)
+async def _reply(  # ``continued``: the reply a TurnContinue goes on from; ``version_of_id``: see message_create
+    session: Session, gateway: Gateway, user_message: Message, on_delta: OnDelta | None, on_wait: OnWait | None,
+    continued: Message | None = None, version_of_id: int | None = None,
+) -> TurnOutcome:  # fmt: skip
+    await sync_to_async(model_require_available, thread_sensitive=False)(session=session, gateway=gateway)
     await _refuse_if_it_can_never_fit(session, user_message)
     window = await sync_to_async(_window_before_reply)(session)
     messages, prompt = await _prompt_with_room(session, gateway, user_message, window, on_wait)
@@ -388,12 +395,14 @@ async def _reply(
     max_tokens = min(
         reply_max_tokens(session.max_tokens, settings.OLLM_REPLY_MAX_TOKENS), session.max_tokens - prompt.tokens
     )
-    stream = gateway.chat(
-        messages,
-        model=session.model,
-        num_ctx=session.max_tokens,
-        max_tokens=max_tokens,
-        sampling=reply_sampling(session),
+    stream = gateway.send(
+        ChatRequest(
+            messages,
+            model=session.model,
+            num_ctx=session.max_tokens,
+            max_tokens=max_tokens,
+            sampling=reply_sampling(session),
+        )
     )
     parts: list[str] = []
     stopped = False
@@ -408,6 +417,10 @@ async def _reply(
         await stream.aclose()
     text = "".join(parts)
     counter = message_counter(gateway, session.model)
+    if continued is not None and (parts or not stopped):
+        await sync_to_async(messages_supersede)(message=continued)
+        text = continued.content + text
+        session = await Session.objects.aget(pk=session.pk)  # its leaving moved the context version
     if stopped:
         # The user saw this much of the reply and may refer to it: it is kept, marked as stopped.
         if text.strip():
@@ -417,6 +430,7 @@ async def _reply(
                 content=text,
                 token_count=await _count(counter, text),
                 done_reason="cancelled",
+                version_of_id=version_of_id,
             )
         raise asyncio.CancelledError
     result = stream.result
@@ -427,7 +441,9 @@ async def _reply(
             session=session, sent_tokens=result.sent_prompt_tokens, reported_tokens=result.prompt_tokens
         )
     count = await _count(counter, text)
-    after = await sync_to_async(_after_reply)(session, text, count, result.done_reason)
+    # A stopped reply's markers were never applied; a finished one's were when it was stored.
+    applied = continued.content if continued is not None and continued.done_reason != "cancelled" else ""
+    after = await sync_to_async(_after_reply)(session, text, count, result.done_reason, applied, version_of_id)
     return TurnOutcome(
         user_message,
         after.message,
@@ -435,17 +451,20 @@ async def _reply(
         prompt.tokens,
         prompt.exact,
         after.context,
+        after.context_version,
         after.markers,
         # Every write to the context raises the session's context version; the reply is one.
         context_changed_meanwhile=after.context_version > session.context_version + 1,
+        continued_from=continued.content if continued is not None else "",
     )
 
 
 def _window_before_reply(session: Session) -> tuple[WindowBlock, ...]:
-    """The window the reply is asked from, once the budget was checked: the user's message may
-    have made a compression due."""
-    compression_maybe_schedule(session=session)
-    return session_window(session=session)
+    """The window the reply is asked from, and the budget check its counts make: the user's message
+    may have made a compression due (which runs in the background)."""
+    window = session_window(session=session)
+    compression_maybe_schedule(session=session, budget=window_budget(window, max_tokens=session.max_tokens))
+    return window
 
 
 @dataclass(frozen=True)
@@ -456,15 +475,22 @@ class _AfterReply:
     context_version: int
 
 
-def _after_reply(session: Session, text: str, count: TokenCount, done_reason: str) -> _AfterReply:
+def _after_reply(
+    session: Session, text: str, count: TokenCount, done_reason: str, applied: str, version_of_id: int | None
+) -> _AfterReply:
     """Store the reply (in its own transaction: it is kept whatever follows), apply its goal
     markers, then read the context: it says whether a compression is due and is what the
     page's meter and the API show after the turn."""
     message = message_create(
-        session=session, role=Message.Role.ASSISTANT, content=text, token_count=count, done_reason=done_reason
+        session=session,
+        role=Message.Role.ASSISTANT,
+        content=text,
+        token_count=count,
+        done_reason=done_reason,
+        version_of_id=version_of_id,
     )
     try:
-        markers = goal_apply_markers(session=session, text=text)
+        markers = goal_apply_markers(session=session, text=text, applied_before=applied)
     except Exception:
         # The reply is stored and answered the user; a marker it could not apply must not
         # turn the turn into an error whose Retry would find nothing left to answer.

@@ -19,5 +19,11 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/meter/", views.context_meter_partial, name="context_meter"),
     path("sessions/<uuid:session_id>/model/", views.session_model, name="session_model"),
     path("sessions/<uuid:session_id>/settings/", views.session_settings, name="session_settings"),
+    path(
+        "sessions/<uuid:session_id>/messages/<int:message_id>/version/",
+        views.message_version,
+        name="message_version",
+    ),
     path("sessions/<uuid:session_id>/continue/", views.session_continue_view, name="session_continue"),
+    path("sessions/<uuid:session_id>/messages/<int:message_id>/branch/", views.message_branch, name="message_branch"),
 ]

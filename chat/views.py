@@ -17,18 +17,30 @@ from chat.archive import session_archive
 from chat.export import session_file, sessions_zip_response
 from chat.forms import RenameForm, SessionForm
 from chat.fragments import history_groups
+from chat.live import reply_in_flight
+from chat.revisions import message_version_choose
 from chat.selectors import (
     backend_status,
+    message_of_session,
     model_availability,
     model_names,
+    session_branches,
     session_for_owner,
     session_for_viewer,
     session_history,
     sessions_for_user,
 )
-from chat.services import session_continue, session_delete, session_start, session_update
-from contextmgr.panels import PANEL_SAMPLING, context_panel, goals_context, settings_context, snapshots_context
+from chat.services import session_branch, session_continue, session_delete, session_start, session_update
+from contextmgr.panels import (
+    PANEL_SAMPLING,
+    context_panel,
+    goals_context,
+    session_list_rows,
+    settings_context,
+    snapshots_context,
+)
 from contextmgr.selectors import session_prompt
+from contextmgr.services.events import history_publish
 
 
 @login_required
@@ -38,15 +50,12 @@ def session_list(request: HttpRequest) -> HttpResponse:
     return _list_page(request, form)
 
 
-def _list_page(request: HttpRequest, form: SessionForm, status: int = 200) -> HttpResponse:
-    rows = []
-    for session in sessions_for_user(user=request.user):
-        panel = context_panel(session)
-        rows.append({"session": session, **panel})
+def _list_page(request: HttpRequest, form: SessionForm, status: int = 200, export_error: str = "") -> HttpResponse:
+    rows = session_list_rows(list(sessions_for_user(user=request.user).select_related("parent")))
     return render(
         request,
         "chat/session_list.html",
-        {"rows": rows, "form": form, "backend": backend_status()},
+        {"rows": rows, "form": form, "backend": backend_status(), "export_error": export_error},
         status=status,
     )
 
@@ -87,7 +96,8 @@ def session_rename(request: HttpRequest, session_id: UUID) -> HttpResponse:
             form.add_error("title", exc.messages)
     status = 200 if form.is_valid() and not form.errors else 422
     template = "chat/_list_title.html" if request.POST.get("where") == "list" else "chat/_title.html"
-    return render(request, template, {"session": session, "form": form}, status=status)
+    context = {"session": session, "form": form, "renamed": status == 200}
+    return render(request, template, context, status=status)
 
 
 @login_required
@@ -129,7 +139,8 @@ def sessions_export_selected(request: HttpRequest) -> HttpResponse:
             ids.append(UUID(value))
     sessions = list(sessions_for_user(user=request.user).filter(pk__in=ids).order_by("created_at"))
     if not sessions:
-        return HttpResponse("Select at least one of your sessions to export.", status=400, content_type="text/plain")
+        form = SessionForm(models=model_names())
+        return _list_page(request, form, status=400, export_error="Tick at least one of your sessions to export.")
     return sessions_zip_response(sessions=sessions, name="ollm-sessions")
 
 
@@ -156,6 +167,10 @@ def _message_id(value: str) -> int | None:
 @require_GET
 def chat_page(request: HttpRequest, session_id: UUID) -> HttpResponse:
     session = session_for_viewer(user=request.user, session_id=session_id)
+    # A reply streaming in this process is shown as far as it has come (the socket brings the
+    # rest); one in another process, by the socket's catch-up once it connects.
+    live = reply_in_flight(session.pk)
+    live = live if live is not None and live.stored else None
     return render(
         request,
         "chat/chat.html",
@@ -165,8 +180,11 @@ def chat_page(request: HttpRequest, session_id: UUID) -> HttpResponse:
                 session,
                 around=_message_id(request.GET.get("around", "")),
                 before=_message_id(request.GET.get("before", "")),
+                answering=live is not None,
             ),
+            "live": live,
             "can_write": session.owner_id == request.user.pk,
+            "branches": session_branches(session=session),
             "backend": backend_status(),
             "model_status": model_availability(model=session.model, with_reason=True),
             "rename_form": RenameForm(initial={"title": session.title}),
@@ -266,6 +284,16 @@ def session_continue_view(request: HttpRequest, session_id: UUID) -> HttpRespons
 
 @login_required
 @require_POST
+def message_branch(request: HttpRequest, session_id: UUID, message_id: int) -> HttpResponse:
+    session = session_for_owner(user=request.user, session_id=session_id)
+    branch = session_branch(session=session, at_message=message_of_session(session=session, message_id=message_id))
+    if request.headers.get("HX-Request"):
+        return HttpResponseClientRedirect(reverse("chat:chat", args=[branch.pk]))
+    return redirect("chat:chat", session_id=branch.pk)
+
+
+@login_required
+@require_POST
 def session_model(request: HttpRequest, session_id: UUID) -> HttpResponse:
     """Switch the session's model (``session_update``), from the banner of a session whose model is
     not available; the page is shown again with the new model."""
@@ -287,3 +315,33 @@ def session_model(request: HttpRequest, session_id: UUID) -> HttpResponse:
     if request.headers.get("HX-Request"):
         return HttpResponseClientRedirect(reverse("chat:chat", args=[session.pk]))
     return redirect("chat:chat", session_id=session.pk)
+
+
+@login_required
+@require_POST
+def message_version(request: HttpRequest, session_id: UUID, message_id: int) -> HttpResponse:
+    """Make this version of a message the one in the context (message_version_choose); the history
+    again, here and on the session's other pages."""
+    session = session_for_owner(user=request.user, session_id=session_id)
+    message = message_of_session(session=session, message_id=message_id)
+    error = ""
+    try:
+        message_version_choose(session=session, message=message)
+    except ValidationError as exc:
+        error = " ".join(exc.messages)
+    else:
+        history_publish(session_id=session.pk)
+    if not request.headers.get("HX-Request"):
+        return redirect("chat:chat", session_id=session.pk)
+    session.refresh_from_db()
+    return render(
+        request,
+        "chat/_versions_response.html",
+        {
+            "session": session,
+            "can_write": True,
+            "version_error": error,
+            **history_groups(session),
+            **context_panel(session),
+        },
+    )  # a refusal too is shown in place of the history (htmx swaps no 4xx answer)

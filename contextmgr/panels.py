@@ -3,11 +3,13 @@ settings): template contexts read from the selectors, one reading of the budget 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from chat.models import Session
 from contextmgr.core.config import OLLAMA_SAMPLING_DEFAULTS, SAMPLING_RANGES, STRATEGIES
+from contextmgr.core.meter import build_meter
 from contextmgr.core.reliability import (
     RECOMMENDATIONS,
     WARNING_HEADING,
@@ -25,8 +27,21 @@ from contextmgr.selectors import (
     session_context,
     session_goals,
     session_snapshots,
+    sessions_budget,
+    sessions_reliability,
 )
 from contextmgr.services.compression import session_effective_limits
+
+
+def session_list_rows(sessions: Sequence[Session]) -> list[dict[str, Any]]:
+    """What the sessions list shows of each session (how full its context is, how reliable), read
+    for the whole list at once: a full panel a row cost about ten queries."""
+    budgets = sessions_budget(sessions=sessions)
+    reliabilities = sessions_reliability(sessions=sessions)
+    return [
+        {"session": session, "meter": build_meter(budgets[session.pk], ()), "reliability": reliabilities[session.pk]}
+        for session in sessions
+    ]
 
 
 def context_panel(session: Session) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import Any
 
 from contextmgr.core.aging import Level
 from contextmgr.core.backoff import seconds_text
-from contextmgr.core.reliability import LEVEL_FLOORS, ReliabilityLevel
+from contextmgr.core.reliability import LEVEL_FLOORS, ReliabilityLevel, score_percent
 from contextmgr.core.text import plural
 
 # The chart's box in SVG user units. It scales to the card's width and no wider than the CSS allows,
@@ -70,7 +70,13 @@ def describe_event(event_type: str, payload: Any) -> str:
         levels = [_level(data.get("from_level")), _level(data.get("to_level"))]
         moved = " → ".join(level for level in levels if level)
         size = tokens("tokens_before", "tokens_after")
-        line = numbered(what, "number") + (f" aged {'from ' if levels[0] else 'to '}{moved}" if moved else " aged")
+        if levels[0] and levels[0] == levels[1]:
+            # Summarized again at its level (checkpoints merged into the ultra one):
+            # "aged from ultra → ultra" said nothing.
+            again = ", still " if what != "Checkpoint" else " summarized again, still "
+            line = numbered(what, "number") + again + levels[1]
+        else:
+            line = numbered(what, "number") + (f" aged {'from ' if levels[0] else 'to '}{moved}" if moved else " aged")
         return line + (f": {size}" if size else "") + _kept(data)
     if event_type == "prompt-truncated":
         figures = [data.get(key) for key in ("reported_tokens", "sent_tokens", "max_tokens")]
@@ -131,8 +137,11 @@ def _kept(data: dict[str, Any]) -> str:
 
 
 def percent(value: float | None) -> str:
-    """A share (retention, say) as a whole percent; empty when it was never measured."""
-    return "" if value is None else f"{round(value * 100)}%"
+    """A share (retention, say) as a whole percent, 0-100 whatever is stored; empty when it was never measured
+    (or is NaN)."""
+    if value is None or math.isnan(value):
+        return ""
+    return f"{round(min(1.0, max(0.0, value)) * 100)}%"
 
 
 def level_name(level: int) -> str:
@@ -177,7 +186,8 @@ class Chart:
 
     @staticmethod
     def y(score: float) -> float:
-        return round(PLOT_BOTTOM - min(max(score, 0.0), 1.0) * (PLOT_BOTTOM - PLOT_TOP), 1)
+        share = 0.0 if math.isnan(score) else min(max(score, 0.0), 1.0)
+        return round(PLOT_BOTTOM - share * (PLOT_BOTTOM - PLOT_TOP), 1)
 
     @property
     def y_ticks(self) -> tuple[tuple[float, int], ...]:
@@ -199,7 +209,7 @@ class Chart:
 def reliability_chart(scores: list[float]) -> Chart:
     """SVG coordinates for the reliability after each compression (the first point, at 0, is the start)."""
     step = (PLOT_RIGHT - PLOT_LEFT) / max(len(scores) - 1, 1)
-    dots = tuple((round(PLOT_LEFT + i * step, 1), Chart.y(s), round(s * 100)) for i, s in enumerate(scores))
+    dots = tuple((round(PLOT_LEFT + i * step, 1), Chart.y(s), score_percent(s)) for i, s in enumerate(scores))
     every = max(1, math.ceil((len(scores) - 1) / (MAX_X_LABELS - 1)))
     ticks = tuple((x, i) for i, (x, _, _) in enumerate(dots) if i % every == 0)
     return Chart(points=" ".join(f"{x},{y}" for x, y, _ in dots), dots=dots, x_ticks=ticks or ((PLOT_LEFT, 0),))

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, Literal
+from uuid import UUID
 
 from django.conf import settings
-from django.db.models import Max, QuerySet, Sum
+from django.db.models import Max, Q, QuerySet, Sum
 from django.shortcuts import get_object_or_404
 
 from chat.models import Message, Session
 from contextmgr.core.aging import Level
 from contextmgr.core.budget import Budget
-from contextmgr.core.config import ContextConfig, context_config_from_mapping
+from contextmgr.core.config import ConfigError, ContextConfig, context_config_from_mapping
 from contextmgr.core.meter import Meter, build_meter
 from contextmgr.core.prompts import (
     ArtifactView,
@@ -48,6 +51,8 @@ from contextmgr.models import (
 )
 from contextmgr.resources import count_text_tokens
 
+logger = logging.getLogger(__name__)
+
 
 def default_config() -> ContextConfig:
     """The global defaults: the spec's, with ``OLLM_CONTEXT_DEFAULTS`` over them."""
@@ -55,8 +60,14 @@ def default_config() -> ContextConfig:
 
 
 def session_config(session: Session) -> ContextConfig:
-    """The session's settings over the global defaults."""
-    return context_config_from_mapping(session.settings, base=default_config())
+    """The session's settings over the global defaults; the defaults alone when the stored settings fail
+    today's checks (stored before a check was tightened, or written past the services), so that no page or
+    turn of the session fails on them. Saving its settings again says what is wrong."""
+    try:
+        return context_config_from_mapping(session.settings, base=default_config())
+    except ConfigError:
+        logger.warning("session %s: its stored settings fail their checks; the defaults apply", session.pk)
+        return default_config()
 
 
 def session_sampling(session: Session) -> Sampling:
@@ -65,16 +76,19 @@ def session_sampling(session: Session) -> Sampling:
     return Sampling(**asdict(session_config(session).sampling))
 
 
+# What is in the active context: checkpoints not merged away, messages not compressed.
+ACTIVE_CHECKPOINT = Q(merged_into__isnull=True, retired=False)
+ACTIVE_MESSAGE = Q(compressed_into__isnull=True, excluded_from_context=False)
+
+
 def active_checkpoints(*, session: Session) -> QuerySet[Checkpoint]:
-    """Checkpoints in the active context (not merged away), oldest first."""
-    return Checkpoint.objects.filter(session=session, merged_into__isnull=True, retired=False).order_by("number")
+    """Checkpoints in the active context, oldest first."""
+    return Checkpoint.objects.filter(ACTIVE_CHECKPOINT, session=session).order_by("number")
 
 
 def active_messages(*, session: Session) -> QuerySet[Message]:
-    """Messages in the active context (not compressed), oldest first."""
-    return Message.objects.filter(session=session, compressed_into__isnull=True, excluded_from_context=False).order_by(
-        "position"
-    )
+    """Messages in the active context, oldest first."""
+    return Message.objects.filter(ACTIVE_MESSAGE, session=session).order_by("position")
 
 
 def active_goal(*, session: Session) -> Goal | None:
@@ -86,32 +100,54 @@ def active_goal(*, session: Session) -> Goal | None:
     )
 
 
-def goal_view(*, goal: Goal) -> GoalView:
+def _goal_view(goal: Goal, decisions: Iterable[Decision]) -> GoalView:
     """The goal as the prompt builders see it; every decision of the session belongs to its block."""
     return GoalView(
         description=goal.description,
         priority=goal.priority,  # type: ignore[arg-type]
         status=goal.status,  # type: ignore[arg-type]
         checkpoints=tuple(GoalCheckpointView(cp.description, cp.status) for cp in goal.checkpoints.all()),  # type: ignore[arg-type]
-        decisions=tuple(
-            DecisionView(d.description, d.locked) for d in Decision.objects.filter(session_id=goal.session_id)
-        ),
+        decisions=tuple(DecisionView(d.description, d.locked) for d in decisions),
         next_step=goal.next_step,
     )
 
 
+def goal_view(*, goal: Goal) -> GoalView:
+    return _goal_view(goal, Decision.objects.filter(session_id=goal.session_id).order_by("id"))
+
+
+def pinned_blocks(*, session_ids: Sequence[UUID]) -> dict[UUID, str]:
+    """What is never compressed besides the system prompt, per session: the active goal's block,
+    the locked decisions and every artifact recorded in the session (by the panel, the API or a
+    marker). Read in a fixed number of queries however many sessions (a list page)."""
+    goals: dict[UUID, Goal] = {}
+    for goal in (
+        Goal.objects.filter(session_id__in=session_ids, status=Goal.Status.ACTIVE)
+        .prefetch_related("checkpoints")
+        .order_by("created_at")
+    ):
+        goals[goal.session_id] = goal  # the newest active goal
+    decisions: dict[UUID, list[Decision]] = defaultdict(list)
+    for decision in Decision.objects.filter(session_id__in=session_ids).order_by("id"):
+        decisions[decision.session_id].append(decision)
+    artifacts: dict[UUID, list[ArtifactView]] = defaultdict(list)
+    for session_id, action, path in (
+        Artifact.objects.filter(session_id__in=session_ids).order_by("id").values_list("session_id", "action", "path")
+    ):
+        artifacts[session_id].append(ArtifactView(action, path))  # type: ignore[arg-type]
+    return {
+        session_id: render_pinned_block(
+            goal=_goal_view(goals[session_id], decisions[session_id]) if session_id in goals else None,
+            locked_decisions=[d.description for d in decisions[session_id] if d.locked],
+            artifacts=artifacts[session_id],
+        )
+        for session_id in session_ids
+    }
+
+
 def pinned_block(*, session: Session) -> str:
-    """What is never compressed besides the system prompt: the active goal's block, the locked
-    decisions and every artifact recorded in the session (by the panel, the API or a marker)."""
-    goal = active_goal(session=session)
-    return render_pinned_block(
-        goal=goal_view(goal=goal) if goal is not None else None,
-        locked_decisions=locked_decisions(session=session),
-        artifacts=[
-            ArtifactView(action, path)  # type: ignore[arg-type]
-            for action, path in Artifact.objects.filter(session=session).order_by("id").values_list("action", "path")
-        ],
-    )
+    """``pinned_blocks`` of one session."""
+    return pinned_blocks(session_ids=[session.pk])[session.pk]
 
 
 def locked_decisions(*, session: Session) -> list[str]:
@@ -146,22 +182,53 @@ def session_window(*, session: Session) -> tuple[WindowBlock, ...]:
     )
 
 
+def sessions_budget(*, sessions: Sequence[Session]) -> dict[UUID, Budget]:
+    """Each session's budget from stored counts, in a fixed number of queries however many
+    sessions. The goal block is small and changes with every marker, so it is counted here rather
+    than stored."""
+    ids = [session.pk for session in sessions]
+    blocks = pinned_blocks(session_ids=ids)
+
+    def totals(rows: QuerySet[Any], field: str) -> dict[UUID, int]:
+        return dict(
+            rows.filter(session_id__in=ids)
+            .values("session_id")
+            .annotate(total=Sum(field))
+            .values_list("session_id", "total")
+        )
+
+    checkpoint_tokens = totals(Checkpoint.objects.filter(ACTIVE_CHECKPOINT), "current_tokens")
+    active_tokens = totals(Message.objects.filter(ACTIVE_MESSAGE), "tokens")
+    return {
+        session.pk: Budget(
+            max_tokens=session.max_tokens,
+            system_prompt_tokens=session.system_prompt_tokens
+            + (count_text_tokens(blocks[session.pk]) if blocks[session.pk] else 0),
+            checkpoint_tokens=checkpoint_tokens.get(session.pk) or 0,
+            active_tokens=active_tokens.get(session.pk) or 0,
+        )
+        for session in sessions
+    }
+
+
 def session_budget(*, session: Session) -> Budget:
-    """The budget from stored counts. The goal block is small and changes with
-    every marker, so it is counted here rather than stored."""
-    block = pinned_block(session=session)
-    checkpoint_tokens = active_checkpoints(session=session).aggregate(total=Sum("current_tokens"))["total"] or 0
-    active_tokens = active_messages(session=session).aggregate(total=Sum("tokens"))["total"] or 0
-    return Budget(
-        max_tokens=session.max_tokens,
-        system_prompt_tokens=session.system_prompt_tokens + (count_text_tokens(block) if block else 0),
-        checkpoint_tokens=checkpoint_tokens,
-        active_tokens=active_tokens,
-    )
+    """``sessions_budget`` of one session."""
+    return sessions_budget(sessions=[session])[session.pk]
+
+
+def sessions_reliability(*, sessions: Sequence[Session]) -> dict[UUID, Reliability]:
+    """Each session's reliability, its active checkpoints read for all sessions at once."""
+    checkpoints: dict[UUID, list[Checkpoint]] = defaultdict(list)
+    for checkpoint in Checkpoint.objects.filter(
+        ACTIVE_CHECKPOINT, session_id__in=[session.pk for session in sessions]
+    ).order_by("number"):
+        checkpoints[checkpoint.session_id].append(checkpoint)
+    return {session.pk: _reliability(session, checkpoints[session.pk]) for session in sessions}
 
 
 def session_reliability(*, session: Session) -> Reliability:
-    return _reliability(session, active_checkpoints(session=session))
+    """``sessions_reliability`` of one session."""
+    return sessions_reliability(sessions=[session])[session.pk]
 
 
 def _reliability(session: Session, checkpoints: Iterable[Checkpoint]) -> Reliability:
@@ -300,93 +367,6 @@ def prompt_truncation_in_force(*, session: Session) -> ContextEvent | None:
     if event is None or event.payload.get("max_tokens") != session.max_tokens:
         return None
     return event
-
-
-def message_states(*, session: Session) -> dict[str, Any]:
-    """Every message's context state, so a snapshot restores without any other snapshot.
-
-    ``states`` lists ``[id, compressed_into, excluded_from_context]`` for each
-    message in position order; ``last_position`` is the newest message's.
-    bench/snapshot_size.py measures what it costs: about 17 bytes a message (170 KB at 10,000).
-    """
-    rows = (
-        Message.objects.filter(session=session)
-        .order_by("position")
-        .values_list("id", "compressed_into_id", "excluded_from_context")
-    )
-    states = [list(row) for row in rows]
-    last = Message.objects.filter(session=session).aggregate(last=Max("position"))["last"] or 0
-    return {"last_position": last, "states": states}
-
-
-def snapshot_message_states(*, snapshot: Snapshot) -> dict[int, tuple[int | None, bool]]:
-    """Every message's ``(compressed_into, excluded_from_context)`` as of ``snapshot``, from it alone."""
-    return {
-        message_id: (compressed_into, excluded)
-        for message_id, compressed_into, excluded in snapshot.state["messages"]["states"]
-    }
-
-
-def session_state(*, session: Session) -> dict[str, Any]:
-    """Everything needed to rebuild the session's active context exactly, as JSON-ready data."""
-    return {
-        "session": {
-            "id": str(session.id),
-            "title": session.title,
-            "model": session.model,
-            "context_size": session.context_size,
-            "max_tokens": session.max_tokens,
-            "system_prompt": session.system_prompt,
-            "system_prompt_tokens": session.system_prompt_tokens,
-            "settings": session.settings,
-            "compression_count": session.compression_count,
-        },
-        "messages": message_states(session=session),
-        "checkpoints": [
-            {
-                "id": cp.id,
-                "number": cp.number,
-                "level": cp.level,
-                "first_position": cp.first_position,
-                "last_position": cp.last_position,
-                "origin": cp.origin,
-                "summary": cp.summary,
-                "strategy": cp.strategy,
-                "original_tokens": cp.original_tokens,
-                "current_tokens": cp.current_tokens,
-                "compression_count": cp.compression_count,
-                "key_decisions": cp.key_decisions,
-                "files_modified": cp.files_modified,
-                "next_steps": cp.next_steps,
-                "facts": cp.facts,
-                "ledger": cp.ledger,
-                "retention": cp.retention,
-                "merged_into": cp.merged_into_id,
-                "retired": cp.retired,
-            }
-            for cp in Checkpoint.objects.filter(session=session).order_by("number")
-        ],
-        "goals": [
-            {
-                "id": goal.id,
-                "description": goal.description,
-                "priority": goal.priority,
-                "status": goal.status,
-                "next_step": goal.next_step,
-                "created_at": goal.created_at.isoformat(),
-                "completed_at": goal.completed_at.isoformat() if goal.completed_at else None,
-                "checkpoints": [{"description": c.description, "status": c.status} for c in goal.checkpoints.all()],
-            }
-            for goal in Goal.objects.filter(session=session).prefetch_related("checkpoints")
-        ],
-        "decisions": [
-            {"id": d.id, "goal": d.goal_id, "description": d.description, "locked": d.locked}
-            for d in session.decisions.all()
-        ],
-        "artifacts": [
-            {"id": a.id, "goal": a.goal_id, "path": a.path, "action": a.action} for a in session.artifacts.all()
-        ],
-    }
 
 
 def context_meter(*, session: Session, budget: Budget | None = None) -> Meter:

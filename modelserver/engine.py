@@ -29,8 +29,8 @@ QUANTIZATION = "Q4_1"
 DEFAULT_SEED = 1234
 # Prompts whose tokens are remembered: the app counts a prompt, then sends it.
 TOKENIZED_PROMPTS_KEPT = 8
-# Background work gives way to a turn between chunks of this many tokens (prompt evaluation
-# runs at about 160 tokens/s on 2 cores: a turn waits at most about 0.4 s for a chunk).
+# Background work gives way to a turn between chunks of this many tokens: small enough that a
+# turn waits little for the chunk in progress (docs/benchmarks.md, "Figures behind choices").
 BACKGROUND_CHUNK_TOKENS = 64
 
 Priority = Literal["interactive", "background"]
@@ -138,8 +138,8 @@ class Engine:
         }
         # No prompt-state cache (LlamaRAMCache): each context already reuses the prefix it last
         # evaluated, and summaries no longer clobber the chat's. The cache's saves delayed every
-        # reply's end by 120-170 ms, its restores could cost more than they saved, and its memory
-        # was not bounded by its capacity (each state also copies up to 100 MB of logits).
+        # reply's end, its restores could cost more than they saved, and its memory was not bounded
+        # by its capacity (each state also copies the logits).
         interactive = Llama(**options)
         background = BackgroundLlama(**options)
         background.gate = self.gate
@@ -149,10 +149,13 @@ class Engine:
             "background": _Context(background, threading.Lock()),
         }
         self.metadata: dict[str, str] = dict(interactive.metadata)
-        self._template = Jinja2ChatFormatter(
-            template=self.metadata["tokenizer.chat_template"],
-            bos_token=interactive.detokenize([interactive.token_bos()], special=True).decode(),
-            eos_token=interactive.detokenize([interactive.token_eos()], special=True).decode(),
+        template = self.metadata["tokenizer.chat_template"]
+        bos = interactive.detokenize([interactive.token_bos()], special=True).decode()
+        eos = interactive.detokenize([interactive.token_eos()], special=True).decode()
+        self._template = Jinja2ChatFormatter(template=template, bos_token=bos, eos_token=eos)
+        # A prompt ending with the assistant's message continues it, as Ollama's does: no new turn after it.
+        self._continuing = Jinja2ChatFormatter(
+            template=template, bos_token=bos, eos_token=eos, add_generation_prompt=False
         )
         self._tokenized: OrderedDict[str, tuple[int, ...]] = OrderedDict()
         self._tokenized_lock = threading.Lock()
@@ -175,9 +178,14 @@ class Engine:
     def prompt_for(self, messages: Sequence[Message]) -> tuple[str, list[str]]:
         """The exact prompt text the chat template makes of ``messages``, and its stop strings."""
         as_dicts: Any = [{"role": m.role, "content": m.content} for m in messages]
-        formatted = self._template(messages=as_dicts)
+        last = messages[-1] if messages else None
+        continuing = last is not None and last.role == "assistant" and bool(last.content)
+        formatted = (self._continuing if continuing else self._template)(messages=as_dicts)
         stops = formatted.stop if isinstance(formatted.stop, list) else [formatted.stop] if formatted.stop else []
-        return formatted.prompt, stops
+        prompt = formatted.prompt
+        if continuing and last is not None and (end := prompt.rfind(last.content)) >= 0:
+            prompt = prompt[: end + len(last.content)]  # the template's end of turn after it cut off
+        return prompt, stops
 
     def prompt_tokens(self, prompt: str) -> tuple[int, ...]:
         """The tokens the model evaluates for ``prompt``, tokenized once for the last few prompts."""

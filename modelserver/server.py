@@ -28,10 +28,12 @@ import contextlib
 import itertools
 import json
 import os
+import select
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, fields
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -46,46 +48,12 @@ from modelserver.engine import (
     Priority,
     Result,
 )
+from modelserver.test_controls import Behaviour, Record, canned_reply, ollama_front_cut
 
 VERSION = "0.6.0-ollm-site"
+# A streamed reply sends what was generated at most this often (its first token at once).
+STREAM_FLUSH_SECONDS = float(os.environ.get("OLLM_STREAM_FLUSH_SECONDS", "0.05"))
 PRIORITY_HEADER = "X-Ollm-Priority"
-
-
-@dataclass
-class Behaviour:
-    """How the server misbehaves on a test's request (``test_controls`` only)."""
-
-    # Break the stream off after this many chunks, with no final chunk.
-    drop_after_chunks: int | None = None
-    # A pause before answering any request.
-    delay_seconds: float = 0.0
-    # A pause before each streamed chunk: a slow model.
-    chunk_delay_seconds: float = 0.0
-    fail_status: int | None = None
-    # Every generation answers with this text instead of the model's (cut at ``num_predict`` tokens, as the model's).
-    canned_reply: str | None = None
-    # Generations answer with these texts in turn, the last one from then on (before ``canned_reply``).
-    canned_replies: list[str] | None = None
-    # Generations wait until ``/_test/release`` (at most ``hold_seconds``) before they start.
-    hold: bool = False
-    hold_seconds: float = 120.0
-    # Real Ollama's overflow instead of a 413: a prompt that does not fit its context loses its
-    # front, silently, and the reply reports the tokens it evaluated (``ollama_front_cut``).
-    ollama_overflow: bool = False
-    # The context the server allocates, whatever ``num_ctx`` asks (Ollama short of memory).
-    allocated_ctx: int | None = None
-    # The parameter size (Ollama's ``details.parameter_size``, "13B") that /api/show and /api/tags
-    # report for a model name, as an Ollama serving models of several sizes would; others: the model's own.
-    parameter_sizes: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class Record:
-    """What the test controls saw: requests as received, and each finished generation."""
-
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    served: list[dict[str, Any]] = field(default_factory=list)
-    waiting: int = 0
 
 
 # Ollama's context when a request sends no ``num_ctx``.
@@ -101,43 +69,8 @@ SAMPLING_OPTIONS: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def ollama_front_cut(messages: list[Message], num_ctx: int, count: Callable[[list[Message]], int]) -> list[Message]:
-    """What real Ollama evaluates of a prompt that does not fit ``num_ctx``: the front is dropped
-    (the system prompt first) until the rest takes at most half the context, as reported of it
-    (``prompt_eval_count`` about ``num_ctx / 2``; ollama/ollama #3839, #8099). Whole messages go
-    first; a last one still too long loses the front of its text."""
-    if count(messages) < num_ctx:
-        return messages
-    keep = num_ctx // 2
-    kept = list(messages)
-    while len(kept) > 1 and count(kept[1:]) >= keep:
-        kept.pop(0)
-    # The first message left straddles the cut: the least of its front that must go.
-    first, rest = kept[0], kept[1:]
-    low, high = 0, len(first.content)
-    while low < high:
-        middle = (low + high) // 2
-        if count([Message(first.role, first.content[middle:]), *rest]) <= keep:
-            high = middle
-        else:
-            low = middle + 1
-    return [Message(first.role, first.content[low:]), *rest]
-
-
 def _now() -> str:
     return datetime.now(UTC).isoformat()
-
-
-def _canned(engine: Engine, text: str, messages: list[Message], max_tokens: int) -> Iterator[str | Result]:
-    """A fixed reply as the model would send it: cut after ``max_tokens`` (``num_predict``;
-    negative: no cap) of the model's own tokens, then ended with "length", and with the exact
-    token counts of the prompt and of what was sent."""
-    sent, completion_tokens = engine.cut_text(text, max_tokens)
-    words = sent.split(" ")
-    yield from (word + (" " if index < len(words) - 1 else "") for index, word in enumerate(words) if word or index)
-    done_reason = "length" if sent != text else "stop"
-    yield Result(prompt_tokens=engine.count_prompt(messages), completion_tokens=completion_tokens,
-                 done_reason=done_reason, prompt_seconds=0.0, generation_seconds=0.0)  # fmt: skip
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -210,6 +143,9 @@ class ModelServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # A response's headers and body are separate small writes: with Nagle's algorithm the
+            # body waits for the client's delayed acknowledgement of the headers.
+            disable_nagle_algorithm = True
 
             def log_message(self, format: str, *args: Any) -> None:  # one line per generation is enough
                 pass
@@ -392,7 +328,7 @@ class ModelServer:
                 canned = server.next_canned() if server.test_controls else None
                 if canned is not None:
                     self._send(
-                        _canned(server.engine, canned, messages, max_tokens),
+                        canned_reply(server.engine, canned, messages, max_tokens),
                         cancel,
                         body["model"],
                         chat=chat,
@@ -438,6 +374,20 @@ class ModelServer:
                 finally:
                     parts.close()  # lets go of the context however the reply ended
 
+            def _client_closed(self) -> bool:
+                """Whether the client has hung up: its socket reads as ended (a client sends nothing more
+                while it reads a reply)."""
+                readable, _, _ = select.select([self.connection], [], [], 0)
+                if not readable:
+                    return False
+                try:
+                    peeked: bytes = self.connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+                    return peeked == b""
+                except BlockingIOError:
+                    return False
+                except OSError:
+                    return True
+
             def _send(
                 self, parts: Iterator[str | Result], cancel: threading.Event, model: str, *, chat: bool, stream: bool
             ) -> None:
@@ -477,6 +427,16 @@ class ModelServer:
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
                 sent = 0
+                pending: list[str] = []
+                flushed_at = float("-inf")
+
+                def write(payload: dict[str, Any]) -> None:
+                    nonlocal sent
+                    data = json.dumps(payload).encode() + b"\n"
+                    self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                    self.wfile.flush()
+                    sent += 1
+
                 try:
                     for part in parts:
                         if behaviour.drop_after_chunks is not None and sent >= behaviour.drop_after_chunks:
@@ -486,11 +446,21 @@ class ModelServer:
                             return
                         if behaviour.chunk_delay_seconds:
                             time.sleep(behaviour.chunk_delay_seconds)
-                        payload = line("", part) if isinstance(part, Result) else line(part)
-                        data = json.dumps(payload).encode() + b"\n"
-                        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-                        self.wfile.flush()
-                        sent += 1
+                        if isinstance(part, Result):
+                            if pending:
+                                write(line("".join(pending)))
+                            write(line("", part))
+                            break
+                        pending.append(part)
+                        # The first token goes out at once; after it, the tokens of STREAM_FLUSH_SECONDS share a
+                        # line: a line a token cost the decoding threads CPU, on a machine they fill.
+                        if time.perf_counter() - flushed_at >= STREAM_FLUSH_SECONDS:
+                            write(line("".join(pending)))
+                            pending.clear()
+                            flushed_at = time.perf_counter()
+                        elif self._client_closed():
+                            # Withheld tokens write nothing, so no write can fail: look at the socket instead.
+                            raise ConnectionResetError
                     self.wfile.write(b"0\r\n\r\n")
                     self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):

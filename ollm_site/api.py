@@ -26,8 +26,9 @@ from ninja.responses import NinjaJSONEncoder
 
 from accounts.auth import CookieAuth, TokenAuth
 from chat.api import router as chat_router
-from chat.imports import ImportConflict, ImportTooLarge
-from chat.turn import ModelUnavailable
+from chat.file_checks import ImportTooLarge
+from chat.imports import ImportConflict
+from chat.selectors import ModelUnavailable
 from contextmgr.api import router as context_router
 from contextmgr.core.times import iso_millis
 from contextmgr.llm.types import BackendUnavailable, ContextOverflow, LLMError, LLMTimeout

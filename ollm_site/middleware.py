@@ -28,8 +28,8 @@ class SyncChainMiddleware:
     async, so without a sync-only middleware innermost every ``MiddlewareMixin`` middleware
     (sessions, CSRF, auth, messages...) runs each of its hooks through ``sync_to_async``, a
     thread switch there and back per hook. The views are synchronous, so a request is better
-    off entering its thread once and staying in it: 5 switches per request instead of one per
-    hook, which cut a small API request from 6.4 to 3.2 ms on this project's 2-core machines.
+    off entering its thread once and staying in it, instead of switching once per hook
+    (docs/benchmarks.md, "Figures behind choices").
     """
 
     sync_capable = True
@@ -45,7 +45,8 @@ class SyncChainMiddleware:
 class SecurityHeadersMiddleware:
     """A Content-Security-Policy on every response (``OLLM_CONTENT_SECURITY_POLICY`` replaces the
     default; a response that has its own is left alone), and ``Cache-Control: no-store`` on
-    every response of the REST API and the drop-in endpoints, whose answers carry a user's data to scripts."""
+    every response of the REST API and the drop-in endpoints, whose answers carry a user's data to scripts,
+    and on every download (an export or an archive from a page): a shared browser keeps no copy."""
 
     sync_capable = True
     async_capable = False
@@ -57,7 +58,8 @@ class SecurityHeadersMiddleware:
         response = self.get_response(request)
         if "Content-Security-Policy" not in response:
             response["Content-Security-Policy"] = self.policy(request)
-        if request.path_info.startswith(("/api/", "/ollama/", "/v1/")):
+        downloaded = response.get("Content-Disposition", "").startswith("attachment")
+        if downloaded or request.path_info.startswith(("/api/", "/ollama/", "/v1/")):
             patch_cache_control(response, no_store=True)
         return response
 

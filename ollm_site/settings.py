@@ -131,6 +131,8 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
+    # Staff review every session in the admin (view only): accounts/backends.py.
+    "accounts.backends.StaffReviewBackend",
 ]
 AXES_FAILURE_LIMIT = int(os.environ.get("OLLM_LOGIN_FAILURE_LIMIT", "5"))
 AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("OLLM_LOGIN_LOCK_MINUTES", "15")))
@@ -270,6 +272,15 @@ if OLLM_HTTPS:
 # the proxy always sets (or strips) that header, or any client could claim to be on https.
 if env_bool("OLLM_BEHIND_PROXY"):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Off (empty) by default. The Ollama and OpenAI endpoints' requests without a token whose peer address
+# (REMOTE_ADDR, never X-Forwarded-For) is this machine's act as this user: for clients that cannot send
+# one. Behind a proxy every request's peer is the proxy, often this machine: the two do not go together.
+OLLM_LOOPBACK_USER = os.environ.get("OLLM_LOOPBACK_USER", "").strip()
+if OLLM_LOOPBACK_USER and env_bool("OLLM_BEHIND_PROXY"):
+    raise ImproperlyConfigured(
+        "OLLM_LOOPBACK_USER cannot be set with OLLM_BEHIND_PROXY: behind a proxy every request comes from the "
+        "proxy's address, so every request without a token would act as that user."
+    )
 
 LOGGING = {
     "version": 1,

@@ -33,8 +33,9 @@ from contextmgr.core.reliability import is_small_model
 from contextmgr.core.selection import ContextMessage, select_for_compression
 from contextmgr.core.window import chat_messages
 from contextmgr.models import Checkpoint, ContextEvent
-from contextmgr.selectors import active_checkpoints, active_messages, session_budget, session_state, session_window
+from contextmgr.selectors import active_checkpoints, active_messages, session_budget, session_window
 from contextmgr.services.compression import CompressionOutcome, compression_run, session_effective_limits
+from contextmgr.snapshot_state import session_state
 from tests.support.model_server import SERVED_MODEL, UNTAGGED_MODEL, Hold, ModelServerProcess
 from tests.support.timing import scaled
 from tests.system.support import (
@@ -369,16 +370,18 @@ def session_cookie(user: Any) -> bytes:
 
 
 async def socket(
-    session_id: Any, user: Any = None, origin: bytes | None = b"http://localhost"
+    session_id: Any, user: Any = None, origin: bytes | None = b"http://localhost", query: str = ""
 ) -> WebsocketCommunicator:
     """A (not yet connected) socket to the session's chat, logged in as ``user`` when given,
-    from the page at ``origin`` (``None``: a request without an ``Origin`` header)."""
+    from the page at ``origin`` (``None``: a request without an ``Origin`` header); ``query``: its
+    query string (``live=1``, as a page rendered during a reply opens it)."""
     from ollm_site.asgi import application
 
     headers = [] if origin is None else [(b"origin", origin)]
     if user is not None:
         headers.append((b"cookie", await sync_to_async(session_cookie)(user)))
-    return WebsocketCommunicator(application, f"/ws/sessions/{session_id}/", headers=headers)
+    path = f"/ws/sessions/{session_id}/" + (f"?{query}" if query else "")
+    return WebsocketCommunicator(application, path, headers=headers)
 
 
 async def frames_until(communicator: WebsocketCommunicator, marker: str) -> list[str]:
@@ -538,3 +541,29 @@ def held_generation(llm: ModelServerProcess) -> Hold:
     llm.behaviour.canned_reply = HELD_SUMMARY
     hold: Hold = llm.hold()
     return hold
+
+
+# --- the chat page in a browser (tests/e2e) ---
+
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
+REPLY_TIMEOUT_MS = scaled(180_000)
+
+
+def new_session(page, title: str, context_size: str = "4096") -> None:
+    """From the sessions list's new-session form."""
+    form = page.locator("form[action$='/sessions/new/']")
+    form.locator("input[name=title]").fill(title)
+    form.locator("select[name=model]").select_option("embedded/smollm2-135m")
+    form.locator("select[name=context_size]").select_option(context_size)
+    form.locator("button:has-text('Start')").click()
+    page.wait_for_selector("body[data-socket=open]", state="attached")
+
+
+def send(page, text: str) -> None:
+    """Enter sends; the page marks the turn as streaming as it sends (before any frame comes back)."""
+    page.fill("#composer-text", text)
+    page.keyboard.press("Enter")
+
+
+def wait_idle(page) -> None:
+    page.wait_for_selector("#turn-state[data-streaming='0']", state="attached", timeout=REPLY_TIMEOUT_MS)

@@ -5,6 +5,7 @@ from django.utils.safestring import SafeString
 
 from chat.models import Message
 from chat.rendering import render_markdown
+from chat.selectors import VersionSwitch
 from contextmgr import presentation
 
 register = template.Library()
@@ -45,3 +46,9 @@ LONG_MESSAGE_CHARS = 3_000
 @register.filter
 def is_long(text: str) -> bool:
     return len(text) > LONG_MESSAGE_CHARS
+
+
+@register.filter
+def version_switch(message: Message, switches: dict[int, VersionSwitch]) -> VersionSwitch | None:
+    """The ‹ n/m › of a message with other versions, from the history's ``version_switches``."""
+    return switches.get(message.pk)

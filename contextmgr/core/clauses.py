@@ -22,8 +22,9 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from contextmgr.core.fact_extraction import extract_facts
 from contextmgr.core.markers import parse_markers
-from contextmgr.core.retention import Fact, extract_facts
+from contextmgr.core.retention import Fact
 
 # A clause longer than this is cut at its commas, so that one fact does not carry a paragraph.
 MAX_CLAUSE_WORDS = 32

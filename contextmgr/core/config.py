@@ -10,6 +10,7 @@ camelCase names (``preserveRecent``) as well as the snake_case ones stored here
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -19,6 +20,9 @@ from contextmgr.core.aging import MIN_TARGET_TOKENS
 Strategy = Literal["summarize", "truncate"]
 STRATEGIES: tuple[Strategy, ...] = ("summarize", "truncate")
 
+# The largest context (num_ctx, or its selection) anything may name: far above every profile's and any local
+# model's; a token count of the settings is within it too.
+MAX_CONTEXT_TOKENS = 2**20
 # A preserved tail larger than this share of the available budget would leave
 # nothing to compress on small contexts (2048 tokens of a 1,700-token window).
 PRESERVE_RECENT_MAX_SHARE = 3
@@ -89,8 +93,10 @@ def _bool(section: str, key: str, value: Any) -> bool:
 
 
 def _positive_int(section: str, key: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigError(f"{section}.{key} must be a whole number of tokens above 0, not {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_CONTEXT_TOKENS:
+        raise ConfigError(
+            f"{section}.{key} must be a whole number of tokens above 0, at most {MAX_CONTEXT_TOKENS:,}, not {value!r}"
+        )
     return value
 
 
@@ -104,6 +110,8 @@ OLLAMA_SAMPLING_DEFAULTS: dict[str, float] = {
     "repeat_last_n": 64,
 }
 # The values a sampling option may take: lowest, highest (None: no bound), whole numbers only.
+# The largest whole sampling value: kept exactly as the float it is carried in, and within 64 bits.
+MAX_SAMPLING_WHOLE = 2**53
 SAMPLING_RANGES: dict[str, tuple[float, float | None, bool]] = {
     "temperature": (0.0, 2.0, False),
     "top_k": (0, None, True),
@@ -121,12 +129,16 @@ def _sampling_value(where: str, name: str, given: Mapping[str, Any]) -> float | 
     if value is None:
         return None
     low, high, whole = SAMPLING_RANGES[name]
+    # NaN compares false with every bound, so finiteness is its own check.
     number = not isinstance(value, bool) and isinstance(value, int if whole else int | float)
+    number = number and not (isinstance(value, float) and not math.isfinite(value))
+    field = f"{where}.{name}" if where else name
     if not number or value < low or (high is not None and value > high):
         kind = "a whole number" if whole else "a number"
         bounds = f"from {low:g} to {high:g}" if high is not None else f"of {low:g} or more"
-        field = f"{where}.{name}" if where else name
         raise ConfigError(f"{field} must be {kind} {bounds} (or null: the model's default), not {value!r}")
+    if value > MAX_SAMPLING_WHOLE:
+        raise ConfigError(f"{field} must be at most {MAX_SAMPLING_WHOLE:,}, not {value!r}")
     return float(value)
 
 

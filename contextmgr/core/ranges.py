@@ -15,8 +15,9 @@ from dataclasses import dataclass
 
 CARRIED_OVER = "Carried over from “{title}”"
 # How a carried-over checkpoint that also holds messages of its own session is shown.
-THEN_MESSAGES = ", then messages "
-_LABEL = re.compile(r"(?:(?P<origin>.+), then messages|Messages) (?P<first>\d+)-(?P<last>\d+)", re.S)
+THEN_MESSAGE = ", then message"
+# Reads both "Messages 2-4" and one message's "Message 2" (written "Messages 2-2" before).
+_LABEL = re.compile(r"(?:(?P<origin>.+), then messages?|Messages?) (?P<first>\d+)(?:-(?P<last>\d+))?", re.S)
 
 
 @dataclass(frozen=True)
@@ -36,13 +37,14 @@ class MessageRange:
 
     @property
     def label(self) -> str:
-        """The range as the page, the API and the prompt show it: ``Messages 2-9``,
-        ``Carried over from “Plans”``, or ``Carried over from “Plans”, then messages 2-9``."""
+        """The range as the page, the API and the prompt show it: ``Messages 2-9`` (``Message 2``
+        for one), ``Carried over from “Plans”``, or ``Carried over from “Plans”, then messages 2-9``."""
         if self.first is None:
             return self.origin
+        span = f"s {self.first}-{self.last}" if self.first != self.last else f" {self.first}"
         if not self.origin:
-            return f"Messages {self.first}-{self.last}"
-        return f"{self.origin}{THEN_MESSAGES}{self.first}-{self.last}"
+            return f"Message{span}"
+        return f"{self.origin}{THEN_MESSAGE}{span}"
 
 
 def carried_over(title: str) -> MessageRange:
@@ -64,6 +66,9 @@ def range_from_label(text: str) -> MessageRange:
     """The range a ``label`` shows; any other text is kept whole as the origin. Only for ranges
     that arrive as text (snapshots taken before ranges were integers)."""
     match = _LABEL.fullmatch(text)
-    if match is None or int(match["first"]) > int(match["last"]):
+    if match is None:
         return MessageRange(origin=text)
-    return MessageRange(int(match["first"]), int(match["last"]), match["origin"] or "")
+    first, last = int(match["first"]), int(match["last"] or match["first"])
+    if first > last:
+        return MessageRange(origin=text)
+    return MessageRange(first, last, match["origin"] or "")

@@ -104,8 +104,12 @@ def compute_reliability(
 
 
 def score_percent(score: float) -> int:
-    """Whole percent, rounding halves up (0.845 -> 85), as the levels' bounds are read."""
-    return math.floor(score * 100 + 0.5)
+    """Whole percent, rounding halves up (0.845 -> 85), as the levels' bounds are read; 0-100 whatever the
+    score (a stored one outside [0, 1], infinite or NaN reads as its nearest bound, 0 for NaN), so a page
+    never fails on one."""
+    if math.isnan(score):
+        return 0
+    return math.floor(min(1.0, max(0.0, score)) * 100 + 0.5)
 
 
 # Each level from its lowest whole percent, best first; below the last floor is Critical.

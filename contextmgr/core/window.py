@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from contextmgr.core.aging import Level
+from contextmgr.core.budget import Budget
 from contextmgr.core.ledger import render_ledger
 
 BLOCK_SEPARATOR = "\n\n"
@@ -85,7 +86,19 @@ def assemble_window(
     return tuple(blocks)
 
 
+def window_budget(blocks: Sequence[WindowBlock], *, max_tokens: int) -> Budget:
+    """The budget the window's own counts make: what is read block by block for the prompt needs no
+    second reading to know whether a compression is due."""
+    return Budget(
+        max_tokens=max_tokens,
+        system_prompt_tokens=sum(b.tokens for b in blocks if b.kind == "system"),
+        checkpoint_tokens=sum(b.tokens for b in blocks if b.kind == "checkpoint"),
+        active_tokens=sum(b.tokens for b in blocks if b.kind == "message"),
+    )
+
+
 def chat_messages(blocks: Sequence[WindowBlock]) -> list[tuple[str, str]]:
-    """``(role, content)`` pairs to send: system and checkpoint blocks joined into one system message."""
+    """``(role, content)`` pairs to send: system and checkpoint blocks joined into one system message,
+    none when they say nothing (an empty one would still be a turn the model reads)."""
     head = BLOCK_SEPARATOR.join(b.content for b in blocks if b.kind != "message" and b.content)
-    return [("system", head)] + [(b.role, b.content) for b in blocks if b.kind == "message"]
+    return [("system", head)] * bool(head) + [(b.role, b.content) for b in blocks if b.kind == "message"]

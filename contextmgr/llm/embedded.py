@@ -19,14 +19,13 @@ import httpx
 
 from contextmgr.llm.ollama_backend import OllamaBackend
 from contextmgr.llm.types import (
-    SERVER_DEFAULTS,
     BackendUnavailable,
     ChatMessage,
+    ChatRequest,
     ChatStream,
     LLMRequestError,
     ModelInfo,
     ModelNotFound,
-    Sampling,
 )
 
 MODEL_NAME = "embedded/smollm2-135m"
@@ -59,27 +58,9 @@ class EmbeddedBackend(OllamaBackend):
         if model != MODEL_NAME:
             raise ModelNotFound(f"model {model} is not available in the embedded backend (it has {MODEL_NAME})")
 
-    def chat(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        model: str,
-        num_ctx: int,
-        max_tokens: int,
-        sampling: Sampling = SERVER_DEFAULTS,
-        stop: Sequence[str] = (),
-        background: bool = False,
-    ) -> ChatStream:
-        self._check_model(model)
-        return super().chat(
-            messages,
-            model=model,
-            num_ctx=num_ctx,
-            max_tokens=max_tokens,
-            sampling=sampling,
-            stop=stop,
-            background=background,
-        )
+    def chat(self, request: ChatRequest) -> ChatStream:
+        self._check_model(request.model)
+        return super().chat(request)
 
     def _tokenize(self, body: dict[str, Any]) -> dict[str, Any]:
         try:

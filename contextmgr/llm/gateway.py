@@ -27,9 +27,9 @@ from contextmgr.llm.embedded import EmbeddedBackend
 from contextmgr.llm.hosts import Host, HostQueue, OnQueued
 from contextmgr.llm.ollama_backend import OllamaBackend
 from contextmgr.llm.types import (
-    SERVER_DEFAULTS,
     BackendUnavailable,
     ChatMessage,
+    ChatRequest,
     ChatResult,
     ChatStream,
     Completion,
@@ -40,7 +40,6 @@ from contextmgr.llm.types import (
     LLMTimeout,
     ModelInfo,
     ModelNotFound,
-    Sampling,
 )
 from contextmgr.resources import TiktokenCounter, count_text_tokens
 
@@ -87,19 +86,6 @@ class ExactCounter:
 
 def _is_embedded(model: str) -> bool:
     return model == EMBEDDED_MODEL or model.startswith("embedded/")
-
-
-@dataclass(frozen=True)
-class Request:
-    """One generation as the gateway was asked for it, to send to whichever host takes it."""
-
-    messages: Sequence[ChatMessage]
-    model: str
-    num_ctx: int
-    max_tokens: int
-    sampling: Sampling
-    stop: tuple[str, ...]
-    background: bool
 
 
 Mode = Literal["auto", "ollama", "embedded"]
@@ -206,31 +192,19 @@ class Gateway:
     def backend_for(self, model: str) -> LLMBackend:
         return self._hosts_for(model)[0].backend
 
-    def chat(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        model: str,
-        num_ctx: int,
-        max_tokens: int,
-        sampling: Sampling = SERVER_DEFAULTS,
-        stop: Sequence[str] = (),
-        background: bool = False,
-        on_queued: OnQueued | None = None,
-    ) -> ChatStream:
+    def send(self, request: ChatRequest, *, on_queued: OnQueued | None = None) -> ChatStream:
         """A reply, once its host has a slot for it (``on_queued`` hears when it must wait, and how
-        many are ahead). ``background`` marks summaries, aging and merges, which wait for chat
+        many are ahead). A ``background`` request (summaries, aging and merges) waits for chat
         turns, at most ``OLLM_BACKGROUND_MAX_WAIT_SECONDS``.
 
         A host that does not answer or times out is marked down and the next one that may serve
         the model is asked: a turn only before its first token, background work (whose reply
         nobody sees until it ends) at any point.
         """
-        request = Request(messages, model, num_ctx, max_tokens, sampling, tuple(stop), background)
-        return ChatStream(self._scheduled(request, self._hosts_for(model), on_queued))
+        return ChatStream(self._scheduled(request, self._hosts_for(request.model), on_queued))
 
     async def _scheduled(
-        self, request: Request, hosts: list[Host], on_queued: OnQueued | None
+        self, request: ChatRequest, hosts: list[Host], on_queued: OnQueued | None
     ) -> AsyncGenerator[str | ChatResult, None]:
         for attempt, host in enumerate(hosts):
             last = attempt == len(hosts) - 1
@@ -263,16 +237,8 @@ class Gateway:
                 yield stream.result
             return
 
-    def _send(self, host: Host, request: Request) -> ChatStream:
-        stream = host.backend.chat(
-            request.messages,
-            model=request.model,
-            num_ctx=request.num_ctx,
-            max_tokens=request.max_tokens,
-            sampling=request.sampling,
-            stop=request.stop,
-            background=request.background,
-        )
+    def _send(self, host: Host, request: ChatRequest) -> ChatStream:
+        stream = host.backend.chat(request)
         if host is self.embedded_host:
             return stream
         return ChatStream(self._calibrating(stream, request.messages, request.model))
@@ -303,29 +269,9 @@ class Gateway:
                 self.calibration.observe(model, exact=result.prompt_tokens, estimated=estimate)
             yield result
 
-    async def complete(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        model: str,
-        num_ctx: int,
-        max_tokens: int,
-        sampling: Sampling = SERVER_DEFAULTS,
-        stop: Sequence[str] = (),
-        background: bool = False,
-        on_queued: OnQueued | None = None,
-    ) -> Completion:
-        stream = self.chat(
-            messages,
-            model=model,
-            num_ctx=num_ctx,
-            max_tokens=max_tokens,
-            sampling=sampling,
-            stop=stop,
-            background=background,
-            on_queued=on_queued,
-        )
-        return await stream.collect()
+    async def complete(self, request: ChatRequest, *, on_queued: OnQueued | None = None) -> Completion:
+        """The whole reply to ``request`` (``send``), once it has ended."""
+        return await self.send(request, on_queued=on_queued).collect()
 
     async def list_models(self) -> list[ModelInfo]:
         """Every model of every enabled host that answers (embedded first), each name once."""

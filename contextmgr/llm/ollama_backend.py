@@ -11,7 +11,7 @@ import asyncio
 import re
 import time
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -20,9 +20,8 @@ import ollama
 
 from contextmgr.core.reliability import parameter_size_from_tag
 from contextmgr.llm.types import (
-    SERVER_DEFAULTS,
     BackendUnavailable,
-    ChatMessage,
+    ChatRequest,
     ChatResult,
     ChatStream,
     ConnectionLost,
@@ -32,7 +31,6 @@ from contextmgr.llm.types import (
     LLMTimeout,
     ModelInfo,
     ModelNotFound,
-    Sampling,
 )
 
 NS = 1e-9
@@ -99,24 +97,18 @@ class OllamaBackend:
                 f"the connection to {self.label} at {self.host} broke off mid-reply; Retry asks again"
             ) from exc
 
-    def chat(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        model: str,
-        num_ctx: int,
-        max_tokens: int,
-        sampling: Sampling = SERVER_DEFAULTS,
-        stop: Sequence[str] = (),
-        background: bool = False,
-    ) -> ChatStream:
-        """A reply; ``background`` marks a summary or an aging call, which may wait for chat turns.
-        What ``sampling`` leaves unset is the server's default."""
-        options: dict[str, Any] = {"num_ctx": num_ctx, "num_predict": max_tokens, **sampling.options()}
-        if stop:
-            options["stop"] = list(stop)
-        payload = [{"role": m.role, "content": m.content} for m in messages]
-        return ChatStream(self._stream(payload, model, options, background=background))
+    def chat(self, request: ChatRequest) -> ChatStream:
+        """A reply; a ``background`` request (a summary or an aging call) may wait for chat turns.
+        What its ``sampling`` leaves unset is the server's default."""
+        options: dict[str, Any] = {
+            "num_ctx": request.num_ctx,
+            "num_predict": request.max_tokens,
+            **request.sampling.options(),
+        }
+        if request.stop:
+            options["stop"] = list(request.stop)
+        payload = [{"role": m.role, "content": m.content} for m in request.messages]
+        return ChatStream(self._stream(payload, request.model, options, background=request.background))
 
     async def _stream(
         self, messages: list[dict[str, str]], model: str, options: dict[str, Any], *, background: bool
@@ -163,6 +155,8 @@ class OllamaBackend:
             parameter_size_b=size if size is not None else parameter_size_from_tag(model),
             context_length=int(context) if context else None,
             family=(details.family if details and details.family else architecture),
+            # An Ollama older than capabilities in /api/show serves only completion models.
+            capabilities=tuple(shown.capabilities or ("completion",)),
         )
 
     async def count_tokens(self, text: str, model: str) -> int | None:

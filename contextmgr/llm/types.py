@@ -38,6 +38,20 @@ GREEDY = Sampling(temperature=0.0)
 
 
 @dataclass(frozen=True)
+class ChatRequest:
+    """One model call: what is asked, of which model, within which context and reply size.
+    ``background`` marks summaries, aging and merges, which wait for chat turns."""
+
+    messages: Sequence[ChatMessage]
+    model: str
+    num_ctx: int
+    max_tokens: int
+    sampling: Sampling = SERVER_DEFAULTS
+    stop: Sequence[str] = ()
+    background: bool = False
+
+
+@dataclass(frozen=True)
 class ChatResult:
     """The end of a reply: exact counts as the backend reports them, and timings in seconds."""
 
@@ -74,6 +88,8 @@ class ModelInfo:
     parameter_size_b: float | None
     context_length: int | None
     family: str
+    # What the model does, in Ollama's words ("completion", "tools", "vision", "embedding"…).
+    capabilities: tuple[str, ...] = ("completion",)
 
 
 @dataclass(frozen=True)
@@ -166,17 +182,7 @@ class ChatStream:
 class LLMBackend(Protocol):
     name: str
 
-    def chat(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        model: str,
-        num_ctx: int,
-        max_tokens: int,
-        sampling: Sampling = SERVER_DEFAULTS,
-        stop: Sequence[str] = (),
-        background: bool = False,
-    ) -> ChatStream: ...
+    def chat(self, request: ChatRequest) -> ChatStream: ...
 
     async def list_models(self) -> list[ModelInfo]: ...
 

@@ -45,6 +45,11 @@ def consumer_loop_register(loop: asyncio.AbstractEventLoop) -> None:
 
 
 def _group_send(session_id: UUID, message: dict[str, Any]) -> None:
+    group_send(session_group(session_id), message)
+
+
+def group_send(group: str, message: dict[str, Any]) -> None:
+    """``message`` to the consumers in ``group``, from sync code: a request, a signal, a compression thread."""
     layer = get_channel_layer()
     if layer is None:
         return
@@ -56,11 +61,11 @@ def _group_send(session_id: UUID, message: dict[str, Any]) -> None:
         except RuntimeError:
             running = None
         if running is not loop:
-            asyncio.run_coroutine_threadsafe(layer.group_send(session_group(session_id), message), loop).result(
+            asyncio.run_coroutine_threadsafe(layer.group_send(group, message), loop).result(
                 timeout=PUBLISH_TIMEOUT_SECONDS
             )
             return
-    async_to_sync(layer.group_send)(session_group(session_id), message)
+    async_to_sync(layer.group_send)(group, message)
 
 
 def _publish(event: ContextEvent) -> None:
@@ -78,6 +83,28 @@ def progress_publish(*, session_id: UUID, text: str) -> None:
         _group_send(session_id, {"type": "context.progress", "text": text})
     except Exception:
         logger.exception("could not publish progress for session %s", session_id)
+
+
+def history_publish(*, session_id: UUID) -> None:
+    """Tell the session's open pages that messages were written elsewhere than on a chat page (a turn
+    through the API or an Ollama or OpenAI client), so each shows the history anew.
+
+    Precondition: called once the messages are committed."""
+    try:
+        _group_send(session_id, {"type": "chat.history"})
+    except Exception:  # a page missing one live update must not fail the turn
+        logger.exception("could not publish new messages of session %s", session_id)
+
+
+def goals_publish(*, session_id: UUID) -> None:
+    """Tell the session's open pages that its goals, decisions or artifacts changed (not an event of
+    the spec's: nothing is stored), so each shows the goals panel and the meter anew.
+
+    Precondition: called once the change is committed."""
+    try:
+        _group_send(session_id, {"type": "context.goals"})
+    except Exception:  # a page missing one live update must not undo the change
+        logger.exception("could not publish a goal change of session %s", session_id)
 
 
 def event_record(*, session: Session, type: EventType, payload: dict[str, Any] | None = None) -> ContextEvent:

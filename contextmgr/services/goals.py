@@ -24,6 +24,7 @@ from contextmgr.core.prompts import GoalCheckpointStatus
 from contextmgr.core.text import storable_text
 from contextmgr.models import MAX_GOAL_CHARS, MAX_PATH_CHARS, Artifact, Decision, Goal, GoalCheckpoint
 from contextmgr.selectors import active_goal
+from contextmgr.services.events import goals_publish
 
 Source = Literal["user", "marker"]
 
@@ -31,7 +32,7 @@ Source = Literal["user", "marker"]
 def _pinned_block_changes(session_id: UUID) -> None:
     """The goal block and the locked decisions are part of the context: raise the session's
     context version, as every write to the context does (a turn tells by it that the goals
-    changed while the reply streamed).
+    changed while the reply streamed), and tell the session's open pages once it is committed.
 
     Precondition: inside the caller's transaction, which keeps the session row locked to its end.
     Called first, before any goal row is read or written: every writer of a session's context
@@ -39,6 +40,8 @@ def _pinned_block_changes(session_id: UUID) -> None:
     "does it exist yet?" reads below are serialised by it.
     """
     Session.objects.select_for_update().get(pk=session_id).next_context_version()
+    # Every open page of the session shows the goals anew, once the change is there to read.
+    transaction.on_commit(lambda: goals_publish(session_id=session_id))
 
 
 def _text(field: str, value: str, limit: int = MAX_GOAL_CHARS) -> str:
@@ -161,12 +164,17 @@ def artifact_record(*, session: Session, path: str, action: str, goal: Goal | No
 
 
 @transaction.atomic
-def goal_apply_markers(*, session: Session, text: str) -> int:
+def goal_apply_markers(*, session: Session, text: str, applied_before: str = "") -> int:
     """Apply the goal markers found in an assistant reply; returns how many were applied.
+    ``applied_before``: the start of the reply, whose markers were applied when it was stored (a reply
+    continued after its cap): they are not applied twice.
 
     Checkpoint and next-step markers need an active goal and are ignored without one.
     """
     updates = parse_markers(text)
+    for seen in parse_markers(applied_before):
+        if seen in updates:
+            updates.remove(seen)
     if not updates:  # most replies: nothing to read
         return 0
     _pinned_block_changes(session.pk)

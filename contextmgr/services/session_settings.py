@@ -18,8 +18,9 @@ from contextmgr.core.truncate import shorten_extractive
 from contextmgr.llm import get_gateway
 from contextmgr.models import Checkpoint
 from contextmgr.selectors import active_checkpoints, active_messages, default_config, session_budget
-from contextmgr.services.checkpoints import carried_facts, checkpoint_carry_over, ledger_fit
+from contextmgr.services.checkpoints import checkpoint_carry_over
 from contextmgr.services.compression import session_effective_limits
+from contextmgr.services.facts import carried_facts, ledger_fit
 
 
 @transaction.atomic

@@ -5,6 +5,7 @@ from typing import Any
 from django.db import transaction
 
 from chat.models import Message, Session
+from contextmgr.core.config import ContextConfig, auto_snapshot_due
 from contextmgr.core.ranges import MessageRange, range_from_label
 from contextmgr.core.text import storable_text
 from contextmgr.models import (
@@ -17,10 +18,11 @@ from contextmgr.models import (
     GoalCheckpoint,
     Snapshot,
 )
-from contextmgr.selectors import session_budget, session_config, session_state, snapshot_message_states
+from contextmgr.selectors import session_budget, session_config
 from contextmgr.services.events import event_record
 from contextmgr.services.lease import lease_acquire, lease_release
 from contextmgr.services.reliability import session_refresh_reliability
+from contextmgr.snapshot_state import session_state, snapshot_message_states
 
 SNAPSHOTS_OFF = "snapshots are off in this session's settings"
 
@@ -57,6 +59,18 @@ def snapshot_create(*, session: Session, kind: Snapshot.Kind, reason: str = "") 
         payload={"snapshot": snapshot.id, "reason": snapshot.reason, "tokens": snapshot.token_count},
     )
     return snapshot
+
+
+def snapshot_auto_create(*, session: Session, config: ContextConfig, reason: str, usage: float | None = None) -> None:
+    """The spec's automatic snapshot, when ``contextmgr.core.config.auto_snapshot_due`` says so
+    (``usage``: of the available budget, after a message; None just before a compression).
+
+    Precondition: ``config`` is the session's (``session_config``)."""
+    taken = Snapshot.objects.filter(
+        session=session, kind=Snapshot.Kind.AUTO, message_count__gt=session.compressed_through
+    ).exists
+    if auto_snapshot_due(config.snapshots, taken_this_round=taken, usage=usage):
+        snapshot_create(session=session, kind=Snapshot.Kind.AUTO, reason=reason)
 
 
 def _restore_rows(model: type[Any], session: Session, rows: list[dict[str, Any]], fields: list[str]) -> None:

@@ -1,7 +1,8 @@
-// The chat page's behaviours that htmx does not cover: Enter sends, Send and Stop follow the turn
-// (#turn-state, set by the server's frames), Esc stops, the message actions (copy, edit, retry,
-// regenerate, show all), the side panels on a phone, the connection line, and keeping the newest
-// message in view.
+// The chat page's behaviours that htmx does not cover: Enter sends (on a keyboard; on a touch
+// screen it adds a new line), Send and Stop follow the turn (#turn-state, set by the server's
+// frames), Esc stops, the message actions (copy, edit, retry, regenerate, show all; the copying
+// itself is static/js/copy.js's), the side panels on a phone, the connection line, and keeping
+// the newest message in view.
 (function () {
   "use strict";
   var page = document.getElementById("chat-page");
@@ -24,7 +25,7 @@
       var expanded = message.querySelector(".body").classList.toggle("expanded");
       button.textContent = expanded ? "Show less" : button.dataset.label;
     } else if (action === "copy" && message) {
-      copy(rawText(message), button);
+      window.ollmCopy.copy(rawText(message), button);
     } else if (composer) {
       turnAction(action, message);
     }
@@ -33,36 +34,6 @@
   function rawText(message) {
     var raw = message.querySelector("template.raw");
     return raw ? raw.content.textContent : message.querySelector(".body").innerText;
-  }
-
-  function copy(value, button) {
-    var done = function () { flash(button, "Copied"); };
-    if (navigator.clipboard && window.isSecureContext) {
-      navigator.clipboard.writeText(value).then(done, function () { copyByHand(value) && done(); });
-    } else if (copyByHand(value)) {
-      done();
-    }
-  }
-
-  // Without a secure context (plain http on a LAN address) the Clipboard API is absent.
-  function copyByHand(value) {
-    var area = document.createElement("textarea");
-    area.value = value;
-    area.setAttribute("readonly", "");
-    area.className = "visually-hidden";
-    document.body.appendChild(area);
-    area.select();
-    var ok = false;
-    try { ok = document.execCommand("copy"); } catch (e) { ok = false; }
-    area.remove();
-    return ok;
-  }
-
-  function flash(button, label) {
-    var span = button.querySelector("span") || button;
-    var before = span.textContent;
-    span.textContent = label;
-    setTimeout(function () { span.textContent = before; }, 1500);
   }
 
   if (!composer) { return; }
@@ -100,8 +71,18 @@
   });
   document.getElementById("turn-form").addEventListener("htmx:wsAfterSend", function () { setStreaming(true); });
 
+  // A touch screen's keyboard has no Shift: there Enter adds a new line and the Send button sends,
+  // and the placeholder says so (the template holds both wordings).
+  var touch = window.matchMedia("(pointer: coarse)");
+  function placeholder() {
+    var area = text();
+    area.placeholder = touch.matches ? area.dataset.touchPlaceholder : area.dataset.keyboardPlaceholder;
+  }
+  placeholder();
+  touch.addEventListener("change", placeholder);
+
   document.addEventListener("keydown", function (event) {
-    if (event.target && event.target.id === "composer-text" && event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    if (event.target && event.target.id === "composer-text" && event.key === "Enter" && !event.shiftKey && !event.isComposing && !touch.matches) {
       event.preventDefault();
       submit();
     } else if (event.key === "Escape" && streaming()) {
@@ -136,20 +117,53 @@
     document.getElementById("editing").hidden = true;
   }
 
-  function scrollToEnd() {
+  // The composer sticks to the bottom of the screen, so scrolling the newest message "into view"
+  // alone leaves it under the composer: scroll on until the lowest shown thing (the newest
+  // message, or a status or progress line below it) ends above the composer's top.
+  var GAP = 8;
+  function lowestShown() {
     var history = document.getElementById("history");
-    if (history) { history.lastElementChild && history.lastElementChild.scrollIntoView({block: "end"}); }
+    var candidates = [history && history.lastElementChild];
+    ["chat-status", "connection", "progress", "model-banner"].forEach(function (id) { candidates.push(document.getElementById(id)); });
+    var lowest = null, bottom = -Infinity;
+    candidates.forEach(function (node) {
+      if (!node || !node.getClientRects().length) { return; }  // absent or display: none
+      var box = node.getBoundingClientRect();
+      if (box.height > 0 && box.bottom > bottom) { lowest = node; bottom = box.bottom; }
+    });
+    return lowest;
   }
+  function scrollToEnd() {
+    var lowest = lowestShown();
+    if (!lowest) { return; }
+    lowest.scrollIntoView({block: "end"});
+    var overlap = lowest.getBoundingClientRect().bottom - composer.getBoundingClientRect().top + GAP;
+    if (overlap > 0) { window.scrollBy(0, overlap); }
+  }
+  // "Compress now" (a button in the composer) answers with its progress or its failure under the
+  // history: keep that in view. The events fire on the button, or on #progress, swapped whole.
+  document.body.addEventListener("htmx:afterSettle", function (event) {
+    var detail = event.detail || {};
+    var near = [detail.elt, detail.target, event.target].some(function (node) {
+      return node && node.closest && (node.closest("#composer") || node.closest("#progress"));
+    });
+    if (near) { scrollToEnd(); }
+  });
   document.body.addEventListener("htmx:wsOpen", function () {
     connection.textContent = "";
     document.body.dataset.socket = "open";
-    setStreaming(false);  // a new socket has no turn of its own; one cut off is in the history
+    // Whether a reply streams is the server's to say: a reply in flight catches the page up in the
+    // socket's first frames (chat/live.py), and a page rendered during a reply that has ended since
+    // gets the history and the idle state.
   });
   document.body.addEventListener("htmx:wsClose", function () {
     document.body.dataset.socket = "closed";
+    // Nothing can be sent or stopped meanwhile; a reply still streaming is joined again on reconnecting.
+    setStreaming(false);
     connection.textContent = "Connection lost: reconnecting… What you type is kept and sent once it is back.";
   });
   document.body.addEventListener("htmx:wsAfterMessage", function () {
+    placeholder();  // a frame may bring the field anew (cleared, or a refused message handed back)
     follow();
     scrollToEnd();
   });

@@ -40,6 +40,13 @@ def empty_live_url(tmp_path: Path, model_server: ModelServerProcess) -> Iterator
         yield url
 
 
+@pytest.fixture
+def scripted(model_server: ModelServerProcess) -> Iterator[ModelServerProcess]:
+    """The model server answering with given texts, and back to normal afterwards."""
+    yield model_server
+    model_server.reset()
+
+
 @pytest.fixture(scope="session")
 def browser() -> Iterator[object]:
     if not shutil.which(CHROMIUM):

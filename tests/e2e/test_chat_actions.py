@@ -1,55 +1,24 @@
 """The chat as someone who uses Open WebUI or LibreChat daily expects it, in Chromium against a real
 server and the test model server: a phone layout without horizontal scroll, Send and Stop that
-follow the turn, Esc to stop, Retry after Stop (also after a reload), regenerate, edit and copy.
+follow the turn, Esc to stop, Retry after Stop (also after a reload), regenerate, edit (each a new version)
+and copy.
 
 The test model server holds a generation (Stop before the first token) and answers with given
 texts (a regenerated reply that differs from the first), so nothing here waits on luck."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from tests.factories import log_in
-from tests.support.timing import scaled
+from tests.factories import SCREENSHOTS, log_in, new_session, send, wait_idle
 
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
-REPLY_TIMEOUT_MS = scaled(180_000)
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1400, "height": 900}
-
-
-@pytest.fixture
-def scripted(model_server):
-    """The model server answering with given texts, and back to normal afterwards."""
-    yield model_server
-    model_server.reset()
 
 
 def start_session(page, live_url: str, title: str, context_size: str = "4096") -> None:
     log_in(page, live_url)
     new_session(page, title, context_size)
-
-
-def new_session(page, title: str, context_size: str = "4096") -> None:
-    """From the sessions list's new-session form."""
-    form = page.locator("form[action$='/sessions/new/']")
-    form.locator("input[name=title]").fill(title)
-    form.locator("select[name=model]").select_option("embedded/smollm2-135m")
-    form.locator("select[name=context_size]").select_option(context_size)
-    form.locator("button:has-text('Start')").click()
-    page.wait_for_selector("body[data-socket=open]", state="attached")
-
-
-def send(page, text: str) -> None:
-    """Enter sends; the page marks the turn as streaming as it sends (before any frame comes back)."""
-    page.fill("#composer-text", text)
-    page.keyboard.press("Enter")
-
-
-def wait_idle(page) -> None:
-    page.wait_for_selector("#turn-state[data-streaming='0']", state="attached", timeout=REPLY_TIMEOUT_MS)
 
 
 def no_horizontal_scroll(page) -> bool:
@@ -124,14 +93,14 @@ def test_stop_retry_regenerate_edit_and_copy(live_url, browser, scripted):
     page.wait_for_selector(".msg-assistant:has-text('The tide range is 3.2 m.')")
     assert page.locator("[data-action=retry]").count() == 0
 
-    # Regenerate: a new reply; the old one stays in the full history, out of the context.
+    # Regenerate: a new reply; the old one is its version 1/2, out of the context, in the full history.
     first = page.locator(".msg-assistant:has-text('The tide range is 3.2 m.')")
     scripted.behaviour.canned_reply = "Tides rise and fall by 3.2 m."
     first.locator("[data-action=regenerate]").click()
     wait_idle(page)
     page.wait_for_selector(".msg-assistant:has-text('Tides rise and fall by 3.2 m.') [data-action=regenerate]")
-    assert "history only" in first.inner_text()
-    assert first.locator("[data-action=regenerate]").count() == 0
+    assert first.count() == 0, "the first reply is behind the switcher"
+    assert page.locator(".msg-assistant .version-number").inner_text() == "2/2"
 
     # Copy gives the message's own text.
     page.locator(".msg-assistant:has-text('Tides rise') [data-action=copy]").click()
@@ -148,8 +117,9 @@ def test_stop_retry_regenerate_edit_and_copy(live_url, browser, scripted):
     page.wait_for_selector(".msg-assistant:has-text('Noted: 4 m.')")
     edited = page.locator(".msg-user:has-text('What is the tide range at the north pier?')")
     assert "history only" not in edited.inner_text()
+    assert edited.locator(".version-number").inner_text() == "2/2"
     original = page.locator(".msg-user", has_text="What is the tide range?").filter(has_not_text="north pier")
-    assert "history only" in original.inner_text()
+    assert original.count() == 0, "the first version and its replies are behind the switcher"
     assert page.locator("#editing").is_hidden()
     page.screenshot(path=str(SCREENSHOTS / "chat-actions.png"))
 
@@ -180,4 +150,31 @@ def test_a_refused_message_goes_back_into_the_composer_and_long_ones_collapse(li
     wait_idle(page)
     assert "does not fit" in page.locator("#chat-status").inner_text()
     assert page.locator("#composer-text").input_value() == huge
+    context.close()
+
+
+def test_branch_from_here_opens_the_branch_which_its_parent_lists(live_url, browser, scripted):
+    context = browser.new_context(viewport=DESKTOP)
+    page = context.new_page()
+    start_session(page, live_url, "Tides")
+    for question, answer in (("Where is the pier?", "North of the harbour."), ("How deep?", "Four metres.")):
+        scripted.behaviour.canned_reply = answer
+        send(page, question)
+        wait_idle(page)
+        page.wait_for_selector(f".msg-assistant:has-text('{answer}')")
+    parent_url = page.url
+    # The reply arrived over the socket: its button posts with the CSRF token of the page's hx-headers.
+    page.locator(".msg-assistant:has-text('North of the harbour.') button:has-text('Branch from here')").click()
+    page.wait_for_url(lambda url: url != parent_url)
+    page.wait_for_selector("body[data-socket=open]", state="attached")
+    line = page.locator(".branch-line").inner_text()
+    assert "Branch of Tides at message 2" in line
+    assert page.locator(".msg").count() == 2
+    assert page.locator(".msg-assistant:has-text('Four metres.')").count() == 0
+    branch_url = page.url
+    page.locator(".branch-line a").click()
+    page.wait_for_url(parent_url)
+    page.locator("details.branches summary").click()
+    assert "1 branch of this session" in page.locator("details.branches").inner_text()
+    assert page.locator(f"details.branches a[href='{branch_url.removeprefix(live_url)}']").count() == 1
     context.close()

@@ -5,12 +5,10 @@ timeline follow without a reload, lock a decision, restore a snapshot."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-from tests.factories import log_in
+from tests.factories import SCREENSHOTS, log_in
 from tests.support.timing import scaled
 
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 REPLY_TIMEOUT_MS = scaled(300_000)  # a turn may wait for a compression on a busy machine
 LONG_MESSAGE = (
     "Here are my notes on the harbour project, please keep them in mind: the north pier is 240 m long, "
@@ -39,7 +37,7 @@ def test_a_long_conversation_in_the_browser(live_url, browser):
     new.locator("button:has-text('Start')").click()
     page.wait_for_selector("#composer")
     assert page.locator("#session-title h1").inner_text() == "Harbour <b>notes</b>"
-    page.wait_for_function("document.body.dataset.socket === 'open'")
+    page.wait_for_function("() => document.body.dataset.socket === 'open'")
 
     timeline = context.new_page()
     timeline.goto(page.url + "timeline/")
@@ -58,7 +56,8 @@ def test_a_long_conversation_in_the_browser(live_url, browser):
         if page.locator("details.compressed").count() or "1 compression" in page.locator("#context-meter").inner_text():
             break
     page.wait_for_function(
-        "document.querySelector('#context-meter').innerText.includes('· 1 compression')", timeout=REPLY_TIMEOUT_MS
+        "() => document.querySelector('#context-meter').innerText.includes('· 1 compression')",
+        timeout=REPLY_TIMEOUT_MS,
     )
     page.wait_for_selector("details.compressed summary", timeout=REPLY_TIMEOUT_MS)
     assert "compressed into checkpoint #1" in page.locator("details.compressed summary").first.inner_text()

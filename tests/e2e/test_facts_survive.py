@@ -29,7 +29,7 @@ def compressions(page) -> int:
     return int(match.group(1)) if match else 0
 
 
-def send(page, turn: int, text: str) -> None:
+def send_and_wait(page, turn: int, text: str) -> None:
     page.fill("#composer-text", text)
     page.keyboard.press("Enter")
     page.wait_for_selector(f"#reply-{turn}", state="attached", timeout=REPLY_TIMEOUT_MS)
@@ -47,19 +47,19 @@ def test_a_region_a_path_and_a_locked_decision_survive_three_rollovers(live_url,
     new.locator("select[name=context_size]").select_option("2048")
     new.locator("button:has-text('Start')").click()
     page.wait_for_selector("#composer")
-    page.wait_for_function("document.body.dataset.socket === 'open'")
+    page.wait_for_function("() => document.body.dataset.socket === 'open'")
 
     page.fill("input[name=description][placeholder='New decision']", "Invoices are kept for 10 years")
     page.locator("form[hx-post*='/decisions/'] button[type=submit]").click()
     page.locator(".decision:has-text('Invoices are kept for 10 years') button:has-text('Lock')").click()
     page.wait_for_selector(".decision.locked:has-text('Invoices are kept for 10 years')")
 
-    send(page, 1, FIRST_TURN)
+    send_and_wait(page, 1, FIRST_TURN)
     turn = 1
     while compressions(page) < 3:
         turn += 1
         assert turn <= 60, f"three rollovers were expected long before turn {turn}"
-        send(page, turn, f"Turn {turn}. {NOTES * 4}")
+        send_and_wait(page, turn, f"Turn {turn}. {NOTES * 4}")
 
     viewer = context.new_page()
     viewer.goto(page.url + "context/")

@@ -41,7 +41,7 @@ def test_the_first_account_is_made_in_the_browser_and_then_the_page_is_gone(empt
     page.click("button:has-text('Start')")
     page.wait_for_selector("#composer")
     assert page.locator("#session-title h1").inner_text() == "First chat"
-    page.wait_for_function("document.body.dataset.socket === 'open'")
+    page.wait_for_function("() => document.body.dataset.socket === 'open'")
     page.fill("#composer-text", "Hello! Say hi back.")
     page.keyboard.press("Enter")
     page.wait_for_selector("#reply-1", state="attached", timeout=REPLY_TIMEOUT_MS)

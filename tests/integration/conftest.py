@@ -3,14 +3,18 @@ its plain helpers in tests/factories.py."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from contextmgr.llm.embedded import MODEL_NAME
 from contextmgr.llm.gateway import Gateway
 from contextmgr.llm.ollama_backend import OllamaBackend
 from contextmgr.selectors import session_budget
-from tests.factories import LOGIN_ANSWER, LOGIN_QUESTION, TIER2, converse, small_session
-from tests.support.model_server import free_port
+from tests.factories import E2E_USERNAME, LOGIN_ANSWER, LOGIN_QUESTION, TIER2, converse, small_session
+from tests.support.drop_in import DropIn
+from tests.support.live_server import manage, serve
+from tests.support.model_server import ModelServerProcess, free_port
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -38,7 +42,7 @@ API_GATEWAY_USERS = (
     "chat.turn.get_gateway",
     "chat.conversations.get_gateway",
     "contextmgr.selectors.get_gateway",
-    "contextmgr.services.compression.get_gateway",
+    "contextmgr.services.compression_run.get_gateway",
 )
 
 
@@ -135,3 +139,12 @@ def due_session(user):
     converse(session, 18, question=LOGIN_QUESTION, answer=LOGIN_ANSWER, markers_at=1)
     assert session_budget(session=session).compression_due
     return session
+
+
+@pytest.fixture(scope="module")
+def drop_in(tmp_path_factory: pytest.TempPathFactory, model_server: ModelServerProcess) -> Iterator[DropIn]:
+    """The site over HTTP (daphne, as `make run` serves it) and alice's API token, for the real clients."""
+    work = tmp_path_factory.mktemp("drop-in")
+    with serve(work, model_server, with_user=True) as url:
+        token = manage(work, model_server, "create_api_token", E2E_USERNAME, "--name", "drop-in tests").strip()
+        yield DropIn(url, token)

@@ -15,9 +15,11 @@ from django.test import RequestFactory
 from django.urls import reverse
 
 from chat.models import Message, Session
-from chat.services import message_leave_context, session_create
+from chat.revisions import message_leave_context
+from chat.services import session_create
 from contextmgr.core.aging import Level
 from contextmgr.models import Checkpoint, CheckpointRevision, ContextEvent, Decision, EventType, Goal, Snapshot
+from contextmgr.selectors import session_budget
 from contextmgr.services.events import event_record
 
 pytestmark = pytest.mark.django_db
@@ -86,6 +88,71 @@ def test_admin_review_pages(client, admin, demo):
     for name in ["goal", "decision", "artifact", "snapshot", "contextevent", "checkpoint"]:
         assert client.get(reverse(f"admin:contextmgr_{name}_changelist")).status_code == 200
     assert client.get(reverse("admin:chat_message_changelist") + "?q=JWT").status_code == 200
+
+
+def test_a_staff_account_reviews_every_session_read_only(client, django_user_model, demo):
+    """Staff made in the admin (is_staff, no superuser, no group) review: they see the conversation
+    models of every user, view only, and nothing of the accounts."""
+    reviewer = django_user_model.objects.create_user(username="rita", password="pw-rita-123", is_staff=True)
+    client.force_login(reviewer)
+    index = client.get(reverse("admin:index")).content.decode()
+    assert "have permission to view or edit anything" not in index
+    assert reverse("admin:chat_session_changelist") in index
+    assert reverse("admin:auth_user_changelist") not in index
+    changelist = client.get(reverse("admin:chat_session_changelist"))
+    assert changelist.status_code == 200
+    assert "Demo: user authentication" in changelist.content.decode()  # the superuser's session
+    change = client.get(reverse("admin:chat_session_change", args=[demo.id]))
+    assert change.status_code == 200
+    assert 'name="_save"' not in change.content.decode()
+    for name in ["goal", "decision", "artifact", "snapshot", "contextevent", "checkpoint"]:
+        assert client.get(reverse(f"admin:contextmgr_{name}_changelist")).status_code == 200, name
+    assert client.get(reverse("admin:chat_session_delete", args=[demo.id])).status_code == 403
+    assert client.get(reverse("admin:auth_user_changelist")).status_code == 403
+    assert Session.objects.filter(pk=demo.pk).exists()
+    # Without staff, or once deactivated, the same account reviews nothing.
+    reviewer.is_staff = False
+    reviewer.save()
+    assert client.get(reverse("admin:chat_session_changelist")).status_code == 302
+    assert not reviewer.has_perm("chat.view_session")
+    reviewer.is_staff, reviewer.is_active = True, False
+    assert not reviewer.has_perm("chat.view_session")
+
+
+def test_the_session_list_reads_every_budget_together_and_right(client, admin, demo, django_assert_max_num_queries):
+    """The context column of each row is the session's own budget, goal block included, read for the
+    whole page at once: the page's queries do not grow with its rows."""
+    client.force_login(admin)
+    for number in range(6):
+        session = session_create(owner=admin, title=f"Listed {number}", model="llama3.2:3b", context_size=4096)
+        if number % 2:
+            Goal.objects.create(session=session, description=f"Goal {number}: ship the login flow")
+            Decision.objects.create(session=session, description="Use JWT", locked=True)
+    changelist = reverse("admin:chat_session_changelist")
+    client.get(changelist)
+    with django_assert_max_num_queries(20) as queries:
+        html = client.get(changelist).content.decode()
+    assert len(queries) < 20
+    expected = {
+        session.title: f"{session_budget(session=session).used:,} / {session.max_tokens:,} tokens"
+        for session in Session.objects.all()
+    }
+    listed = dict(zip(_cells_th(html, "title"), _cells(html, "context"), strict=True))
+    assert listed == expected
+    assert len(listed) == 7
+    # The goal block counts: a session with a goal uses more than the same session without one.
+    assert (
+        session_budget(session=Session.objects.get(title="Listed 1")).used
+        > session_budget(session=Session.objects.get(title="Listed 0")).used
+    )
+
+
+def _cells_th(html: str, column: str) -> list[str]:
+    """The text of the first column's cells (a changelist's link column is a header cell)."""
+    return [
+        re.sub(r"<[^>]+>", "", cell).strip()
+        for cell in re.findall(rf'<th class="field-{column}">(.*?)</th>', html, re.S)
+    ]
 
 
 def _cells(html: str, column: str) -> list[str]:

@@ -21,11 +21,12 @@ from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chat.imports import MAX_IMPORT_BYTES, import_throttle, session_file_import
+from chat.file_checks import MAX_IMPORT_BYTES, MAX_IMPORT_DEPTH
+from chat.imports import import_throttle, session_file_import
 from chat.models import Message, Session
 from chat.selectors import session_for_file
 from chat.services import message_create, session_create
-from chat.session_file import MAX_IMPORT_DEPTH, MAX_IMPORT_ENTRIES, SessionFile
+from chat.session_file import MAX_IMPORT_ENTRIES, SessionFile
 from contextmgr.llm.embedded import MODEL_NAME, TOKENIZE_BATCH
 from contextmgr.selectors import session_budget
 from contextmgr.services.checkpoints import CheckpointDraft, compression_commit

@@ -8,7 +8,8 @@ import pytest
 from django.test import AsyncClient, override_settings
 
 from chat.models import Message
-from chat.services import message_create, message_leave_context, session_create
+from chat.revisions import message_leave_context
+from chat.services import message_create, session_create
 from contextmgr.llm.embedded import MODEL_NAME
 from contextmgr.models import ContextEvent
 from contextmgr.selectors import session_budget

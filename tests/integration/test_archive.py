@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from chat.archive import session_archive, session_archive_import
 from chat.export import session_file
-from chat.imports import MAX_IMPORT_BYTES
+from chat.file_checks import MAX_IMPORT_BYTES
 from chat.models import Message, Session
 from chat.services import message_create, session_create
 from chat.session_file import MAX_IMPORT_ENTRIES
@@ -357,6 +357,7 @@ def _broken(archive, path, value):
         (("checkpoints", 0, "summary"), "a\x00b", "archive.checkpoints[0].summary: holds a NUL character"),
         (("goals", 0, "priority"), "urgent", "archive.goals[0].priority: must be one of"),
         (("decisions", 0, "goal"), 5, "archive.decisions[0].goal: refers to goal 5"),
+        (("messages", 1, "version_of"), 99, "archive.messages[1].version_of: refers to message position 99"),
         (("snapshots", 0, "state", "checkpoints", 0, "id"), 4, "archive.snapshots[0].state.checkpoints[0].id"),
         (
             ("snapshots", 0, "state", "messages", "states", 0),

@@ -178,11 +178,15 @@ async def test_a_history_change_while_a_reply_streams_resends_the_history_at_its
     assert (await communicator.connect())[0]
     await communicator.send_to(text_data=json.dumps({"message": "Name three colours."}))
     await frames_until(communicator, '<div id="reply-1-body" hx-swap-oob="beforeend">')
-    # Another page of the session finished a turn meanwhile.
-    await get_channel_layer().group_send(session_group(small_session.pk), {"type": "chat.changed", "origin": "other"})
-    frames = await frames_until(communicator, 'id="context-meter"')  # the turn's last frame
+    # An event of the session (a snapshot taken elsewhere, say) reaches the page meanwhile: its line
+    # comes at once, the history only at the end, not to disturb the streaming reply.
+    event = {"id": 0, "type": "snapshot-created", "payload": {}, "created_at": timezone.now().isoformat()}
+    await get_channel_layer().group_send(session_group(small_session.pk), {"type": "context.event", "event": event})
+    during = await frames_until(communicator, 'hx-swap-oob="outerHTML:#reply-1"')  # the turn's last frame
+    assert 'id="history" hx-swap-oob="true"' not in "".join(during), "the history waits for the reply's end"
+    assert any('id="progress"' in frame for frame in during), "the event's line came at once"
+    last = await communicator.receive_from(timeout=SOCKET_TIMEOUT)  # then the history, whole
     await communicator.disconnect()
-    last = frames[-1]
     assert 'id="history" hx-swap-oob="true"' in last
     reply = await Message.objects.filter(session=small_session, role="assistant").alast()
     assert reply is not None

@@ -56,7 +56,7 @@ def test_a_merge_of_a_carried_over_checkpoint_keeps_its_origin_whole(chat_sessio
     carried = carried_checkpoint(chat_session)
     replies = converse(chat_session, 3)
     first = compression_commit(session=chat_session, message_ids=[replies[0].id], draft=CheckpointDraft(summary="a"))
-    assert first.range_label == "Messages 2-2"
+    assert first.range_label == "Message 2"
 
     newest = compression_commit(
         session=chat_session,
@@ -67,7 +67,7 @@ def test_a_merge_of_a_carried_over_checkpoint_keeps_its_origin_whole(chat_sessio
 
     carried.refresh_from_db()
     assert (carried.first_position, carried.last_position, carried.origin) == (2, 2, CARRIED)
-    assert carried.range_label == f"{CARRIED}, then messages 2-2"
+    assert carried.range_label == f"{CARRIED}, then message 2"
     assert newest.range_label == "Messages 4-6"
 
 

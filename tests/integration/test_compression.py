@@ -297,7 +297,7 @@ def test_turned_off_compression_is_not_run(due_session, gateway):
 @pytest.mark.django_db
 def test_the_celery_task_runs_a_compression(due_session, fake_ollama, monkeypatch, gateway):
     fake_ollama.behaviour.canned_reply = "Logins are validated and audited."
-    monkeypatch.setattr("contextmgr.services.compression.get_gateway", lambda: gateway)
+    monkeypatch.setattr("contextmgr.services.compression_run.get_gateway", lambda: gateway)
     assert compress_session.apply(args=[str(due_session.pk), "test"]).get() == "compressed"
 
 
@@ -366,9 +366,9 @@ def test_a_failed_rollover_after_a_compression_keeps_the_compression(due_session
     def failing_rollover(*args, **kwargs):
         raise RuntimeError("rollover broke")
 
-    monkeypatch.setattr("contextmgr.services.compression._rollover", failing_rollover)
+    monkeypatch.setattr("contextmgr.services.compression_run._rollover", failing_rollover)
     # No room after the compression: a rollover is due.
-    monkeypatch.setattr("contextmgr.services.compression.rollover_due", lambda budget: True)
+    monkeypatch.setattr("contextmgr.services.compression_run.rollover_due", lambda budget: True)
     outcome = compression_run(session_id=due_session.pk, gateway=gateway)
     assert outcome.status == "compressed"
     assert Checkpoint.objects.filter(session=due_session).count() == 1

@@ -9,7 +9,7 @@ from chat.services import message_create
 from contextmgr.core.aging import Level
 from contextmgr.core.retention import Fact
 from contextmgr.models import Checkpoint, CheckpointRevision, ContextEvent
-from contextmgr.selectors import active_checkpoints, session_budget, session_state
+from contextmgr.selectors import active_checkpoints, session_budget
 from contextmgr.services.checkpoints import (
     AgedSummary,
     CheckpointDraft,
@@ -18,6 +18,7 @@ from contextmgr.services.checkpoints import (
     compression_commit,
 )
 from contextmgr.services.events import event_record
+from contextmgr.snapshot_state import session_state
 from tests.factories import converse
 
 pytestmark = pytest.mark.django_db

@@ -9,11 +9,11 @@ from django.urls import reverse
 
 from chat.services import message_create, session_create
 from contextmgr.core.aging import Level
-from contextmgr.core.window import CheckpointView, render_checkpoint
+from contextmgr.core.window import CheckpointView, render_checkpoint, window_budget
 from contextmgr.llm.embedded import MODEL_NAME
 from contextmgr.models import Checkpoint
 from contextmgr.resources import count_text_tokens
-from contextmgr.selectors import pinned_block, session_budget, session_prompt
+from contextmgr.selectors import pinned_block, session_budget, session_prompt, session_window
 from contextmgr.services.goals import artifact_record, decision_record, goal_apply_markers, goal_create
 
 pytestmark = pytest.mark.django_db
@@ -105,6 +105,10 @@ def test_the_context_window_page_and_the_meter_agree_to_the_token(owner_client, 
     def agree() -> str:
         meter, total, blocks, page = _figures(owner_client, session)
         assert meter == total == sum(blocks) == session_budget(session=session).used
+        # The turn checks the budget from the window it sends: the same figures, part by part.
+        assert window_budget(session_window(session=session), max_tokens=session.max_tokens) == session_budget(
+            session=session
+        )
         assert total == session_prompt(session=session).budget_tokens
         seen.append(total)
         return page

@@ -10,7 +10,9 @@ from django.urls import reverse
 
 from chat.models import Message, Session
 from chat.services import message_create, session_create
-from contextmgr.models import Decision, Goal, GoalCheckpoint, Snapshot
+from contextmgr.core.aging import Level
+from contextmgr.models import Checkpoint, Decision, Goal, GoalCheckpoint, Snapshot
+from contextmgr.selectors import context_meter, session_reliability
 from contextmgr.services.goals import decision_record, goal_checkpoint_set, goal_create
 from contextmgr.services.snapshots import snapshot_create
 
@@ -204,11 +206,50 @@ def test_session_list_shows_usage_tier_compressions_and_reliability(session, own
     message_create(session=session, role="user", content="hello there")
     page = owner_client.get(reverse("chat:session_list")).content.decode()
     assert "4K · Tier 1 Minimal" in page
-    # A 3B model scores 0.30 before any compression, but nothing compressed is nothing to distrust.
-    assert "nothing compressed yet" in page
-    assert "Critical" not in page
+    # A model under 7B scores 0.30 before any compression: the list says so, as the API's context line does,
+    # and that nothing was compressed yet.
+    assert 'Critical (30%)</span> <span class="muted">nothing compressed yet' in page
     assert "embedded/smollm2-135m" in page  # offered in the new-session form
     assert "LLM: embedded" in page
+
+
+def test_the_meter_and_the_api_give_the_same_reliability(session, owner_client, api):
+    """Before any compression too: the page showed "nothing compressed yet" where the API said "🔴 30%"."""
+    display = api.get(f"/api/sessions/{session.pk}/context").json()["display"]
+    page = owner_client.get(reverse("chat:chat", args=[session.pk])).content.decode()
+    assert display.endswith("🔴 30% (0 compressions)")
+    assert "Reliability: Critical 30% · nothing compressed yet" in page
+
+
+def test_the_session_list_reads_its_rows_together_and_right(user, owner_client, django_assert_max_num_queries):
+    """Each row's fill and reliability are the session's own (goal block, checkpoints and compressions
+    included), and the page's queries do not grow with its rows."""
+    sessions = []
+    for number in range(8):
+        session = session_create(owner=user, model="llama3.2:3b", context_size=4096, title=f"Row {number}")
+        message_create(session=session, role="user", content="word " * (20 * number + 1))
+        if number % 2:
+            goal_create(session=session, description=f"Goal {number}: ship the login page")
+            decision_record(session=session, description="Use sessions", locked=True)
+        if number % 3 == 0:
+            Checkpoint.objects.create(
+                session=session, number=1, level=Level.OLD, first_position=1, last_position=1,
+                summary="The login page so far.", original_tokens=300, current_tokens=40 + number,
+                retention=0.2 + number / 20,
+            )  # fmt: skip
+            Session.objects.filter(pk=session.pk).update(compression_count=number + 1)
+        sessions.append(Session.objects.get(pk=session.pk))
+    owner_client.get(reverse("chat:session_list"))
+    with django_assert_max_num_queries(16):
+        page = owner_client.get(reverse("chat:session_list")).content.decode()
+    for session in sessions:
+        meter = context_meter(session=session)
+        assert f"{meter.used:,}/{meter.max_tokens:,}" in page, session.title
+        assert f"{meter.filled_percent}% of the context filled" in page
+        if session.compression_count:
+            reliability = session_reliability(session=session)
+            assert f"{reliability.level.label} ({reliability.percent}%)" in page
+    assert page.count("nothing compressed yet") == 5
 
 
 def test_goal_forms_answer_with_the_panel_and_the_meter(session, goal, owner_client):

@@ -15,6 +15,7 @@ from accounts.services import api_token_create
 from chat.models import Message, Session
 from chat.services import session_create
 from contextmgr.llm.embedded import MODEL_NAME
+from contextmgr.services.goals import goal_create
 from tests.support.timing import scaled, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -130,6 +131,8 @@ def test_an_edited_history_branches_into_a_new_session_and_leaves_the_old_one_al
     ]
     second, branch_id = ollama_chat(ollama, edited)
     assert branch_id != session_id
+    # Not even the first message is shared: a new conversation, not a branch of the old one.
+    assert Session.objects.get(pk=branch_id).parent_id is None
     assert roles_and_texts(session_id) == before
     assert roles_and_texts(branch_id) == [
         ("user", "Name a vegetable."),
@@ -137,6 +140,28 @@ def test_an_edited_history_branches_into_a_new_session_and_leaves_the_old_one_al
         ("user", "Another?"),
         ("assistant", second["message"]["content"]),
     ]
+
+
+def test_a_regenerate_in_the_named_session_branches_it_with_its_goal(ollama, user, model_server):
+    session = session_create(owner=user, model=MODEL_NAME, context_size=2048, title="Started on the page")
+    goal_create(session=session, description="Learn the capitals")
+    header = {"HTTP_X_OLLM_SESSION": str(session.pk)}
+    messages = [{"role": "user", "content": "Capital of France?"}]
+    first, _ = ollama_chat(ollama, messages, **header)
+    messages += [first["message"], {"role": "user", "content": "Capital of Italy?"}]
+    _, again = ollama_chat(ollama, messages, **header)
+    assert again == str(session.pk)
+    model_server.behaviour.requests.clear()
+    regenerated, branch_id = ollama_chat(ollama, messages, **header)  # the same request: its reply again
+    branch = Session.objects.get(pk=branch_id)
+    assert (branch.parent_id, branch.forked_at_position) == (session.pk, 2)
+    assert roles_and_texts(branch_id) == [
+        *roles_and_texts(str(session.pk))[:3],
+        ("assistant", regenerated["message"]["content"]),
+    ]
+    assert len(roles_and_texts(str(session.pk))) == 4  # the session is as it was
+    sent = next(r for r in model_server.behaviour.requests if r["path"] == "/api/chat")
+    assert "ACTIVE GOAL: Learn the capitals" in sent["messages"][0]["content"]
 
 
 def test_a_repeated_call_after_a_failure_answers_the_stored_message_instead_of_storing_it_again(ollama, model_server):
@@ -173,7 +198,11 @@ def test_another_users_session_in_the_header_is_not_found_and_not_touched(ollama
         ({"messages": [{"role": "user", "content": "Hi"}]}, 400, "model"),
         ({"model": MODEL_NAME, "messages": [{"role": "system", "content": "Be brief."}]}, 400, "must be the user's"),
         ({"model": MODEL_NAME, "messages": [{"role": "assistant", "content": "Hi"}]}, 400, "must be the user's"),
-        ({"model": MODEL_NAME, "messages": [{"role": "user", "content": "Hi"}], "tools": [{"x": 1}]}, 400, "tools"),
+        (
+            {"model": MODEL_NAME, "messages": [{"role": "user", "content": "Hi"}], "tool_choice": "required"},
+            400,
+            "tool_choice",
+        ),
         ({"model": MODEL_NAME, "messages": [{"role": "user", "content": "Hi", "images": ["AA=="]}]}, 400, "images"),
         (
             {"model": MODEL_NAME, "messages": [{"role": "user", "content": "Hi"}], "options": {"num_ctx": "big"}},
@@ -311,8 +340,7 @@ def test_an_unexpected_failure_is_a_500_in_the_apis_shape(ollama, api_token, mon
     def broken(**kwargs: Any) -> None:
         raise RuntimeError("the database went away")
 
-    monkeypatch.setattr("chat.ollama_api.conversation_resolve", broken)
-    monkeypatch.setattr("chat.openai_api.conversation_resolve", broken)
+    monkeypatch.setattr("chat.drop_in.conversation_resolve", broken)
     body = json.dumps({"model": MODEL_NAME, "messages": [{"role": "user", "content": "Hi"}]})
     ollama_answer = ollama.post("/ollama/api/chat", body, content_type="application/json")
     assert ollama_answer.status_code == 500

@@ -5,88 +5,28 @@ shows in the dashboard."""
 
 from __future__ import annotations
 
-import re
 import threading
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any, cast
 
-import httpx
 import ollama
 import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
 from contextmgr.llm.embedded import MODEL_NAME
-from tests.factories import E2E_PASSWORD, E2E_USERNAME, sampled_options
-from tests.support.live_server import manage, serve
+from tests.factories import sampled_options
+from tests.support.drop_in import DECISION, GOAL, DropIn
 from tests.support.model_server import ModelServerProcess
 from tests.support.timing import scaled
 
 SYSTEM = "You are a travel planner. Answer in one sentence."
-GOAL = "Plan a two-week trip to Japan"
-DECISION = "Travel between cities by train"
 TOPICS = ["Tokyo", "Kyoto", "Osaka", "Hiroshima", "Nara", "Sapporo", "Fukuoka", "Nagoya", "Kanazawa", "Nikko"]
 NUM_CTX = 2048
 SENT_NUM_CTX = 1700  # the 2K selection's num_ctx
 TURNS = 60
 # Sends the conversation so far; returns the reply. ``stream``: as a stream of chunks.
 Send = Callable[[list[dict[str, str]], bool], str]
-
-
-class DropIn:
-    """The server, alice's (the e2e user's) token and a logged-in browser's cookies."""
-
-    def __init__(self, url: str, token: str) -> None:
-        self.url = url
-        self.token = token
-        self.api = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=scaled(60))
-
-    def sessions(self) -> list[dict[str, Any]]:
-        return list(self.api.get("/api/sessions", params={"limit": 500}).json()["items"])
-
-    def history(self, session_id: str) -> list[dict[str, Any]]:
-        messages: list[dict[str, Any]] = []
-        while True:
-            page = self.api.get(
-                f"/api/sessions/{session_id}/messages",
-                params={"include_compressed": True, "limit": 100, "offset": len(messages)},
-            ).json()
-            messages += page["items"]
-            if len(messages) >= page["count"]:
-                return messages
-
-    def pin(self, session_id: str) -> None:
-        """The goal and its locked decision, set as a script would (REST API)."""
-        goal = self.api.post(f"/api/sessions/{session_id}/goals", json={"description": GOAL, "priority": "high"})
-        assert goal.status_code == 201, goal.text
-        decision = self.api.post(
-            f"/api/goals/{goal.json()['id']}/decisions", json={"description": DECISION, "locked": True}
-        )
-        assert decision.status_code == 201, decision.text
-
-    def dashboard(self, path: str) -> str:
-        """A page as the logged-in user sees it."""
-        with httpx.Client(base_url=self.url, timeout=scaled(60), follow_redirects=True) as browser:
-            login = browser.get("/accounts/login/")
-            token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', login.text)
-            assert token is not None
-            browser.post(
-                "/accounts/login/",
-                data={"username": E2E_USERNAME, "password": E2E_PASSWORD, "csrfmiddlewaretoken": token.group(1)},
-                headers={"Referer": f"{self.url}/accounts/login/"},
-            )
-            page = browser.get(path)
-            assert page.status_code == 200
-            return page.text
-
-
-@pytest.fixture(scope="module")
-def drop_in(tmp_path_factory: pytest.TempPathFactory, model_server: ModelServerProcess) -> Iterator[DropIn]:
-    work: Path = tmp_path_factory.mktemp("drop-in")
-    with serve(work, model_server, with_user=True) as url:
-        token = manage(work, model_server, "create_api_token", E2E_USERNAME, "--name", "drop-in tests").strip()
-        yield DropIn(url, token)
 
 
 def question(turn: int) -> str:

@@ -1,9 +1,12 @@
 from __future__ import annotations
 
 from itertools import pairwise
+from types import SimpleNamespace
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.template.loader import render_to_string
+from django.utils import timezone
 
 from chat.models import Session
 from chat.services import message_create
@@ -232,3 +235,15 @@ def test_with_snapshots_off_the_pages_and_the_api_say_so(chat_session, owner_cli
     restored = api.post(f"/api/snapshots/{earlier.pk}/restore").json()
     assert restored["undo_snapshot"] is None
     assert list(Snapshot.objects.filter(session=chat_session)) == [earlier]
+
+
+def test_the_restore_page_groups_its_figures(chat_session):
+    # A snapshot never changes once stored: a stand-in with a four-digit count.
+    snapshot = SimpleNamespace(created_at=timezone.now(), token_count=1509, checkpoint_count=2, message_count=40)
+    meter = {"used": 2048, "max_tokens": 6800}
+    page = render_to_string(
+        "chat/snapshot_restore.html",
+        {"session": chat_session, "snapshot": snapshot, "meter": meter, "written_after": 3, "undo_taken": True},
+    )
+    assert "what it was then: 1,509 tokens, 2 checkpoints" in page
+    assert "Now: 2,048 / 6,800 tokens" in page

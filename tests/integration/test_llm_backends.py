@@ -12,6 +12,7 @@ from contextmgr.llm.ollama_backend import OllamaBackend, parse_parameter_size
 from contextmgr.llm.types import (
     BackendUnavailable,
     ChatMessage,
+    ChatRequest,
     ContextOverflow,
     LLMRequestError,
     LLMTimeout,
@@ -27,7 +28,7 @@ LONG = [ChatMessage("user", "Count from 1 to 300, separated by commas.")]
 
 async def test_ollama_receives_num_ctx_and_the_cap_on_every_call(ollama_backend, fake_ollama):
     await ollama_backend.chat(
-        HELLO, model=SERVED_MODEL, num_ctx=1700, max_tokens=5, stop=["\n\n"], sampling=Sampling(seed=1)
+        ChatRequest(HELLO, model=SERVED_MODEL, num_ctx=1700, max_tokens=5, stop=["\n\n"], sampling=Sampling(seed=1))
     ).collect()
     (request,) = [r for r in fake_ollama.behaviour.requests if r["path"] == "/api/chat"]
     # What the sampling leaves unset (temperature here) is the server's default: not sent.
@@ -38,7 +39,7 @@ async def test_ollama_receives_num_ctx_and_the_cap_on_every_call(ollama_backend,
 
 async def test_unreachable_server_is_reported_at_the_first_iteration(closed_port_url):
     backend = OllamaBackend(host=closed_port_url)
-    stream = backend.chat(HELLO, model=SERVED_MODEL, num_ctx=2048, max_tokens=5)
+    stream = backend.chat(ChatRequest(HELLO, model=SERVED_MODEL, num_ctx=2048, max_tokens=5))
     with pytest.raises(BackendUnavailable, match=f"Ollama is not reachable at {closed_port_url}: start it with"):
         await stream.collect()
     with pytest.raises(BackendUnavailable):
@@ -48,12 +49,12 @@ async def test_unreachable_server_is_reported_at_the_first_iteration(closed_port
 
 async def test_missing_model_tells_how_to_pull_it(ollama_backend):
     with pytest.raises(ModelNotFound, match=r"model llama3.2:3b is not pulled; run `ollama pull llama3.2:3b`"):
-        await ollama_backend.chat(HELLO, model="llama3.2:3b", num_ctx=2048, max_tokens=5).collect()
+        await ollama_backend.chat(ChatRequest(HELLO, model="llama3.2:3b", num_ctx=2048, max_tokens=5)).collect()
 
 
 async def test_a_stream_dropped_half_way(ollama_backend, fake_ollama):
     fake_ollama.behaviour.drop_after_chunks = 3
-    stream = ollama_backend.chat(LONG, model=SERVED_MODEL, num_ctx=2048, max_tokens=200)
+    stream = ollama_backend.chat(ChatRequest(LONG, model=SERVED_MODEL, num_ctx=2048, max_tokens=200))
     received: list[str] = []
 
     async def read_all() -> None:
@@ -70,13 +71,13 @@ async def test_a_slow_server_times_out(fake_ollama):
     fake_ollama.behaviour.delay_seconds = 1.5
     backend = OllamaBackend(host=fake_ollama.url, timeout=0.3)
     with pytest.raises(LLMTimeout, match="did not answer in time"):
-        await backend.chat(HELLO, model=SERVED_MODEL, num_ctx=2048, max_tokens=5).collect()
+        await backend.chat(ChatRequest(HELLO, model=SERVED_MODEL, num_ctx=2048, max_tokens=5)).collect()
 
 
 async def test_a_server_error_is_reported_with_its_status(ollama_backend, fake_ollama):
     fake_ollama.behaviour.fail_status = 500
     with pytest.raises(LLMRequestError, match=r"Ollama refused the request \(500\): the test server was told to fail"):
-        await ollama_backend.chat(HELLO, model=SERVED_MODEL, num_ctx=2048, max_tokens=5).collect()
+        await ollama_backend.chat(ChatRequest(HELLO, model=SERVED_MODEL, num_ctx=2048, max_tokens=5)).collect()
 
 
 async def test_ollama_has_no_exact_counter(ollama_backend):
@@ -99,20 +100,22 @@ async def test_embedded_counts_are_exact_and_differ_from_tiktoken(embedded_backe
     counted = embedded_backend.count_prompt_tokens(messages)
     with_one_message = embedded_backend.count_prompt_tokens(messages[:1])
     assert counted - with_one_message == exact + embedded_backend.message_overhead()
-    completion = await embedded_backend.chat(messages, model=EMBEDDED_MODEL, num_ctx=2048, max_tokens=2).collect()
+    completion = await embedded_backend.chat(
+        ChatRequest(messages, model=EMBEDDED_MODEL, num_ctx=2048, max_tokens=2)
+    ).collect()
     assert completion.result.prompt_tokens == counted
 
 
 async def test_embedded_refuses_a_prompt_larger_than_num_ctx(embedded_backend):
     big = [ChatMessage("user", "word " * 600)]
     with pytest.raises(ContextOverflow, match=r"the prompt is \d+ tokens and the context holds 256"):
-        await embedded_backend.chat(big, model=EMBEDDED_MODEL, num_ctx=256, max_tokens=10).collect()
+        await embedded_backend.chat(ChatRequest(big, model=EMBEDDED_MODEL, num_ctx=256, max_tokens=10)).collect()
 
 
 async def test_embedded_caps_the_reply_to_what_num_ctx_leaves(embedded_backend):
     prompt_tokens = embedded_backend.count_prompt_tokens(LONG)
     completion = await embedded_backend.chat(
-        LONG, model=EMBEDDED_MODEL, num_ctx=prompt_tokens + 6, max_tokens=500
+        ChatRequest(LONG, model=EMBEDDED_MODEL, num_ctx=prompt_tokens + 6, max_tokens=500)
     ).collect()
     assert completion.result.prompt_tokens == prompt_tokens
     assert completion.result.completion_tokens == 6
@@ -122,8 +125,10 @@ async def test_embedded_caps_the_reply_to_what_num_ctx_leaves(embedded_backend):
 async def test_summaries_are_sent_as_background_work_and_turns_as_interactive(embedded_backend, fake_ollama):
     summary = [ChatMessage("user", "Summarize: the tide rose.")]
     turn = [ChatMessage("user", "And then?")]
-    await embedded_backend.chat(summary, model=EMBEDDED_MODEL, num_ctx=1024, max_tokens=2, background=True).collect()
-    await embedded_backend.chat(turn, model=EMBEDDED_MODEL, num_ctx=1024, max_tokens=2).collect()
+    await embedded_backend.chat(
+        ChatRequest(summary, model=EMBEDDED_MODEL, num_ctx=1024, max_tokens=2, background=True)
+    ).collect()
+    await embedded_backend.chat(ChatRequest(turn, model=EMBEDDED_MODEL, num_ctx=1024, max_tokens=2)).collect()
     # (A generation an earlier test abandoned may still end and be recorded: only these two count.)
     served = {s.last_message: s.priority for s in fake_ollama.behaviour.served}
     assert (served["Summarize: the tide rose."], served["And then?"]) == ("background", "interactive")
@@ -137,7 +142,9 @@ async def test_a_repeat_penalty_reaches_the_model_through_the_gateway(embedded_b
     ]
     plain, curbed = [
         await gateway.complete(
-            prompt, model=EMBEDDED_MODEL, num_ctx=1024, max_tokens=48, sampling=Sampling(repeat_penalty=penalty)
+            ChatRequest(
+                prompt, model=EMBEDDED_MODEL, num_ctx=1024, max_tokens=48, sampling=Sampling(repeat_penalty=penalty)
+            )
         )
         for penalty in (None, 1.3)
     ]
@@ -150,7 +157,7 @@ async def test_a_repeat_penalty_reaches_the_model_through_the_gateway(embedded_b
 async def test_an_unreachable_model_server_is_named_with_what_to_do(closed_port_url):
     backend = EmbeddedBackend(host=closed_port_url, timeout=5)
     with pytest.raises(BackendUnavailable, match=r"bundled model server is not reachable at .*`make run` starts it"):
-        await backend.chat(HELLO, model=EMBEDDED_MODEL, num_ctx=1024, max_tokens=2).collect()
+        await backend.chat(ChatRequest(HELLO, model=EMBEDDED_MODEL, num_ctx=1024, max_tokens=2)).collect()
     with pytest.raises(BackendUnavailable, match="the bundled model server is not reachable"):
         backend.count_prompt_tokens(HELLO)
     status = await Gateway(mode="embedded", embedded=backend, ollama=None).status()

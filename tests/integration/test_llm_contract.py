@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from contextmgr.llm.embedded import MODEL_NAME as EMBEDDED_MODEL
-from contextmgr.llm.types import GREEDY, ChatMessage, ChatResult, ModelNotFound, Sampling
+from contextmgr.llm.types import GREEDY, ChatMessage, ChatRequest, ChatResult, ModelNotFound, Sampling
 from tests.support.model_server import SERVED_MODEL, UNTAGGED_MODEL
 from tests.support.timing import wait_until
 
@@ -26,7 +26,9 @@ def backend_and_model(request, embedded_backend):
 
 async def test_streams_deltas_then_a_final_result(backend_and_model):
     backend, model = backend_and_model
-    stream = backend.chat(HELLO, model=model, num_ctx=2048, max_tokens=32, sampling=Sampling(temperature=0, seed=7))
+    stream = backend.chat(
+        ChatRequest(HELLO, model=model, num_ctx=2048, max_tokens=32, sampling=Sampling(temperature=0, seed=7))
+    )
     deltas = [delta async for delta in stream]
     assert len(deltas) >= 2
     assert all(isinstance(d, str) and d for d in deltas)
@@ -40,7 +42,9 @@ async def test_streams_deltas_then_a_final_result(backend_and_model):
 
 async def test_the_cap_ends_a_reply_with_length(backend_and_model):
     backend, model = backend_and_model
-    completion = await backend.chat(LONG, model=model, num_ctx=2048, max_tokens=8, sampling=GREEDY).collect()
+    completion = await backend.chat(
+        ChatRequest(LONG, model=model, num_ctx=2048, max_tokens=8, sampling=GREEDY)
+    ).collect()
     assert completion.result.done_reason == "length"
     assert completion.result.completion_tokens == 8
     assert completion.text
@@ -54,7 +58,7 @@ async def test_temperature_zero_with_a_seed_repeats(backend_and_model):
     replies = [
         (
             await backend.chat(
-                HELLO, model=model, num_ctx=2048, max_tokens=24, sampling=Sampling(temperature=0, seed=3)
+                ChatRequest(HELLO, model=model, num_ctx=2048, max_tokens=24, sampling=Sampling(temperature=0, seed=3))
             ).collect()
         ).text
         for _ in range(3)
@@ -65,7 +69,10 @@ async def test_temperature_zero_with_a_seed_repeats(backend_and_model):
 
 async def test_closing_the_stream_stops_generation(backend_and_model, embedded_backend, fake_ollama):
     backend, model = backend_and_model
-    stream = backend.chat(LONG, model=model, num_ctx=2048, max_tokens=400, sampling=GREEDY)
+    # Paced, so the model is still generating when the client leaves: greedy decoding of this prompt sometimes
+    # ends after a dozen tokens (the reuse of a cached prefix changes the path), before any client could hang up.
+    fake_ollama.behaviour.chunk_delay_seconds = 0.1
+    stream = backend.chat(ChatRequest(LONG, model=model, num_ctx=2048, max_tokens=400, sampling=GREEDY))
     received = []
     async for delta in stream:
         received.append(delta)
@@ -80,7 +87,7 @@ async def test_closing_the_stream_stops_generation(backend_and_model, embedded_b
 
     await asyncio.to_thread(wait_until, ours, timeout=60, what="the server to end the closed generation")
     assert ours()[-1].done_reason == "cancelled"
-    assert ours()[-1].completion_tokens < 100  # uncancelled, this prompt runs to the 400-token cap
+    assert ours()[-1].completion_tokens < 12  # fewer than the shortest uncancelled reply
 
 
 async def test_model_info_and_list(backend_and_model):
@@ -97,7 +104,7 @@ async def test_model_info_and_list(backend_and_model):
 async def test_an_unknown_model_is_reported(backend_and_model):
     backend, _ = backend_and_model
     with pytest.raises(ModelNotFound, match="mistral:7b"):
-        await backend.chat(HELLO, model="mistral:7b", num_ctx=2048, max_tokens=8).collect()
+        await backend.chat(ChatRequest(HELLO, model="mistral:7b", num_ctx=2048, max_tokens=8)).collect()
     with pytest.raises(ModelNotFound):
         await backend.model_info("mistral:7b")
 
@@ -111,7 +118,7 @@ async def test_a_canned_reply_stops_at_the_cap_as_the_model_would(backend_and_mo
     whole_tokens = embedded_backend.count_text_tokens(text)
     prompt_tokens = embedded_backend.count_prompt_tokens(HELLO)
 
-    capped = await backend.chat(HELLO, model=model, num_ctx=2048, max_tokens=7, sampling=GREEDY).collect()
+    capped = await backend.chat(ChatRequest(HELLO, model=model, num_ctx=2048, max_tokens=7, sampling=GREEDY)).collect()
     assert capped.result.done_reason == "length"
     assert capped.result.completion_tokens == 7
     assert embedded_backend.count_text_tokens(capped.text) == 7
@@ -119,7 +126,9 @@ async def test_a_canned_reply_stops_at_the_cap_as_the_model_would(backend_and_mo
     assert len(capped.text) < len(text)
     assert capped.result.prompt_tokens == prompt_tokens
 
-    whole = await backend.chat(HELLO, model=model, num_ctx=2048, max_tokens=whole_tokens, sampling=GREEDY).collect()
+    whole = await backend.chat(
+        ChatRequest(HELLO, model=model, num_ctx=2048, max_tokens=whole_tokens, sampling=GREEDY)
+    ).collect()
     assert (whole.text, whole.result.done_reason) == (text, "stop")
     assert whole.result.completion_tokens == whole_tokens
     assert whole.result.prompt_tokens == prompt_tokens

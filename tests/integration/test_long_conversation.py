@@ -3,19 +3,18 @@ num_ctx, what must never be compressed is always in it, checkpoints age."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pytest
 from asgiref.sync import async_to_sync
 from django.test import override_settings
 
 from chat.models import Message, Session
 from chat.services import session_create
-from chat.turn import turn_run
+from chat.turn import TurnSend, turn_take
 from contextmgr.core.aging import Level
 from contextmgr.llm.embedded import MODEL_NAME
 from contextmgr.llm.gateway import Gateway
-from contextmgr.llm.types import ChatMessage, ChatStream
+from contextmgr.llm.hosts import OnQueued
+from contextmgr.llm.types import ChatMessage, ChatRequest, ChatStream
 from contextmgr.models import Checkpoint, CheckpointRevision, ContextEvent
 from contextmgr.selectors import session_last_event_id
 from contextmgr.services.compression import compression_wait
@@ -36,20 +35,18 @@ class RecordingGateway(Gateway):
         super().__init__(mode="embedded", embedded=embedded, ollama=None)
         self.calls: list[tuple[list[ChatMessage], int, int, int]] = []
 
-    def chat(
-        self, messages: Sequence[ChatMessage], *, model: str, num_ctx: int, max_tokens: int, **kwargs
-    ) -> ChatStream:
+    def send(self, request: ChatRequest, *, on_queued: OnQueued | None = None) -> ChatStream:
         assert self.embedded is not None
-        exact = self.embedded.count_prompt_tokens(messages)
-        self.calls.append((list(messages), exact, max_tokens, num_ctx))
-        return super().chat(messages, model=model, num_ctx=num_ctx, max_tokens=max_tokens, **kwargs)
+        exact = self.embedded.count_prompt_tokens(request.messages)
+        self.calls.append((list(request.messages), exact, request.max_tokens, request.num_ctx))
+        return super().send(request, on_queued=on_queued)
 
 
 @pytest.fixture
 def recording_gateway(embedded_backend, monkeypatch):
     """A ``RecordingGateway`` to the embedded model, also for the turns' compressions."""
     gateway = RecordingGateway(embedded_backend)
-    monkeypatch.setattr("contextmgr.services.compression.get_gateway", lambda: gateway)
+    monkeypatch.setattr("contextmgr.services.compression_run.get_gateway", lambda: gateway)
     monkeypatch.setattr("chat.turn.get_gateway", lambda: gateway)
     return gateway
 
@@ -84,7 +81,7 @@ def chat_turns(session: Session, gateway: RecordingGateway, turns: int) -> list[
     for index in range(turns):
         text = f"{index}: explain {TOPICS[index % len(TOPICS)]} in detail."
         before = session_last_event_id(session=session)
-        async_to_sync(turn_run)(session_id=session.pk, content=text, gateway=gateway)
+        async_to_sync(turn_take)(session_id=session.pk, variant=TurnSend(text), gateway=gateway)
         sent.append(text)
     # Let a compression that the last turn made due finish, even one not started yet: its
     # writes must land before the test's database is emptied.

@@ -12,7 +12,7 @@ from chat.models import Session
 from contextmgr.llm.gateway import Gateway
 from contextmgr.llm.hosts import HostQueue
 from contextmgr.llm.ollama_backend import OllamaBackend
-from contextmgr.llm.types import GREEDY, BackendUnavailable, ChatMessage
+from contextmgr.llm.types import GREEDY, BackendUnavailable, ChatMessage, ChatRequest
 from tests.support.model_server import SERVED_MODEL, ModelServerProcess
 from tests.support.timing import scaled
 
@@ -95,7 +95,8 @@ def _served_on(server: ModelServerProcess) -> int:
 async def test_requests_go_to_the_least_busy_host(two_hosts, fake_ollama, second_host):
     """Two replies at once go to two hosts, not one after the other on the first."""
     replies = [
-        two_hosts.complete(HELLO, model=SERVED_MODEL, num_ctx=1024, max_tokens=8, sampling=GREEDY) for _ in range(2)
+        two_hosts.complete(ChatRequest(HELLO, model=SERVED_MODEL, num_ctx=1024, max_tokens=8, sampling=GREEDY))
+        for _ in range(2)
     ]
     texts = [c.text for c in await asyncio.gather(*replies)]
     assert all(texts)
@@ -106,7 +107,8 @@ async def test_a_dead_host_is_marked_down_and_the_other_takes_over(two_hosts, fa
     second_host.stop()
     # Two at once: the second goes to the dead host (the least busy), fails there, and is asked again on the other.
     replies = [
-        two_hosts.complete(HELLO, model=SERVED_MODEL, num_ctx=1024, max_tokens=8, sampling=GREEDY) for _ in range(2)
+        two_hosts.complete(ChatRequest(HELLO, model=SERVED_MODEL, num_ctx=1024, max_tokens=8, sampling=GREEDY))
+        for _ in range(2)
     ]
     assert all(c.text for c in await asyncio.gather(*replies))
     assert _served_on(fake_ollama) == 2
@@ -131,7 +133,7 @@ async def test_with_every_host_down_the_error_says_so(fake_ollama, closed_port_u
         mode="ollama", embedded=None, ollama=[OllamaBackend(host=closed_port_url), OllamaBackend(host=closed_port_url)]
     )
     with pytest.raises(BackendUnavailable, match="not reachable"):
-        await gateway.complete(HELLO, model=SERVED_MODEL, num_ctx=1024, max_tokens=8)
+        await gateway.complete(ChatRequest(HELLO, model=SERVED_MODEL, num_ctx=1024, max_tokens=8))
     assert all(host.is_down() for host in gateway.hosts)
 
 

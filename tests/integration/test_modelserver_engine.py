@@ -142,3 +142,14 @@ def test_background_work_pauses_for_turns_at_most_its_bound(engine):
         worker.join()
     finally:
         background.max_wait = bound
+
+
+def test_a_prompt_ending_with_the_assistants_message_continues_it(engine):
+    """As Ollama's: the reply is not closed and no new assistant turn is opened after it."""
+    question = [Message("user", "Count from 1 to 10, separated by commas.")]
+    started, _ = engine.prompt_for([*question, Message("assistant", "1, 2, 3,")])
+    fresh, _ = engine.prompt_for(question)
+    assert started.endswith("1, 2, 3,")
+    assert started.startswith(fresh)
+    text, _ = run(engine, [*question, Message("assistant", "1, 2, 3,")], max_tokens=8)
+    assert text.lstrip().startswith("4")

@@ -16,7 +16,7 @@ from django.test import override_settings
 
 from chat.models import Message, Session
 from chat.services import message_create
-from chat.turn import turn_run
+from chat.turn import TurnSend, turn_take
 from contextmgr.models import Checkpoint, ContextEvent
 from contextmgr.selectors import session_budget
 from contextmgr.services.compression import compression_run
@@ -101,13 +101,13 @@ def test_a_truncated_turn_is_caught_recorded_and_the_next_prompt_fits(user, gate
     assert 600 < sent_before < session.max_tokens
     # Calibrated on a whole prompt first: what the factor is before the truncated reply.
     fake_ollama.behaviour.ollama_overflow = True
-    async_to_sync(turn_run)(session_id=session.pk, content="First, a turn that fits.", gateway=gateway)
+    async_to_sync(turn_take)(session_id=session.pk, variant=TurnSend("First, a turn that fits."), gateway=gateway)
     factor = gateway.calibration.factor(SERVED_MODEL)
     assert not ContextEvent.objects.filter(session=session, type="prompt-truncated").exists()
 
     # Ollama now allocates 700 tokens whatever num_ctx asks: the next prompt (about 1,000) loses its front.
     fake_ollama.behaviour.allocated_ctx = 700
-    outcome = async_to_sync(turn_run)(session_id=session.pk, content="And now?", gateway=gateway)
+    outcome = async_to_sync(turn_take)(session_id=session.pk, variant=TurnSend("And now?"), gateway=gateway)
     assert outcome.result.prompt_truncated
     assert outcome.result.prompt_tokens <= 350 < (outcome.result.sent_prompt_tokens or 0)
     assert gateway.calibration.factor(SERVED_MODEL) == factor, "the cut count teaches the calibration nothing"
@@ -131,7 +131,7 @@ def test_a_truncated_turn_is_caught_recorded_and_the_next_prompt_fits(user, gate
 
     # The next turn fits what the server holds: compressed first, evaluated whole, no new event.
     fake_ollama.behaviour.requests.clear()
-    nxt = async_to_sync(turn_run)(session_id=session.pk, content="Still there?", gateway=gateway)
+    nxt = async_to_sync(turn_take)(session_id=session.pk, variant=TurnSend("Still there?"), gateway=gateway)
     assert not nxt.result.prompt_truncated
     assert nxt.prompt_tokens <= session.max_tokens
     assert ContextEvent.objects.filter(session=session, type="prompt-truncated").count() == 1

@@ -11,7 +11,7 @@ from django.test import override_settings
 from django.urls import reverse
 
 from chat.services import session_continue, session_create, session_update
-from chat.turn import turn_run
+from chat.turn import TurnSend, turn_take
 from contextmgr.llm.embedded import MODEL_NAME
 from contextmgr.llm.types import Sampling
 from contextmgr.selectors import session_sampling
@@ -110,13 +110,13 @@ async def test_a_turn_sends_the_sessions_sampling_and_leaves_the_rest_to_the_ser
     tuned = await sync_to_async(session_create)(
         owner=user, model=MODEL_NAME, context_size=2048, settings={"sampling": {"repeat_penalty": 1.3, "top_p": 0.8}}
     )
-    await turn_run(session_id=tuned.pk, content="Say hello.")
+    await turn_take(session_id=tuned.pk, variant=TurnSend("Say hello."))
     plain = await sync_to_async(session_create)(owner=user, model=MODEL_NAME, context_size=2048)
-    await turn_run(session_id=plain.pk, content="Say hello.")
+    await turn_take(session_id=plain.pk, variant=TurnSend("Say hello."))
     unset = await sync_to_async(session_create)(
         owner=user, model=MODEL_NAME, context_size=2048, settings={"sampling": {"temperature": None}}
     )
-    await turn_run(session_id=unset.pk, content="Say hello.")
+    await turn_take(session_id=unset.pk, variant=TurnSend("Say hello."))
     assert sampled_options(fake_ollama) == [
         {"temperature": 0.6, "repeat_penalty": 1.3, "top_p": 0.8},
         {"temperature": 0.6},

@@ -139,7 +139,13 @@ def test_export_the_selected_sessions_as_a_zip(client, user, sessions):
     assert [m["parts"][0]["text"] for m in files[f"{auth.id}.json"]["messages"]][
         1
     ] == "I rewrote the <b>login</b> handler."
-    assert client.post(reverse("chat:sessions_export"), {"session": [str(secret.id)]}).status_code == 400
+    # Nothing of the user's own ticked: the list again, saying what to do, with the user's sessions still there.
+    refused = client.post(reverse("chat:sessions_export"), {"session": [str(secret.id)]})
+    assert refused.status_code == 400
+    assert refused["Content-Type"].startswith("text/html")
+    assert "Tick at least one of your sessions to export." in refused.content.decode()
+    assert f'value="{auth.id}" form="bulk-export"' in refused.content.decode()
+    assert "no-store" in response["Cache-Control"]  # a download stays out of shared caches
     html = client.get(reverse("chat:session_list")).content.decode()
     assert f'name="session" value="{auth.id}" form="bulk-export"' in html
 

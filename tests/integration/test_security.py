@@ -33,11 +33,14 @@ from ninja.operation import PathView
 
 from accounts.models import ApiToken
 from accounts.services import api_token_create
+from chat.client_tasks import ClientTaskRequest, client_task_record
 from chat.fragments import chat_fragments
 from chat.management.commands.seed_demo import seed_demo_session
 from chat.models import Message, Session
 from chat.services import message_create, session_create, session_update
+from contextmgr.core.client_history import ClientMessage
 from contextmgr.core.retention import Fact
+from contextmgr.llm.types import Sampling
 from contextmgr.models import (
     Artifact,
     Checkpoint,
@@ -162,10 +165,25 @@ def objects_of(user: Any, marker: str) -> dict[str, Any]:
     """A demo session (checkpoints, goal, decisions, snapshots, events) plus one of each remaining kind."""
     session = seed_demo_session(owner=user)
     session = session_update(session=session, title=f"{marker} title")
-    message_create(session=session, role="user", content=f"{marker} message")
+    message = message_create(session=session, role="user", content=f"{marker} message")
     goal = Goal.objects.filter(session=session).first()
     assert goal is not None
     token, _ = api_token_create(user=user, name=f"{marker} token")
+    client_task_record(
+        request=ClientTaskRequest(
+            owner=user,
+            token=token,
+            client="Open WebUI",
+            kind="title",
+            model=session.model,
+            messages=(ClientMessage("user", f"### Task: {marker} task"),),
+            num_ctx=None,
+            sampling=Sampling(),
+        ),
+        response=f"{marker} answer",
+        result=None,
+        error="",
+    )
     return {
         "session": session,
         "goal": goal,
@@ -173,6 +191,7 @@ def objects_of(user: Any, marker: str) -> dict[str, Any]:
         "decision": Decision.objects.filter(session=session).first(),
         "snapshot": Snapshot.objects.filter(session=session).first(),
         "token": token,
+        "message": message,
     }
 
 
@@ -196,6 +215,7 @@ def parameters(user: Any, objects: dict[str, Any], route: Route) -> dict[str, An
         "checkpoint_id": objects["goal_checkpoint"].pk,
         "decision_id": objects["decision"].pk,
         "snapshot_id": objects["snapshot"].pk,
+        "message_id": objects["message"].pk,
         "token_id": objects["token"].pk,
         "object_id": admin_object.pk if admin_object is not None else objects["session"].pk,
         "id": user.pk,

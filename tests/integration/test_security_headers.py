@@ -76,6 +76,15 @@ def test_the_api_answers_no_store(user):
     assert "no-store" in Client().get("/api/sessions")["Cache-Control"]  # the 401 too
 
 
+def test_downloads_from_the_pages_are_not_stored(browser, chat_session):
+    for name in ["chat:session_export", "chat:session_archive"]:
+        response = browser.get(reverse(name, args=[chat_session.pk]))
+        assert response.status_code == 200, name
+        assert response["Content-Disposition"].startswith("attachment")
+        assert "no-store" in response["Cache-Control"], name
+    assert "no-store" not in browser.get(reverse("chat:chat", args=[chat_session.pk])).get("Cache-Control", "")
+
+
 def test_the_tokens_page_is_not_stored(browser):
     assert "no-store" in browser.get(reverse("accounts:tokens"))["Cache-Control"]
     assert "no-store" in browser.post(reverse("accounts:tokens"), {"name": "ci"})["Cache-Control"]

@@ -11,6 +11,8 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client, override_settings
 
 from chat.models import Message
+from contextmgr.models import Snapshot
+from contextmgr.services.snapshots import snapshot_create
 from tests.factories import SOCKET_TIMEOUT, session_cookie, socket
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -82,6 +84,57 @@ async def test_a_password_change_elsewhere_closes_the_socket(small_session, user
     assert await closed_with(communicator) == 4401
     await communicator.disconnect()
     assert await Message.objects.filter(session=small_session).acount() == 0
+
+
+# --- a socket ends with its login at once, not at its next frame (issue 36) ------------------------------
+
+
+def _log_out_here(communicator: WebsocketCommunicator, user) -> None:
+    log_out(cookie_of(communicator))
+
+
+def _change_password(communicator: WebsocketCommunicator, user) -> None:
+    user.set_password("a-new-password-7781")
+    user.save()
+
+
+def _deactivate(communicator: WebsocketCommunicator, user) -> None:
+    user.is_active = False
+    user.save(update_fields=["is_active"])
+
+
+@pytest.mark.parametrize(
+    "end", [_log_out_here, _change_password, _deactivate], ids=["logout", "password change", "deactivation"]
+)
+async def test_the_end_of_a_login_closes_the_socket_at_once_and_nothing_reaches_it_after(small_session, user, end):
+    communicator = await socket(small_session.pk, user)
+    assert (await communicator.connect())[0]
+    await sync_to_async(end)(communicator, user)
+    # No frame was sent: the end of the login itself closed it.
+    assert await closed_with(communicator) == 4401
+    # A snapshot pushes its event to every open page of the session; this one hears nothing.
+    await sync_to_async(snapshot_create)(session=small_session, kind=Snapshot.Kind.MANUAL, reason="after")
+    assert await communicator.receive_nothing(timeout=1)
+    await communicator.disconnect()
+
+
+async def test_a_logout_elsewhere_leaves_the_socket_open_and_hearing(small_session, user):
+    communicator = await socket(small_session.pk, user)
+    assert (await communicator.connect())[0]
+    await sync_to_async(log_out)((await sync_to_async(session_cookie)(user)).decode())
+    await sync_to_async(snapshot_create)(session=small_session, kind=Snapshot.Kind.MANUAL, reason="still here")
+    assert "still here" in await communicator.receive_from(timeout=SOCKET_TIMEOUT)
+    await communicator.disconnect()
+
+
+async def test_a_save_that_keeps_the_login_leaves_the_socket_open(small_session, user):
+    communicator = await socket(small_session.pk, user)
+    assert (await communicator.connect())[0]
+    user.first_name = "Alice"
+    await user.asave()
+    await communicator.send_to(text_data=json.dumps({"action": "send", "message": "  "}))
+    assert "The message is empty." in await communicator.receive_from(timeout=SOCKET_TIMEOUT)
+    await communicator.disconnect()
 
 
 # --- the origin: scheme, host and port --------------------------------------------------------------

@@ -11,8 +11,17 @@ from django.test import override_settings
 from django.utils import timezone
 
 from chat.models import Message, Session
-from chat.services import message_create, message_leave_context
-from chat.turn import EXTRACTIVE_AFTER_FAILURE, EXTRACTIVE_AFTER_WAIT, WAITING_FOR_COMPRESSION, turn_retry, turn_run
+from chat.revisions import message_leave_context
+from chat.services import message_create
+from chat.turn import (
+    EXTRACTIVE_AFTER_FAILURE,
+    EXTRACTIVE_AFTER_WAIT,
+    WAITING_FOR_COMPRESSION,
+    TurnContinue,
+    TurnRetry,
+    TurnSend,
+    turn_take,
+)
 from contextmgr.core.budget import prompt_room
 from contextmgr.llm.embedded import MODEL_NAME
 from contextmgr.llm.gateway import Gateway
@@ -36,8 +45,11 @@ async def test_a_turn_streams_and_stores_both_messages(small_session, embedded_g
     async def collect(delta: str) -> None:
         deltas.append(delta)
 
-    outcome = await turn_run(
-        session_id=small_session.pk, content="What is a context window?", gateway=embedded_gateway, on_delta=collect
+    outcome = await turn_take(
+        session_id=small_session.pk,
+        variant=TurnSend("What is a context window?"),
+        gateway=embedded_gateway,
+        on_delta=collect,
     )
     assert outcome.user_message.position == 1
     assert outcome.assistant_message.position == 2
@@ -56,7 +68,7 @@ async def test_markers_that_cannot_be_applied_do_not_fail_a_stored_reply(small_s
         raise ValidationError({"description": "too long"})
 
     monkeypatch.setattr("chat.turn.goal_apply_markers", broken)
-    outcome = await turn_run(session_id=small_session.pk, content="Say hello.", gateway=embedded_gateway)
+    outcome = await turn_take(session_id=small_session.pk, variant=TurnSend("Say hello."), gateway=embedded_gateway)
     assert outcome.markers_applied == 0
     roles = [m.role async for m in Message.objects.filter(session=small_session).order_by("position")]
     assert roles == ["user", "assistant"]
@@ -65,8 +77,8 @@ async def test_markers_that_cannot_be_applied_do_not_fail_a_stored_reply(small_s
 
 @override_settings(OLLM_CONTEXT_DEFAULTS=GREEDY_REPLIES, OLLM_REPLY_MAX_TOKENS=4)
 async def test_a_reply_cut_by_the_cap_says_so(small_session, embedded_gateway):
-    outcome = await turn_run(
-        session_id=small_session.pk, content="Describe the history of Rome.", gateway=embedded_gateway
+    outcome = await turn_take(
+        session_id=small_session.pk, variant=TurnSend("Describe the history of Rome."), gateway=embedded_gateway
     )
     assert outcome.cut_by_cap
     assert outcome.result.completion_tokens == 4
@@ -85,24 +97,28 @@ async def test_with_compression_off_an_overflowing_message_is_refused_but_kept(u
     earlier = await sync_to_async(message_create)(session=session, role="user", content="Please read this. " * 250)
     text = "And this too. " * 250  # fits alone, not beside the earlier message
     with pytest.raises(ContextOverflow, match="compression is turned off"):
-        await turn_run(session_id=session.pk, content=text, gateway=embedded_gateway)
+        await turn_take(session_id=session.pk, variant=TurnSend(text), gateway=embedded_gateway)
     assert [m.content async for m in Message.objects.filter(session=session)] == [earlier.content, text]
 
 
 @override_settings(OLLM_CONTEXT_DEFAULTS=GREEDY_REPLIES, OLLM_REPLY_MAX_TOKENS=16)
 async def test_a_message_larger_than_the_context_is_kept_in_the_history_only(small_session, embedded_gateway):
-    await turn_run(session_id=small_session.pk, content="Where do tides come from?", gateway=embedded_gateway)
+    await turn_take(
+        session_id=small_session.pk, variant=TurnSend("Where do tides come from?"), gateway=embedded_gateway
+    )
     text = "A very long paste. " * 500
     with pytest.raises(ContextOverflow, match="Your message does not fit"):
-        await turn_run(session_id=small_session.pk, content=text, gateway=embedded_gateway)
+        await turn_take(session_id=small_session.pk, variant=TurnSend(text), gateway=embedded_gateway)
     refused = await Message.objects.aget(session=small_session, content=text)
     assert refused.excluded_from_context
     # Nothing was compressed in a hopeless attempt to make room for it.
     assert (await Session.objects.aget(pk=small_session.pk)).compression_count == 0
     with pytest.raises(ValidationError, match="kept in the history only"):
-        await turn_retry(session_id=small_session.pk, gateway=embedded_gateway)
+        await turn_take(session_id=small_session.pk, variant=TurnRetry(), gateway=embedded_gateway)
 
-    outcome = await turn_run(session_id=small_session.pk, content="And what about waves?", gateway=embedded_gateway)
+    outcome = await turn_take(
+        session_id=small_session.pk, variant=TurnSend("And what about waves?"), gateway=embedded_gateway
+    )
     assert outcome.prompt_tokens < 300  # the paste (about 2,500 tokens) is not in the prompt
     assert (await Session.objects.aget(pk=small_session.pk)).compression_count == 0
     assert await Message.objects.filter(session=small_session).acount() == 5
@@ -123,7 +139,7 @@ async def test_a_compression_that_fails_even_extractively_keeps_the_message_in_t
     monkeypatch.setattr("chat.turn._compress_now", failing)
     text = "A long question. " * 300  # fits alone, not beside the background
     with pytest.raises(LLMError, match=r"the extractive compression failed \(boom\); your message is saved"):
-        await turn_run(session_id=small_session.pk, content=text, gateway=embedded_gateway)
+        await turn_take(session_id=small_session.pk, variant=TurnSend(text), gateway=embedded_gateway)
     assert asked == [None, "the model's compression failed (boom)", "the model's compression failed (boom)"], (
         "the model's compression, then the extract's, then the extract's rollover"
     )
@@ -146,7 +162,9 @@ async def test_a_turn_that_waited_its_fill_for_a_running_compression_makes_room_
     async def on_wait(why: str) -> None:
         waits.append(why)
 
-    outcome = await turn_run(session_id=small_session.pk, content=text, gateway=embedded_gateway, on_wait=on_wait)
+    outcome = await turn_take(
+        session_id=small_session.pk, variant=TurnSend(text), gateway=embedded_gateway, on_wait=on_wait
+    )
     assert waits == [WAITING_FOR_COMPRESSION, EXTRACTIVE_AFTER_WAIT], "each said once, however long the wait"
     assert outcome.prompt_tokens <= prompt_room(small_session.max_tokens)
     event = await ContextEvent.objects.filter(
@@ -162,14 +180,14 @@ async def test_an_unknown_model_keeps_the_message(user, embedded_gateway):
         owner=user, title="t", model="mistral:7b", context_size=8192, max_tokens=6800
     )
     with pytest.raises(ModelNotFound):
-        await turn_run(session_id=session.pk, content="hello?", gateway=embedded_gateway)
+        await turn_take(session_id=session.pk, variant=TurnSend("hello?"), gateway=embedded_gateway)
     stored = await Message.objects.aget(session=session)
     assert (stored.content, stored.tokens_exact) == ("hello?", False)
 
 
 async def test_empty_input_stores_nothing(small_session, embedded_gateway):
     with pytest.raises(ValidationError, match="The message is empty"):
-        await turn_run(session_id=small_session.pk, content="   ", gateway=embedded_gateway)
+        await turn_take(session_id=small_session.pk, variant=TurnSend("   "), gateway=embedded_gateway)
     assert not await Message.objects.filter(session=small_session).aexists()
 
 
@@ -180,7 +198,9 @@ def _fresh_context(session_id):
 @override_settings(OLLM_CONTEXT_DEFAULTS=GREEDY_REPLIES, OLLM_REPLY_MAX_TOKENS=12)
 async def test_the_turns_context_is_what_a_fresh_read_finds(small_session, embedded_gateway):
     await sync_to_async(message_create)(session=small_session, role="user", content="Some background. " * 20)
-    outcome = await turn_run(session_id=small_session.pk, content="What is a context window?", gateway=embedded_gateway)
+    outcome = await turn_take(
+        session_id=small_session.pk, variant=TurnSend("What is a context window?"), gateway=embedded_gateway
+    )
     fresh = await sync_to_async(_fresh_context)(small_session.pk)
     assert outcome.context == fresh
     assert fresh.budget.active_tokens == sum([m.tokens async for m in Message.objects.filter(session=small_session)])
@@ -192,7 +212,9 @@ async def test_a_goal_set_while_the_reply_streams_shows_in_the_turns_context(sma
         if not await Goal.objects.filter(session=small_session).aexists():
             await sync_to_async(goal_create)(session=small_session, description="Ship the login form this week")
 
-    outcome = await turn_run(session_id=small_session.pk, content="Hello.", gateway=embedded_gateway, on_delta=set_goal)
+    outcome = await turn_take(
+        session_id=small_session.pk, variant=TurnSend("Hello."), gateway=embedded_gateway, on_delta=set_goal
+    )
     assert outcome.context.goal_tokens > 0
     assert outcome.context == await sync_to_async(_fresh_context)(small_session.pk)
 
@@ -207,8 +229,8 @@ async def test_a_message_leaving_the_context_while_the_reply_streams_shows_in_th
         if not (await Message.objects.aget(pk=earlier.pk)).excluded_from_context:
             await sync_to_async(message_leave_context)(message=earlier)
 
-    outcome = await turn_run(
-        session_id=small_session.pk, content="Hello.", gateway=embedded_gateway, on_delta=drop_earlier
+    outcome = await turn_take(
+        session_id=small_session.pk, variant=TurnSend("Hello."), gateway=embedded_gateway, on_delta=drop_earlier
     )
     assert outcome.context.budget.active_tokens == outcome.user_message.tokens + outcome.assistant_message.tokens
     assert outcome.context == await sync_to_async(_fresh_context)(small_session.pk)
@@ -221,7 +243,9 @@ async def test_a_context_size_changed_while_the_reply_streams_shows_in_the_turns
     async def resize(delta: str) -> None:
         await Session.objects.filter(pk=small_session.pk).aupdate(max_tokens=3000)
 
-    outcome = await turn_run(session_id=small_session.pk, content="Hello.", gateway=embedded_gateway, on_delta=resize)
+    outcome = await turn_take(
+        session_id=small_session.pk, variant=TurnSend("Hello."), gateway=embedded_gateway, on_delta=resize
+    )
     assert outcome.context.budget.max_tokens == 3000
     assert outcome.context == await sync_to_async(_fresh_context)(small_session.pk)
 
@@ -267,7 +291,7 @@ async def test_a_turn_whose_summaries_fail_makes_room_extractively_and_answers(
             await asyncio.to_thread(fake_ollama.release)  # the reply is not held
 
     text = "Please explain it again. " * 60
-    outcome = await turn_run(session_id=small_session.pk, content=text, gateway=gateway, on_wait=on_wait)
+    outcome = await turn_take(session_id=small_session.pk, variant=TurnSend(text), gateway=gateway, on_wait=on_wait)
 
     assert outcome.assistant_message.content
     assert not (await Message.objects.aget(pk=outcome.user_message.pk)).excluded_from_context
@@ -287,3 +311,33 @@ async def test_a_turn_whose_summaries_fail_makes_room_extractively_and_answers(
     assert checkpoint.strategy == "truncate"
     # The compression the reply may have scheduled writes nothing once the test's database is emptied.
     assert await compression_wait(session_id=small_session.pk, timeout=scaled(120), after_event_id=made_room.id)
+
+
+@override_settings(OLLM_CONTEXT_DEFAULTS=GREEDY_REPLIES, OLLM_REPLY_MAX_TOKENS=8)
+async def test_a_continued_reply_goes_on_from_where_it_ended_and_its_markers_count_once(
+    small_session, embedded_gateway
+):
+    start = "[ARTIFACT] Created src/plan.md\nThe plan has three steps: first,"
+    await sync_to_async(message_create)(session=small_session, role="user", content="Plan a small garden.")
+    cut = await sync_to_async(message_create)(
+        session=small_session, role="assistant", content=start, done_reason="length"
+    )
+    outcome = await turn_take(session_id=small_session.pk, variant=TurnContinue(), gateway=embedded_gateway)
+    assert outcome.assistant_message.content.startswith(start)
+    assert outcome.new_text == outcome.assistant_message.content[len(start) :]
+    assert outcome.new_text.strip()
+    # The marker in the part stored before was applied then: the continued reply does not count it again.
+    assert outcome.markers_applied == 0
+    await cut.arefresh_from_db()
+    assert cut.excluded_from_context  # kept in the full history
+    stored = [
+        (m.role, m.excluded_from_context)
+        async for m in Message.objects.filter(session=small_session).order_by("position")
+    ]
+    assert stored == [("user", False), ("assistant", True), ("assistant", False)]
+
+
+async def test_only_the_latest_reply_can_be_continued(small_session, embedded_gateway):
+    await sync_to_async(message_create)(session=small_session, role="user", content="Plan a small garden.")
+    with pytest.raises(ValidationError, match="Only the latest reply"):
+        await turn_take(session_id=small_session.pk, variant=TurnContinue(), gateway=embedded_gateway)

@@ -102,7 +102,12 @@ def _client(url: str, token: str, index: int, turns: int, model: str, context_si
         run.session_id = created.json()["id"]
         for turn in range(turns):
             started = time.monotonic()
-            answer = api.post(f"/api/sessions/{run.session_id}/messages", json={"content": question(index, turn)})
+            try:
+                answer = api.post(f"/api/sessions/{run.session_id}/messages", json={"content": question(index, turn)})
+            except httpx.HTTPError as exc:
+                # Recorded, not raised: a client's thread that died would say nothing of why its turns are missing.
+                run.failures.append(f"turn {turn + 1}: {exc!r} after {time.monotonic() - started:.0f} s")
+                return
             run.turn_seconds.append(time.monotonic() - started)
             if answer.status_code != 200:
                 run.failures.append(f"turn {turn + 1}: {answer.status_code} {answer.text[:300]}")

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
 
 from contextmgr.core.config import (
     DEFAULT_CONFIG,
+    MAX_CONTEXT_TOKENS,
     CompressionConfig,
     ConfigError,
     SamplingConfig,
@@ -73,6 +75,13 @@ def test_sampling_is_the_servers_unless_set_and_a_session_may_set_a_value_back_t
         ({"repeat_last_n": -2}, "sampling.repeat_last_n must be a whole number of -1 or more"),
         ({"seed": "x"}, "sampling.seed must be a whole number of -1 or more"),
         ({"temprature": 1}, "sampling has unknown settings: temprature"),
+        # NaN compares false with both bounds; infinities and whole numbers beyond 64 bits are refused too.
+        ({"temperature": math.nan}, "sampling.temperature must be a number from 0 to 2"),
+        ({"top_p": -math.inf}, "sampling.top_p must be a number from 0 to 1"),
+        ({"repeat_penalty": math.inf}, "sampling.repeat_penalty must be a number from 0.5 to 2"),
+        ({"top_k": math.inf}, "sampling.top_k must be a whole number of 0 or more"),
+        ({"seed": 2**70}, "sampling.seed must be at most 9,007,199,254,740,992"),
+        ({"repeat_last_n": 10**400}, "sampling.repeat_last_n must be at most"),
     ],
 )
 def test_sampling_values_are_checked(given, message):
@@ -256,3 +265,10 @@ def test_the_automatic_snapshot_policy(config, usage, taken, due, asked):
     taken_this_round = Asked(taken)
     assert auto_snapshot_due(config, usage=usage, taken_this_round=taken_this_round) is due
     assert taken_this_round.times == asked
+
+
+@pytest.mark.parametrize("key", ["preserve_recent", "summary_max_tokens"])
+def test_a_token_count_of_the_settings_is_within_the_largest_context(key):
+    assert context_config_from_mapping({"compression": {key: MAX_CONTEXT_TOKENS}}).compression
+    with pytest.raises(ConfigError, match=f"compression.{key} must be .* at most 1,048,576, not 1048577"):
+        context_config_from_mapping({"compression": {key: MAX_CONTEXT_TOKENS + 1}})

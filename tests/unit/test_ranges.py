@@ -9,7 +9,8 @@ from contextmgr.core.ranges import MessageRange, carried_over, join_ranges, rang
 
 def test_a_range_of_messages_is_shown_as_the_spec_shows_it():
     assert MessageRange(2, 4).label == "Messages 2-4"
-    assert MessageRange(7, 7).label == "Messages 7-7"
+    assert MessageRange(7, 7).label == "Message 7", "one message: not 'Messages 7-7'"
+    assert MessageRange(3, 3, "Carried over from “X”").label == "Carried over from “X”, then message 3"
 
 
 def test_a_carried_over_range_shows_where_it_came_from():
@@ -50,6 +51,9 @@ def test_a_carried_over_range_joined_with_messages_is_not_garbled():
     ("text", "expected"),
     [
         ("Messages 2-4", MessageRange(2, 4)),
+        ("Message 7", MessageRange(7, 7)),
+        ("Messages 7-7", MessageRange(7, 7)),
+        ("Carried over from “X”, then message 3", MessageRange(3, 3, "Carried over from “X”")),
         ("Carried over from “Plan A-B”", MessageRange(origin="Carried over from “Plan A-B”")),
         ("Carried over from “X”, then messages 3-8", MessageRange(3, 8, "Carried over from “X”")),
         ("Messages 9-2", MessageRange(origin="Messages 9-2")),

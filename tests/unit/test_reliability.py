@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from contextmgr.core.aging import Level
@@ -20,6 +22,7 @@ from contextmgr.core.reliability import (
     model_factor,
     parameter_size_from_tag,
     reliability_level,
+    score_percent,
     size_band,
 )
 
@@ -155,3 +158,19 @@ def test_a_model_under_one_billion_parameters_is_small():
     assert is_small_model(0.135)
     assert not is_small_model(1.0)
     assert not is_small_model(None)
+
+
+@pytest.mark.parametrize(
+    ("stored", "percent", "level"),
+    [
+        (-1e308, 0, ReliabilityLevel.CRITICAL),
+        (-math.inf, 0, ReliabilityLevel.CRITICAL),
+        (math.nan, 0, ReliabilityLevel.CRITICAL),
+        (1e308, 100, ReliabilityLevel.HIGH),
+        (math.inf, 100, ReliabilityLevel.HIGH),
+        (0.845, 85, ReliabilityLevel.HIGH),
+    ],
+)
+def test_a_score_outside_its_range_reads_as_its_nearest_bound(stored, percent, level):
+    assert score_percent(stored) == percent
+    assert reliability_level(stored) is level

@@ -12,17 +12,45 @@ def test_everything_is_escaped_before_markup_is_added():
     assert "<code>a&lt;b</code>" in html
 
 
-def test_code_blocks_keep_their_text_and_language():
-    html = render_markdown("Here:\n```python\nif a < b:\n    print('<x>')\n```\nDone.")
-    assert '<pre><code class="language-python">if a &lt; b:\n    print(&#x27;&lt;x&gt;&#x27;)\n</code></pre>' in html
+COPY_BUTTON = (
+    '<div class="code-block"><button type="button" class="icon-button copy-code" data-action="copy-code"'
+    ' title="Copy this code">Copy code</button>'
+)
+
+
+def test_code_blocks_keep_their_text_and_language_highlighted_with_a_copy_button():
+    html = render_markdown("Here:\n```python\nif a < b:\n    print('<x>')  # \"c\"\n```\nDone.")
+    assert f'{COPY_BUTTON}<pre><code class="language-python"><span class="k">if</span> <span class="n">a</span>' in html
+    assert '<span class="o">&lt;</span>' in html, "the code's text escaped inside Pygments' spans"
+    assert '<span class="s1">&#x27;&lt;x&gt;&#x27;</span>' in html
+    assert '<span class="c1"># &quot;c&quot;</span>\n</code></pre></div>' in html
     assert html.startswith("<p>Here:</p>")
     assert html.endswith("<p>Done.</p>\n")
+
+
+def test_a_block_without_a_known_language_is_plain_escaped_text():
+    html = render_markdown("```nosuchlang\n<b>x</b>\n```\n\n```\n<i>y</i>\n```")
+    assert f'{COPY_BUTTON}<pre><code class="language-nosuchlang">&lt;b&gt;x&lt;/b&gt;\n</code></pre></div>' in html
+    assert f"{COPY_BUTTON}<pre><code>&lt;i&gt;y&lt;/i&gt;\n</code></pre></div>" in html
+    assert "<span" not in html
+
+
+def test_a_pre_tag_in_the_text_stays_text_and_gets_no_button():
+    html = render_markdown("<pre>x</pre> and `<pre>`")
+    assert "copy-code" not in html
+    assert "&lt;pre&gt;x&lt;/pre&gt;" in html
+
+
+def test_only_pygments_token_classes_survive_on_spans():
+    html = sanitize_html('<span class="k">if</span><span class="evil thing">x</span><span onclick="a()">y</span>')
+    assert html == '<span class="k">if</span><span>x</span><span>y</span>'
 
 
 def test_markdown_inside_a_code_block_stays_text():
     html = render_markdown("```\n# not a heading\n- [link](https://example.com) <b>x</b> **y**\n```")
     assert html == (
-        "<pre><code># not a heading\n- [link](https://example.com) &lt;b&gt;x&lt;/b&gt; **y**\n</code></pre>\n"
+        f"{COPY_BUTTON}<pre><code># not a heading\n- [link](https://example.com) &lt;b&gt;x&lt;/b&gt; **y**\n"
+        "</code></pre></div>\n"
     )
 
 
@@ -207,9 +235,11 @@ def test_an_event_that_lacks_a_figure_leaves_it_out_and_counts_in_words():
 
 def test_reliability_chart_maps_scores_to_the_plot():
     chart = reliability_chart([1.0, 0.5, 0.0, 1.2])
-    # Plot: x from 34 to 292, 100% at y 24 and 0% at y 156; a score over 1 stays in the box.
+    # Plot: x from 34 to 292, 100% at y 24 and 0% at y 156; a score over 1 stays in the box, and says 100%.
     assert chart.points == "34.0,24.0 120.0,90.0 206.0,156.0 292.0,24.0"
-    assert [percent for _, _, percent in chart.dots] == [100, 50, 0, 120]
+    assert [percent for _, _, percent in chart.dots] == [100, 50, 0, 100]
+    stored = reliability_chart([-1e308, float("inf"), float("nan")])
+    assert [(y, percent) for _, y, percent in stored.dots] == [(156.0, 0), (24.0, 100), (156.0, 0)]
     assert chart.y_ticks[0] == (156.0, 0)
     assert chart.y_ticks[-1] == (24.0, 100)
     assert chart.x_ticks == ((34.0, 0), (120.0, 1), (206.0, 2), (292.0, 3))
@@ -239,6 +269,18 @@ def test_a_lone_checkpoint_aging_into_ultra_is_not_called_a_merge():
     assert line == "Checkpoint #1 aged from level 1 (ancient) → ultra: 35 → 29 tokens"
     merged = describe_event("checkpoint-aged", {"number": 1, "merged": [7, 8], "from_level": 1, "to_level": 0})
     assert merged.startswith("2 checkpoints merged into #1")
+    into_ultra = {
+        "number": 1,
+        "merged": [1, 7],
+        "from_level": 0,
+        "to_level": 0,
+        "tokens_before": 80,
+        "tokens_after": 50,
+    }
+    assert describe_event("checkpoint-aged", into_ultra) == "2 checkpoints merged into #1, still ultra: 80 → 50 tokens"
+    again = describe_event("checkpoint-aged", {"number": 1, "from_level": 0, "to_level": 0, "tokens_after": 50})
+    assert again == "Checkpoint #1 summarized again, still ultra: 50 tokens"
+    assert "ultra → ultra" not in into_ultra
 
 
 def test_a_message_state_names_its_checkpoint_and_level():

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
+from contextmgr.core.fact_extraction import extract_facts
 from contextmgr.core.retention import (
     Fact,
-    extract_facts,
     facts_from_json,
     facts_to_json,
     measure_retention,

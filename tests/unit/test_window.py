@@ -8,6 +8,7 @@ from contextmgr.core.window import (
     chat_messages,
     render_checkpoint,
     render_system,
+    window_budget,
 )
 
 
@@ -48,6 +49,18 @@ def test_blocks_in_prompt_order_and_the_messages_sent():
     ]
 
 
-def test_an_empty_system_prompt_still_sends_a_system_message():
+def test_an_empty_system_prompt_sends_no_system_message():
     blocks = assemble_window(system="", system_tokens=0, checkpoints=[], messages=[ActiveMessage(1, "user", "hi", 5)])
-    assert chat_messages(blocks) == [("system", ""), ("user", "hi")]
+    assert chat_messages(blocks) == [("user", "hi")]
+
+
+def test_the_window_counts_its_own_budget():
+    blocks = assemble_window(
+        system="Be brief.\n\nACTIVE GOAL: ship",
+        system_tokens=9,
+        checkpoints=[(7, "[Checkpoint 1]\nold", 6), (8, "[Checkpoint 2]\nnewer", 11)],
+        messages=[ActiveMessage(1, "user", "hi", 5), ActiveMessage(4, "assistant", "hello", 7)],
+    )
+    budget = window_budget(blocks, max_tokens=100)
+    assert (budget.system_prompt_tokens, budget.checkpoint_tokens, budget.active_tokens) == (9, 17, 12)
+    assert (budget.max_tokens, budget.used, budget.available) == (100, 38, 74)

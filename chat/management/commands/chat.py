@@ -13,7 +13,7 @@ from django.http import Http404
 from chat.models import Session
 from chat.selectors import backend_status, session_for_owner
 from chat.services import session_start
-from chat.turn import turn_run
+from chat.turn import TurnSend, turn_take
 from contextmgr.llm.types import LLMError
 from contextmgr.selectors import session_context_line, session_events, session_last_event_id
 from contextmgr.services.compression import compression_wait
@@ -67,7 +67,7 @@ class Command(BaseCommand):
             self.stdout.write(f"> {text}\n< ", ending="")
             since = seen
             try:
-                outcome = async_to_sync(turn_run)(session_id=session.pk, content=text, on_delta=show)
+                outcome = async_to_sync(turn_take)(session_id=session.pk, variant=TurnSend(text), on_delta=show)
                 cut = " [cut at the reply cap]" if outcome.cut_by_cap else ""
                 exact = "exact" if outcome.prompt_exact else "estimated"
                 self.stdout.write(f"{cut}\n  prompt {outcome.prompt_tokens:,} tokens ({exact})")

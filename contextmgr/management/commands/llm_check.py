@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from contextmgr.llm import ChatMessage, LLMError, get_gateway
+from contextmgr.llm import ChatMessage, ChatRequest, LLMError, get_gateway
 
 
 class Command(BaseCommand):
@@ -38,8 +38,8 @@ class Command(BaseCommand):
             raise CommandError("No model is available: start Ollama or install the embedded model (make run).")
         self.stdout.write(f"\n{model} says: ", ending="")
         started = time.perf_counter()
-        stream = gateway.chat(
-            [ChatMessage("user", options["prompt"])], model=model, num_ctx=2048, max_tokens=options["max_tokens"]
+        stream = gateway.send(
+            ChatRequest([ChatMessage("user", options["prompt"])], model, num_ctx=2048, max_tokens=options["max_tokens"])
         )
         async for delta in stream:
             self.stdout.write(delta, ending="")

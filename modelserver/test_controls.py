@@ -1,0 +1,83 @@
+"""What the tests' Ollama stand-in does besides being Ollama: the ways it misbehaves on a test's
+request (``/_test/...``, with ``test_controls`` only), what it saw, and real Ollama's silent cut of a
+prompt longer than its context."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from modelserver.engine import Engine, Message, Result
+
+
+@dataclass
+class Behaviour:
+    """How the server misbehaves on a test's request (``test_controls`` only)."""
+
+    # Break the stream off after this many chunks, with no final chunk.
+    drop_after_chunks: int | None = None
+    # A pause before answering any request.
+    delay_seconds: float = 0.0
+    # A pause before each streamed chunk: a slow model.
+    chunk_delay_seconds: float = 0.0
+    fail_status: int | None = None
+    # Every generation answers with this text instead of the model's (cut at ``num_predict`` tokens, as the model's).
+    canned_reply: str | None = None
+    # Generations answer with these texts in turn, the last one from then on (before ``canned_reply``).
+    canned_replies: list[str] | None = None
+    # Generations wait until ``/_test/release`` (at most ``hold_seconds``) before they start.
+    hold: bool = False
+    hold_seconds: float = 120.0
+    # Real Ollama's overflow instead of a 413: a prompt that does not fit its context loses its
+    # front, silently, and the reply reports the tokens it evaluated (``ollama_front_cut``).
+    ollama_overflow: bool = False
+    # The context the server allocates, whatever ``num_ctx`` asks (Ollama short of memory).
+    allocated_ctx: int | None = None
+    # The parameter size (Ollama's ``details.parameter_size``, "13B") that /api/show and /api/tags
+    # report for a model name, as an Ollama serving models of several sizes would; others: the model's own.
+    parameter_sizes: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Record:
+    """What the test controls saw: requests as received, and each finished generation."""
+
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    served: list[dict[str, Any]] = field(default_factory=list)
+    waiting: int = 0
+
+
+def ollama_front_cut(messages: list[Message], num_ctx: int, count: Callable[[list[Message]], int]) -> list[Message]:
+    """What real Ollama evaluates of a prompt that does not fit ``num_ctx``: the front is dropped
+    (the system prompt first) until the rest takes at most half the context, as reported of it
+    (``prompt_eval_count`` about ``num_ctx / 2``; ollama/ollama #3839, #8099). Whole messages go
+    first; a last one still too long loses the front of its text."""
+    if count(messages) < num_ctx:
+        return messages
+    keep = num_ctx // 2
+    kept = list(messages)
+    while len(kept) > 1 and count(kept[1:]) >= keep:
+        kept.pop(0)
+    # The first message left straddles the cut: the least of its front that must go.
+    first, rest = kept[0], kept[1:]
+    low, high = 0, len(first.content)
+    while low < high:
+        middle = (low + high) // 2
+        if count([Message(first.role, first.content[middle:]), *rest]) <= keep:
+            high = middle
+        else:
+            low = middle + 1
+    return [Message(first.role, first.content[low:]), *rest]
+
+
+def canned_reply(engine: Engine, text: str, messages: list[Message], max_tokens: int) -> Iterator[str | Result]:
+    """A fixed reply as the model would send it: cut after ``max_tokens`` (``num_predict``;
+    negative: no cap) of the model's own tokens, then ended with "length", and with the exact
+    token counts of the prompt and of what was sent."""
+    sent, completion_tokens = engine.cut_text(text, max_tokens)
+    words = sent.split(" ")
+    yield from (word + (" " if index < len(words) - 1 else "") for index, word in enumerate(words) if word or index)
+    done_reason = "length" if sent != text else "stop"
+    yield Result(prompt_tokens=engine.count_prompt(messages), completion_tokens=completion_tokens,
+                 done_reason=done_reason, prompt_seconds=0.0, generation_seconds=0.0)  # fmt: skip

@@ -1,0 +1,223 @@
+"""A reply belongs to the session, not to the socket (chat/live.py): it outlives the page that asked
+for it, a page opened meanwhile joins it, and Stop from any page of the session ends it."""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+import re
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.test import Client
+
+from chat.live import STILL_COMING, reply_in_flight
+from chat.models import Message, Session
+from chat.services import session_create
+from tests.factories import SOCKET_TIMEOUT, frames_until, socket
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# Long and slow: the reply is still streaming whatever the test does after its first delta.
+LONG_REPLY = " ".join(f"Step {n} of the plan is checked and written down." for n in range(1, 16))
+DELTA = '<div id="reply-1-body" hx-swap-oob="beforeend">'
+
+
+@pytest.fixture
+def slow_chat(user, use_gateway, fake_ollama):
+    """A session on Ollama's stand-in, whose replies are LONG_REPLY streamed slowly."""
+    from contextmgr.llm.gateway import Gateway
+    from contextmgr.llm.ollama_backend import OllamaBackend
+    from tests.support.model_server import SERVED_MODEL
+
+    use_gateway(Gateway(mode="ollama", embedded=None, ollama=OllamaBackend(host=fake_ollama.url, timeout=60)))
+    fake_ollama.behaviour.canned_reply = LONG_REPLY
+    fake_ollama.behaviour.chunk_delay_seconds = 0.06
+    return session_create(owner=user, model=SERVED_MODEL, context_size=4096)
+
+
+async def connected(session: Session, user, query: str = "") -> WebsocketCommunicator:
+    communicator = await socket(session.pk, user, query=query)
+    assert (await communicator.connect())[0]
+    return communicator
+
+
+async def reply_ended(session: Session) -> None:
+    """Until the session's reply in flight, if any, has ended (stored, its last frame sent)."""
+    live = reply_in_flight(session.pk)
+    if live is not None and live.task is not None:
+        await asyncio.wait_for(asyncio.shield(live.task), timeout=SOCKET_TIMEOUT)
+
+
+def deltas(frames: list[str]) -> str:
+    pattern = re.compile(re.escape(DELTA) + "(.*?)</div>", re.S)
+    return "".join(html.unescape(match) for frame in frames for match in pattern.findall(frame))
+
+
+def caught_up_text(frame: str) -> str:
+    match = re.search(r'<div class="body stream" id="reply-1-body">(.*?)</div>', frame, re.S)
+    assert match, "the catch-up brings the reply so far"
+    return html.unescape(match.group(1))
+
+
+async def replies(session: Session) -> list[Message]:
+    return [m async for m in Message.objects.filter(session=session, role="assistant").order_by("position")]
+
+
+async def test_closing_the_page_does_not_stop_the_reply(slow_chat, user):
+    page = await connected(slow_chat, user)
+    await page.send_to(text_data=json.dumps({"message": "Plan the pier."}))
+    await frames_until(page, DELTA)
+    await page.disconnect()
+    assert reply_in_flight(slow_chat.pk) is not None, "the reply goes on without the page"
+    await reply_ended(slow_chat)
+    (reply,) = await replies(slow_chat)
+    assert reply.content == LONG_REPLY
+    assert reply.done_reason != "cancelled"
+
+
+async def test_a_page_opened_during_the_reply_is_caught_up_and_streams_the_rest(slow_chat, user):
+    first = await connected(slow_chat, user)
+    await first.send_to(text_data=json.dumps({"message": "Plan the pier."}))
+    await frames_until(first, DELTA)
+    await frames_until(first, DELTA)  # some of the reply came before the second page opens
+    second = await connected(slow_chat, user)
+    frames = await frames_until(second, 'data-streaming="1"')
+    catch_up = frames[-1]
+    assert 'id="history" hx-swap-oob="true"' in catch_up
+    assert "Plan the pier." in catch_up
+    assert 'data-action="retry"' not in catch_up, "the question being answered offers no Retry"
+    so_far = caught_up_text(catch_up)
+    assert so_far
+    assert LONG_REPLY.startswith(so_far)
+    rest = await frames_until(second, 'id="context-meter"')
+    await reply_ended(slow_chat)
+    (reply,) = await replies(slow_chat)
+    assert so_far + deltas(rest) == reply.content == LONG_REPLY
+    # Both pages swap the same element for the stored reply.
+    assert f'id="msg-{reply.id}" hx-swap-oob="outerHTML:#reply-1"' in rest[-1]
+    first_rest = await frames_until(first, 'id="context-meter"')
+    assert f'id="msg-{reply.id}" hx-swap-oob="outerHTML:#reply-1"' in first_rest[-1]
+    await first.disconnect()
+    await second.disconnect()
+
+
+async def test_stop_from_another_page_stops_the_reply(slow_chat, user, fake_ollama):
+    first = await connected(slow_chat, user)
+    second = await connected(slow_chat, user)
+    await first.send_to(text_data=json.dumps({"message": "Plan the pier."}))
+    await frames_until(second, DELTA)
+    await second.send_to(text_data=json.dumps({"action": "stop"}))
+    for page in (first, second):
+        assert "Stopped." in (await frames_until(page, "Stopped."))[-1]
+    await reply_ended(slow_chat)
+    (reply,) = await replies(slow_chat)
+    assert reply.done_reason == "cancelled"
+    assert LONG_REPLY.startswith(reply.content)
+    assert reply.content != LONG_REPLY
+    await first.disconnect()
+    await second.disconnect()
+
+
+async def test_a_second_turn_from_any_page_is_refused_while_the_reply_streams(slow_chat, user):
+    first = await connected(slow_chat, user)
+    second = await connected(slow_chat, user)
+    await first.send_to(text_data=json.dumps({"message": "Plan the pier."}))
+    await frames_until(second, DELTA)
+    await second.send_to(text_data=json.dumps({"message": "And the crane?"}))
+    refused = await frames_until(second, 'class="status error"')
+    assert html.escape(STILL_COMING, quote=False) in refused[-1]
+    assert 'data-streaming="0"' not in refused[-1], "the page still waits for the reply"
+    await reply_ended(slow_chat)
+    contents = [m.content async for m in Message.objects.filter(session=slow_chat).order_by("position")]
+    assert contents == ["Plan the pier.", LONG_REPLY]
+    await first.disconnect()
+    await second.disconnect()
+
+
+async def test_the_chat_page_shows_a_reply_in_progress_without_retry(slow_chat, user):
+    page = await connected(slow_chat, user)
+    await page.send_to(text_data=json.dumps({"message": "Plan the pier."}))
+    await frames_until(page, DELTA)
+
+    def chat_page() -> str:
+        client = Client()
+        client.force_login(user)
+        return client.get(f"/sessions/{slow_chat.pk}/").content.decode()
+
+    rendered = await sync_to_async(chat_page)()
+    assert f'ws-connect="/ws/sessions/{slow_chat.pk}/?live=1"' in rendered
+    assert '<div id="turn-state" data-streaming="1" hidden>' in rendered
+    assert 'id="reply-1"' in rendered
+    assert LONG_REPLY.startswith(caught_up_text(rendered))
+    assert 'data-action="retry"' not in rendered
+    await reply_ended(slow_chat)
+    await page.disconnect()
+
+    # Once it has ended, a page rendered during it gets the history and the idle state as its socket opens.
+    late = await connected(slow_chat, user, "live=1")
+    frames = [await late.receive_from(timeout=SOCKET_TIMEOUT), await late.receive_from(timeout=SOCKET_TIMEOUT)]
+    (reply,) = await replies(slow_chat)
+    assert 'id="history" hx-swap-oob="true"' in frames[0]
+    assert f'id="msg-{reply.id}"' in frames[0]
+    assert 'data-streaming="0"' in frames[1]
+    await late.disconnect()
+
+
+async def test_a_logout_closes_the_socket_and_the_reply_goes_on(slow_chat, user):
+    """The page's login ends: nothing more reaches its socket (4401), and the session's reply, which
+    its other pages may still show, is finished and stored."""
+    page = await connected(slow_chat, user)
+    await page.send_to(text_data=json.dumps({"message": "Plan the pier."}))
+    await frames_until(page, DELTA)
+    cookie = dict(page.scope["headers"])[b"cookie"].decode()
+
+    def log_out() -> None:
+        client = Client()
+        name, value = cookie.split("=", 1)
+        client.cookies[name] = value
+        assert client.post("/accounts/logout/").status_code in (200, 302)
+
+    await sync_to_async(log_out)()
+    output = await page.receive_output(timeout=SOCKET_TIMEOUT)
+    while output["type"] != "websocket.close":  # deltas sent before the logout reached the socket
+        output = await page.receive_output(timeout=SOCKET_TIMEOUT)
+    assert output["code"] == 4401
+    await reply_ended(slow_chat)
+    (reply,) = await replies(slow_chat)
+    assert reply.content == LONG_REPLY
+    await page.disconnect()
+
+
+async def test_a_goal_set_anywhere_reaches_every_page_of_the_session(slow_chat, user):
+    from contextmgr.services.goals import goal_create
+
+    pages = [await connected(slow_chat, user), await connected(slow_chat, user)]
+    await sync_to_async(goal_create)(session=slow_chat, description="Ship the <b>pier</b>")
+    for page in pages:
+        frame = (await frames_until(page, 'id="goals-panel"'))[-1]
+        assert "Ship the &lt;b&gt;pier&lt;/b&gt;" in frame
+        assert 'id="context-meter"' in frame
+        await page.disconnect()
+
+
+async def test_a_turn_through_the_api_reaches_the_open_pages(user, api, fake_ollama):
+    from contextmgr.llm.embedded import MODEL_NAME
+
+    fake_ollama.behaviour.canned_reply = "Noted: <i>twelve</i> piles."
+    session = await sync_to_async(session_create)(owner=user, model=MODEL_NAME, context_size=4096)
+    page = await connected(session, user)
+
+    def post() -> int:
+        response = api.post(
+            f"/api/sessions/{session.pk}/messages", {"content": "The pier has twelve piles."}, "application/json"
+        )
+        return int(response.status_code)
+
+    assert await sync_to_async(post)() == 200
+    frame = (await frames_until(page, 'id="history" hx-swap-oob="true"'))[-1]
+    assert "The pier has twelve piles." in frame
+    assert "Noted: &lt;i&gt;twelve&lt;/i&gt; piles." in frame
+    await page.disconnect()
