@@ -156,11 +156,25 @@
     // socket's first frames (chat/live.py), and a page rendered during a reply that has ended since
     // gets the history and the idle state.
   });
-  document.body.addEventListener("htmx:wsClose", function () {
-    document.body.dataset.socket = "closed";
+  // The server closes with 4401 when the login is gone (a logout, here or in another tab) and 4404
+  // when the session is not the user's: the socket does not come back then, so the page says why.
+  var CLOSED_FOR_GOOD = {
+    4401: "You are logged out, so this page no longer updates. What you typed stays here; ",
+    4404: "This session is gone (deleted, or not yours): the page no longer updates."
+  };
+  document.body.addEventListener("htmx:wsClose", function (event) {
+    var code = event.detail && event.detail.event ? event.detail.event.code : 0;
+    document.body.dataset.socket = CLOSED_FOR_GOOD[code] ? "ended" : "closed";
     // Nothing can be sent or stopped meanwhile; a reply still streaming is joined again on reconnecting.
     setStreaming(false);
-    connection.textContent = "Connection lost: reconnecting… What you type is kept and sent once it is back.";
+    connection.textContent = CLOSED_FOR_GOOD[code] ||
+      "Connection lost: reconnecting… What you type is kept and sent once it is back.";
+    if (code === 4401) {
+      var login = document.createElement("a");
+      login.href = connection.dataset.login + "?next=" + encodeURIComponent(location.pathname);
+      login.textContent = "log in again";
+      connection.append(login, ".");
+    }
   });
   document.body.addEventListener("htmx:wsAfterMessage", function () {
     placeholder();  // a frame may bring the field anew (cleared, or a refused message handed back)
