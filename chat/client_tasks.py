@@ -72,10 +72,12 @@ def client_task_check(*, request: ClientTaskRequest, gateway: Gateway | None = N
 async def client_task_answer(
     *, request: ClientTaskRequest, gateway: Gateway | None = None, on_delta: OnDelta | None = None
 ) -> ClientTaskOutcome:
-    """Answer ``request`` from its own messages (``on_delta`` hears the answer as it streams) and record
+    """Answer ``request`` from its own messages (``on_delta`` hears the answer, at once when the model is done
+    with it: a background request is not streamed, as another host may have to start it over) and record
     it (``client_task_record``), answered or not; raises what the model raised, a ContextOverflow when
     the messages leave no room for an answer within the request's num_ctx (the default selection's
-    without one). The answer is capped as a turn's is, and by the request's own ``max_tokens``.
+    without one). The answer is capped as a turn's is, by OLLM_CLIENT_TASK_MAX_TOKENS and by the request's own
+    ``max_tokens``; it waits behind chat turns (a background request).
     Precondition: ``client_task_check`` passed."""
     gateway = gateway or get_gateway()
     num_ctx = request.num_ctx or context_profile(DEFAULT_CONTEXT_SIZE).ollama_context_size
@@ -87,12 +89,22 @@ async def client_task_answer(
             raise ContextOverflow(
                 f"The task's {prompt.tokens:,} tokens leave no room for an answer in a context of {num_ctx:,}."
             )
-        max_tokens = min(reply_max_tokens(num_ctx, settings.OLLM_REPLY_MAX_TOKENS), num_ctx - prompt.tokens)
+        max_tokens = min(
+            reply_max_tokens(num_ctx, settings.OLLM_REPLY_MAX_TOKENS),
+            num_ctx - prompt.tokens,
+            settings.OLLM_CLIENT_TASK_MAX_TOKENS,
+        )
         if request.max_tokens is not None:
             max_tokens = min(max_tokens, request.max_tokens)
+        # In the background queue: the chat turns of everyone on the host go first.
         stream = gateway.send(
             ChatRequest(
-                messages, model=request.model, num_ctx=num_ctx, max_tokens=max_tokens, sampling=request.sampling
+                messages,
+                model=request.model,
+                num_ctx=num_ctx,
+                max_tokens=max_tokens,
+                sampling=request.sampling,
+                background=True,
             )
         )
         try:

@@ -213,6 +213,9 @@ OLLM_LLM_BACKEND = os.environ.get("OLLM_LLM_BACKEND", "auto")
 OLLAMA_TIMEOUT = float(os.environ.get("OLLAMA_TIMEOUT", "120"))
 # The most tokens a chat reply may have (less when the context has less room left).
 OLLM_REPLY_MAX_TOKENS = int(os.environ.get("OLLM_REPLY_MAX_TOKENS", "512"))
+# The most tokens the answer to a client's background task (a title, tags, follow-ups) may have: well-formed
+# ones are far shorter, and a small model that loops would hold the model for every chat behind it.
+OLLM_CLIENT_TASK_MAX_TOKENS = int(os.environ.get("OLLM_CLIENT_TASK_MAX_TOKENS", "256"))
 if os.environ.get("OLLM_CHAT_TEMPERATURE", "").strip():
     # Refused rather than ignored: a deployment that set it would otherwise sample differently unawares.
     raise ImproperlyConfigured(
