@@ -22,8 +22,9 @@ from contextmgr.llm.embedded import EmbeddedBackend
 from ollm_site.asgi import application
 
 TIMEOUT = 600
-# The frame that ends a websocket turn: the stored reply and the panels (the meter) in step.
-TURN_DONE = 'id="context-meter"'
+# The frame that ends a websocket turn: the stored reply, with the page told that nothing streams any more
+# (the meter alone comes earlier too, with the stored question).
+TURN_DONE = '<div id="turn-state" data-streaming="0"'
 TOKEN_FRAME = 'hx-swap-oob="beforeend">'
 
 
