@@ -31,7 +31,7 @@ from contextmgr.core.tiers import UnknownContextSize
 from contextmgr.core.tokens import TokenCount, TokenCounter
 from contextmgr.models import EventType
 from contextmgr.resources import TiktokenCounter, count_text_tokens, ollama_context_size
-from contextmgr.services.branches import context_branch
+from contextmgr.services.branches import branch_copy, context_branch
 from contextmgr.services.compression import compression_maybe_schedule
 from contextmgr.services.events import event_record
 from contextmgr.services.goals import goal_create, goals_carry_over
@@ -470,6 +470,11 @@ def session_continue(*, session: Session) -> Session:
     return successor
 
 
+# What a branch's copy of a message does not take from it (branch_copy): its place in the context and the link
+# to its first version, which session_branch and context_branch set for the branch.
+_BRANCH_SETS = ("compressed_into", "context_version", "excluded_from_context", "version_of")
+
+
 @transaction.atomic
 def session_branch(
     *, session: Session, at_message: Message, messages: Sequence[NewMessage] = (), client: str | None = None
@@ -504,21 +509,7 @@ def session_branch(
     shared = Message.objects.filter(session=session, position__lte=through).order_by("position")
     for start in range(0, through, CREATE_BATCH):
         Message.objects.bulk_create(
-            Message(
-                session=branch,
-                position=message.position,
-                role=message.role,
-                content=message.content,
-                tokens=message.tokens,
-                tokens_exact=message.tokens_exact,
-                created_at=message.created_at,
-                done_reason=message.done_reason,
-                tool_call_id=message.tool_call_id,
-                tool_name=message.tool_name,
-                tool_args=message.tool_args,
-                tool_result=message.tool_result,
-                source_format=message.source_format,
-            )
+            branch_copy(message, leave=_BRANCH_SETS, session=branch)
             for message in shared.filter(position__gt=start, position__lte=start + CREATE_BATCH)
         )
     # The copies have ids of their own: a version's link to its first version goes by position.

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Collection
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
-from django.db import transaction
+from django.db import models, transaction
 
 from chat.models import Message, Session
 from contextmgr.core.ranges import MessageRange, range_from_label
@@ -16,6 +17,20 @@ from contextmgr.snapshot_state import branch_source
 
 # Message rows a context_branch updates per statement.
 UPDATE_BATCH = 500
+
+_Row = TypeVar("_Row", bound=models.Model)
+
+
+def branch_copy(row: _Row, *, leave: Collection[str] = (), **changes: Any) -> _Row:
+    """A branch's copy of ``row``, not saved: the values of all its fields but the primary key, the fields named
+    in ``leave`` (at their defaults: what the branch sets itself) and those of ``changes`` (given instead, such
+    as ``session=branch``)."""
+    kept = {
+        field.attname: getattr(row, field.attname)
+        for field in row._meta.concrete_fields
+        if not field.primary_key and field.name not in leave and not {field.name, field.attname} & changes.keys()
+    }
+    return type(row)(**kept, **changes)
 
 
 def _saved_range(row: dict[str, Any]) -> MessageRange:
@@ -59,20 +74,9 @@ def _copy_checkpoints(
         revisions = CheckpointRevision.objects.filter(checkpoint_id=row["id"], checkpoint__session=parent)
         if as_of is not None:
             revisions = revisions.filter(created_at__lte=as_of)
+        # Each revision's copy is made now (created_at), as its checkpoint's is.
         CheckpointRevision.objects.bulk_create(
-            CheckpointRevision(
-                checkpoint=checkpoint,
-                level=revision.level,
-                tokens=revision.tokens,
-                summary=revision.summary,
-                reason=revision.reason,
-                retention=revision.retention,
-                facts_total=revision.facts_total,
-                facts_kept=revision.facts_kept,
-                missing_facts=revision.missing_facts,
-                ledger_dropped=revision.ledger_dropped,
-            )
-            for revision in revisions.order_by("id")
+            branch_copy(revision, leave=("created_at",), checkpoint=checkpoint) for revision in revisions.order_by("id")
         )
     for checkpoint, into in merged:
         # The ultra checkpoint always starts at or before what it merged, so it was copied too.

@@ -88,6 +88,42 @@ def test_a_branch_after_the_checkpoint_has_the_goal_decision_checkpoint_and_shar
     assert prompt(branch) == prompt(due_session)[:-later]
 
 
+def test_a_branch_copies_each_field_of_the_shared_messages_and_of_the_checkpoint_revisions(
+    due_session, gateway, fake_ollama
+):
+    checkpoint = managed(due_session, gateway, fake_ollama)
+    [reply] = converse(due_session, 1, start=100)
+    Message.objects.filter(pk=reply.pk).update(
+        tokens_exact=True,
+        done_reason="length",
+        tool_call_id="call-1",
+        tool_name="read_file",
+        tool_args={"path": "a.py"},
+        tool_result={"lines": 3},
+        source_format={"parts": [2, 5]},
+    )
+
+    branch = session_branch(session=due_session, at_message=reply)
+
+    # What the branch sets itself (its place in the context, a version's link) the other tests check.
+    message_fields = [
+        "position", "role", "content", "tokens", "tokens_exact", "created_at", "done_reason",
+        "tool_call_id", "tool_name", "tool_args", "tool_result", "source_format",
+    ]  # fmt: skip
+    assert list(Message.objects.filter(session=branch).order_by("position").values_list(*message_fields)) == list(
+        Message.objects.filter(session=due_session).order_by("position").values_list(*message_fields)
+    )
+    revision_fields = [
+        "level", "tokens", "summary", "reason", "retention", "facts_total", "facts_kept", "missing_facts",
+        "ledger_dropped",
+    ]  # fmt: skip
+    [copied] = Checkpoint.objects.filter(session=branch)
+    assert list(copied.revisions.order_by("id").values_list(*revision_fields)) == list(
+        checkpoint.revisions.order_by("id").values_list(*revision_fields)
+    )
+    assert checkpoint.revisions.exists()
+
+
 def test_a_branch_before_the_last_checkpoint_starts_from_the_snapshot_at_or_before_it(
     due_session, gateway, fake_ollama
 ):
