@@ -16,21 +16,8 @@ from typing import Any, cast
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, models, transaction
 
+from chat import archive_fields
 from chat.archive_export import session_archive_build
-from chat.archive_fields import (
-    ARTIFACT,
-    CHECKPOINT,
-    DECISION,
-    EVENT,
-    GOAL,
-    GOAL_CHECKPOINT,
-    MESSAGE,
-    REVISION,
-    SNAPSHOT,
-    STATE,
-    remap_payload,
-    remap_state,
-)
 from chat.archive_file import CHECKPOINT_KEYS, CHECKPOINT_LIST_KEYS, SNAPSHOT_KEYS, ArchiveMessage, SessionArchive
 from chat.file_checks import ImportTooLarge, validated
 from chat.imports import IMPORTED_TITLE
@@ -268,29 +255,29 @@ def _archive_import(
         facts=ModelFacts(),  # nothing asked: the archive's own num_ctx and parameter size are written below
     )
 
-    goals = Goal.objects.bulk_create(Goal(session=session, **GOAL.values(g)) for g in archive.goals)
+    goals = Goal.objects.bulk_create(Goal(session=session, **archive_fields.GOAL.values(g)) for g in archive.goals)
     _created(goals, archive.goals)
     goal_ids = {g.id: row.pk for g, row in zip(archive.goals, goals, strict=True)}
     pairs = [(goal_ids[g.id], c) for g in archive.goals for c in g.checkpoints]
     goal_checkpoints = GoalCheckpoint.objects.bulk_create(
-        GoalCheckpoint(goal_id=goal_id, **GOAL_CHECKPOINT.values(c)) for goal_id, c in pairs
+        GoalCheckpoint(goal_id=goal_id, **archive_fields.GOAL_CHECKPOINT.values(c)) for goal_id, c in pairs
     )
     _created(goal_checkpoints, (c for _, c in pairs))
     decisions = Decision.objects.bulk_create(
-        Decision(session=session, goal_id=goal_ids[d.goal] if d.goal else None, **DECISION.values(d))
+        Decision(session=session, goal_id=goal_ids[d.goal] if d.goal else None, **archive_fields.DECISION.values(d))
         for d in archive.decisions
     )
     _created(decisions, archive.decisions)
     decision_ids = {d.id: row.pk for d, row in zip(archive.decisions, decisions, strict=True)}
     artifacts = Artifact.objects.bulk_create(
-        Artifact(session=session, goal_id=goal_ids[a.goal] if a.goal else None, **ARTIFACT.values(a))
+        Artifact(session=session, goal_id=goal_ids[a.goal] if a.goal else None, **archive_fields.ARTIFACT.values(a))
         for a in archive.artifacts
     )
     _created(artifacts, archive.artifacts)
     artifact_ids = {a.id: row.pk for a, row in zip(archive.artifacts, artifacts, strict=True)}
 
     checkpoints = Checkpoint.objects.bulk_create(
-        Checkpoint(session=session, **CHECKPOINT.values(cp)) for cp in archive.checkpoints
+        Checkpoint(session=session, **archive_fields.CHECKPOINT.values(cp)) for cp in archive.checkpoints
     )
     checkpoint_ids = {cp.id: row.pk for cp, row in zip(archive.checkpoints, checkpoints, strict=True)}
     for cp, row in zip(archive.checkpoints, checkpoints, strict=True):
@@ -298,7 +285,8 @@ def _archive_import(
     _created(checkpoints, archive.checkpoints, "merged_into_id")
     pairs_r = [(checkpoint_ids[cp.id], r) for cp in archive.checkpoints for r in cp.revisions]
     revisions = CheckpointRevision.objects.bulk_create(
-        CheckpointRevision(checkpoint_id=checkpoint_id, **REVISION.values(r)) for checkpoint_id, r in pairs_r
+        CheckpointRevision(checkpoint_id=checkpoint_id, **archive_fields.REVISION.values(r))
+        for checkpoint_id, r in pairs_r
     )
     _created(revisions, (r for _, r in pairs_r))
 
@@ -306,7 +294,7 @@ def _archive_import(
         (
             Message(
                 session=session,
-                **MESSAGE.values(e.state),
+                **archive_fields.MESSAGE.values(e.state),
                 compressed_into_id=checkpoint_ids[e.state.compressed_into] if e.state.compressed_into else None,
                 content=e.content,
                 tool_call_id=e.tool_call_id,
@@ -339,8 +327,8 @@ def _archive_import(
     for s in archive.snapshots:
         snapshot = Snapshot.objects.create(
             session=session,
-            **SNAPSHOT.values(s),
-            state=remap_state(
+            **archive_fields.SNAPSHOT.values(s),
+            state=archive_fields.remap_state(
                 s.state.model_dump(mode="json", exclude_unset=True),
                 session_id=str(session.id),
                 message=message_ids.__getitem__,
@@ -358,8 +346,8 @@ def _archive_import(
     events = ContextEvent.objects.bulk_create(
         ContextEvent(
             session=session,
-            **EVENT.values(e),
-            payload=remap_payload(e.payload, checkpoint=checkpoint_ids.get, snapshot=snapshot_ids.get),
+            **archive_fields.EVENT.values(e),
+            payload=archive_fields.remap_payload(e.payload, checkpoint=checkpoint_ids.get, snapshot=snapshot_ids.get),
         )
         for e in archive.events
     )
@@ -367,7 +355,7 @@ def _archive_import(
 
     ChatSession.objects.filter(pk=session.pk).update(
         # Not what session_start was given: it made the settings canonical.
-        **STATE.values(state, without=("summary_model", "settings")),
+        **archive_fields.STATE.values(state, without=("summary_model", "settings")),
         **_file_identity(owner, file, keep_file_id=keep_file_id),
     )
     session.refresh_from_db()

@@ -6,20 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from chat.archive_fields import (
-    ARTIFACT,
-    CHECKPOINT,
-    DECISION,
-    EVENT,
-    GOAL,
-    GOAL_CHECKPOINT,
-    MESSAGE,
-    REVISION,
-    SNAPSHOT,
-    STATE,
-    remap_payload,
-    remap_state,
-)
+from chat import archive_fields
 from chat.archive_file import (
     ARCHIVE_FORMAT,
     ARCHIVE_VERSION,
@@ -94,10 +81,10 @@ def session_archive_build(*, session: ChatSession) -> SessionArchive:
         format=ARCHIVE_FORMAT,
         version=ARCHIVE_VERSION,
         session=file,
-        state=ArchiveState(**STATE.values(session)),
+        state=ArchiveState(**archive_fields.STATE.values(session)),
         messages=[
             ArchiveMessage(
-                **MESSAGE.values(m),
+                **archive_fields.MESSAGE.values(m),
                 compressed_into=local(cps, m.compressed_into_id),
                 version_of=positions.get(m.version_of_id) if m.version_of_id else None,
             )
@@ -105,41 +92,50 @@ def session_archive_build(*, session: ChatSession) -> SessionArchive:
         ],
         checkpoints=[
             ArchiveCheckpoint(
-                **CHECKPOINT.values(cp),
+                **archive_fields.CHECKPOINT.values(cp),
                 id=cps.always(cp.id),
                 merged_into=local(cps, cp.merged_into_id),
                 revisions=[
-                    ArchiveRevision(**REVISION.values(r)) for r in sorted(cp.revisions.all(), key=lambda r: r.id)
+                    ArchiveRevision(**archive_fields.REVISION.values(r))
+                    for r in sorted(cp.revisions.all(), key=lambda r: r.id)
                 ],
             )
             for cp in checkpoints
         ],
         goals=[
             ArchiveGoal(
-                **GOAL.values(g),
+                **archive_fields.GOAL.values(g),
                 id=goal_numbers.always(g.id),
                 checkpoints=[
-                    ArchiveGoalCheckpoint(**GOAL_CHECKPOINT.values(c))
+                    ArchiveGoalCheckpoint(**archive_fields.GOAL_CHECKPOINT.values(c))
                     for c in sorted(g.checkpoints.all(), key=lambda c: c.id)
                 ],
             )
             for g in goals
         ],
         decisions=[
-            ArchiveDecision(**DECISION.values(d), id=decision_numbers.always(d.id), goal=local(goal_numbers, d.goal_id))
+            ArchiveDecision(
+                **archive_fields.DECISION.values(d),
+                id=decision_numbers.always(d.id),
+                goal=local(goal_numbers, d.goal_id),
+            )
             for d in decisions
         ],
         artifacts=[
-            ArchiveArtifact(**ARTIFACT.values(a), id=artifact_numbers.always(a.id), goal=local(goal_numbers, a.goal_id))
+            ArchiveArtifact(
+                **archive_fields.ARTIFACT.values(a),
+                id=artifact_numbers.always(a.id),
+                goal=local(goal_numbers, a.goal_id),
+            )
             for a in artifacts
         ],
         snapshots=[
             ArchiveSnapshot(
-                **SNAPSHOT.values(s),
+                **archive_fields.SNAPSHOT.values(s),
                 id=snapshot_numbers.always(s.id),
                 state=SnapshotState.model_validate(
                     _state_within_ranges(
-                        remap_state(
+                        archive_fields.remap_state(
                             s.state,
                             session_id=session_id,
                             message=positions.__getitem__,
@@ -155,7 +151,8 @@ def session_archive_build(*, session: ChatSession) -> SessionArchive:
         ],
         events=[
             ArchiveEvent(
-                **EVENT.values(e), payload=remap_payload(e.payload, checkpoint=cps.get, snapshot=snapshot_numbers.get)
+                **archive_fields.EVENT.values(e),
+                payload=archive_fields.remap_payload(e.payload, checkpoint=cps.get, snapshot=snapshot_numbers.get),
             )
             for e in events
         ],
