@@ -8,6 +8,7 @@ example exact (10,080 / 8,320 / 8,640 / 8,400), with no float rounding.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -86,8 +87,11 @@ def shrink_shortfall(*, before_tokens: int, after_tokens: int) -> str | None:
     room to commit (``MIN_SHRINK``), or None when it frees enough."""
     if after_tokens <= before_tokens * (1 - MIN_SHRINK):
         return None
-    freed = 1 - after_tokens / before_tokens if before_tokens else 0.0
-    return (
-        f"it would turn {before_tokens:,} tokens into {after_tokens:,}: "
-        f"{max(freed, 0.0):.0%} freed, {float(MIN_SHRINK):.0%} needed"
-    )
+    freed = max(Fraction(before_tokens - after_tokens, before_tokens), Fraction(0)) if before_tokens else Fraction(0)
+    needed = f"{float(MIN_SHRINK):.0%}"
+    shown = f"{float(freed):.0%}"
+    if shown == needed:
+        # Rounded up to the share it falls short of (29.9% as "30%"): a tenth of a percent, rounded down, says
+        # less than MIN_SHRINK (a whole percentage), as the comparison above found.
+        shown = f"{math.floor(freed * 1000) / 10}%"
+    return f"it would turn {before_tokens:,} tokens into {after_tokens:,}: {shown} freed, {needed} needed"

@@ -81,3 +81,29 @@ def test_a_compression_must_free_thirty_percent_of_what_it_replaces():
         == "it would turn 572 tokens into 567: 1% freed, 30% needed"
     )
     assert shrink_shortfall(before_tokens=0, after_tokens=5) == "it would turn 0 tokens into 5: 0% freed, 30% needed"
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "shares"),
+    [
+        # 29.9% (and 29.95%) freed is short of the 30% needed: not "30% freed, 30% needed".
+        (1000, 701, "29.9% freed, 30% needed"),
+        (2000, 1401, "29.9% freed, 30% needed"),
+        (1000, 705, "29.5% freed, 30% needed"),
+        # A share that does not round to the needed one is a whole percentage, as before.
+        (1000, 706, "29% freed, 30% needed"),
+    ],
+)
+def test_a_shortfall_just_under_the_needed_share_does_not_read_as_it(before, after, shares):
+    assert shrink_shortfall(before_tokens=before, after_tokens=after) == (
+        f"it would turn {before:,} tokens into {after:,}: {shares}"
+    )
+
+
+def test_whatever_the_sizes_the_freed_share_of_a_shortfall_reads_as_less_than_the_needed_one():
+    for before in range(1, 1200):
+        for after in range(int(before * 0.69), int(before * 0.72) + 2):
+            why = shrink_shortfall(before_tokens=before, after_tokens=after)
+            if why is not None:
+                freed, needed = (float(part.split("%")[0]) for part in why.split(": ")[1].split(", "))
+                assert freed < needed, why
