@@ -13,6 +13,7 @@ from chat.models import Message, Session
 from chat.selectors import HISTORY_WINDOW, session_history, session_latest_message, session_version_layout
 from contextmgr.panels import context_panel, goals_context, snapshots_context
 from contextmgr.presentation import describe_event
+from contextmgr.selectors import ContextReport
 
 CHECKPOINT_TEXTS = tuple(
     f"compressed_into__{name}" for name in ("summary", "facts", "key_decisions", "files_modified", "next_steps")
@@ -68,7 +69,45 @@ def history_groups(
     }
 
 
-def chat_fragments(kind: str, session_id: UUID, *, session: Session | None = None, **extra: Any) -> str:
+# More new messages than this since a page's last are shown as the whole history again, not appended.
+APPEND_AT_MOST = 10
+
+
+def appended_groups(session: Session, *, after_position: int) -> dict[str, Any] | None:
+    """For a page that shows the history up to ``after_position``: the messages after it to append, and
+    the message at it again (``previous``: its Retry or Regenerate gone once something follows it).
+    None when the page must show the history whole instead: a compression or a version moved what it
+    shows, or many messages came."""
+    rows = list(
+        session_history(session=session)
+        .defer(*CHECKPOINT_TEXTS)
+        .filter(position__gte=after_position)[: APPEND_AT_MOST + 2]
+    )
+    previous = rows.pop(0) if rows and rows[0].position == after_position else None
+    if not rows or len(rows) > APPEND_AT_MOST or (previous is None and after_position > 0):
+        return None
+    if any(m.compressed_into_id or m.version_of_id for m in rows) or (previous and previous.compressed_into_id):
+        return None
+    layout = session_version_layout(session=session)
+    if any(m.pk in layout.hidden for m in (*rows, *([previous] if previous else []))):
+        return None
+    last = rows[-1]
+    answerable = not last.excluded_from_context
+    return {
+        "appended": rows,
+        "previous": previous,
+        "previous_anchor": f"msg-{previous.pk}" if previous else "",
+        "version_switches": layout.switches,
+        "first_position": rows[0].position,
+        "unanswered_id": last.pk if answerable and last.role == Message.Role.USER else None,
+        "regenerable_id": last.pk if answerable and last.role == Message.Role.ASSISTANT else None,
+        "editable_after": session.messages.filter(compressed_into__isnull=False).aggregate(p=Max("position"))["p"] or 0,
+    }
+
+
+def chat_fragments(
+    kind: str, session_id: UUID, *, session: Session | None = None, report: ContextReport | None = None, **extra: Any
+) -> str:
     """HTML frames for the chat socket, swapped into the page out of band by id.
 
     ``turn_start``: the stored user message and an empty reply (the whole history and the reply
@@ -78,8 +117,10 @@ def chat_fragments(kind: str, session_id: UUID, *, session: Session | None = Non
     reply in place of the streamed one (the whole history instead with ``with_history``)
     and the panels, the goals panel only when ``goals_changed``; ``turn_stopped`` and ``history``:
     the history and panels again; ``goals``: the goals panel and the meter;
-    ``event``: a context event's line, and the history unless a reply is streaming.
-    ``session``: the session as the caller has just read it (it is read here otherwise).
+    ``event``: a context event's line, and the history unless a reply is streaming; ``appended``: the
+    messages after ``after_position`` appended (``appended_groups``; else the history) and the panels.
+    ``session``: the session as the caller has just read it (it is read here otherwise); ``report``:
+    its context as just read (``session_context``), for the meter and the panels.
     """
     if session is None:
         session = Session.objects.get(pk=session_id)
@@ -92,6 +133,12 @@ def chat_fragments(kind: str, session_id: UUID, *, session: Session | None = Non
         "editable_after": 0,
         **extra,
     }
+    if kind == "appended":
+        appended = appended_groups(session, after_position=extra["after_position"])
+        if appended is None:
+            kind = context["kind"] = "history"
+        else:
+            context.update(appended)
     # A new version of a reply comes with its switcher, which only the whole history has.
     new_version = kind == "turn_done" and extra["assistant_message"].version_of_id is not None
     with_history = (
@@ -101,7 +148,7 @@ def chat_fragments(kind: str, session_id: UUID, *, session: Session | None = Non
         or (kind == "turn_join" and bool(extra.get("stored")))
     )
     if kind not in ("turn_start", "turn_join"):
-        context.update(context_panel(session))
+        context.update(context_panel(session, report=report))
         # Re-sent at the end of a turn only when the goals may have changed: the panel holds forms
         # the user may be typing in while the reply streams.
         context["with_goals"] = kind != "turn_done" or with_history or bool(extra.get("goals_changed"))

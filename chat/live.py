@@ -271,6 +271,9 @@ async def _turn(live: LiveReply, variant: TurnVariant, action: Action, origin: s
             assistant_message=outcome.assistant_message,
             with_history=changed,
             goals_changed=changed,
+            # The turn read the context once its reply was stored; when nothing else changed it
+            # meanwhile, the meter shows that reading.
+            report=None if changed else outcome.context,
         ),
         with_history=changed,
     )

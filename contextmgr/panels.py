@@ -18,6 +18,7 @@ from contextmgr.core.reliability import (
 )
 from contextmgr.models import Artifact, Goal
 from contextmgr.selectors import (
+    ContextReport,
     artifacts_of_session,
     context_meter,
     decisions_of_session,
@@ -44,10 +45,11 @@ def session_list_rows(sessions: Sequence[Session]) -> list[dict[str, Any]]:
     ]
 
 
-def context_panel(session: Session) -> dict[str, Any]:
+def context_panel(session: Session, *, report: ContextReport | None = None) -> dict[str, Any]:
     """What the meter, the reliability badge and the warning panel show: one reading of the
-    budget and the reliability serves them all (it is shown after every reply)."""
-    report = session_context(session=session)
+    budget and the reliability serves them all (it is shown after every reply). ``report``: that
+    reading when the caller has just made it (the turn, once its reply is stored)."""
+    report = report or session_context(session=session)
     reliability = report.reliability
     warning = low_reliability_warning(
         model=session.model,
