@@ -47,7 +47,7 @@ from chat.selectors import (
 )
 from chat.services import session_branch, session_delete, session_start, session_update
 from chat.session_file import SessionFile
-from chat.turn import TurnSend, turn_take
+from chat.turn import TurnOutcome, TurnSend, turn_take
 from contextmgr.resources import context_profiles
 from contextmgr.schemas import ContextOut
 from contextmgr.selectors import active_messages, session_context, session_last_event_id
@@ -291,11 +291,14 @@ def message_send(request: HttpRequest, session_id: UUID, payload: MessageIn, wai
     """
     session = session_for_owner(user=api_user(request), session_id=session_id)
     before = session_last_event_id(session=session)
+    outcome: TurnOutcome | None = None
     try:
         outcome = async_to_sync(turn_take)(session_id=session.pk, variant=TurnSend(payload.content))
     finally:
-        # The message is stored whatever became of the reply: the session's open pages show it.
-        history_publish(session_id=session.pk)
+        # The message is stored whatever became of the reply: the session's open pages show it (after
+        # a reply, by appending the turn's two messages).
+        appended_after = outcome.user_message.position - 1 if outcome is not None else None
+        history_publish(session_id=session.pk, after_position=appended_after)
     settled = async_to_sync(compression_wait)(
         session_id=session.pk,
         after_event_id=before,

@@ -248,6 +248,11 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
         history anew, or at the end of the reply that streams (not to disturb it)."""
         if self.streaming:
             self.history_stale = True
+        elif message.get("after_position") is not None:
+            html = await sync_to_async(chat_fragments)(
+                "appended", self.session_id, after_position=int(message["after_position"])
+            )
+            await self.send(text_data=html)
         else:
             await self.send(text_data=await sync_to_async(chat_fragments)("history", self.session_id))
 

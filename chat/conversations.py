@@ -261,11 +261,17 @@ async def conversation_reply(
             variant: TurnVariant = TurnRetry() if conversation.retry else TurnSend(request.new_message)
             if request.continues is not None:
                 variant = TurnContinue()
+            outcome: TurnOutcome | None = None
             try:
                 outcome = await turn_take(session_id=session_id, variant=variant, gateway=gateway, on_delta=hear)
             finally:
-                # What the turn stored, the session's open pages show.
-                await sync_to_async(history_publish)(session_id=session_id)
+                # What the turn stored, the session's open pages show: appended after a reply to a new
+                # message or a retried one (a continued reply replaced one they show: the history anew).
+                appended_after = None
+                if outcome is not None and not isinstance(variant, TurnContinue):
+                    first_new = outcome.assistant_message if isinstance(variant, TurnRetry) else outcome.user_message
+                    appended_after = first_new.position - 1
+                await sync_to_async(history_publish)(session_id=session_id, after_position=appended_after)
     except BaseException as exc:
         # A continued reply is the one the client held, and what the model added to it.
         partial = (request.continues or "") + "".join(heard)

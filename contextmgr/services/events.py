@@ -85,13 +85,14 @@ def progress_publish(*, session_id: UUID, text: str) -> None:
         logger.exception("could not publish progress for session %s", session_id)
 
 
-def history_publish(*, session_id: UUID) -> None:
+def history_publish(*, session_id: UUID, after_position: int | None = None) -> None:
     """Tell the session's open pages that messages were written elsewhere than on a chat page (a turn
-    through the API or an Ollama or OpenAI client), so each shows the history anew.
+    through the API or an Ollama or OpenAI client), so each shows the history anew; ``after_position``:
+    only messages after that position were added (nothing before them changed), which the pages append.
 
     Precondition: called once the messages are committed."""
     try:
-        _group_send(session_id, {"type": "chat.history"})
+        _group_send(session_id, {"type": "chat.history", "after_position": after_position})
     except Exception:  # a page missing one live update must not fail the turn
         logger.exception("could not publish new messages of session %s", session_id)
 

@@ -15,7 +15,8 @@ from django.test import Client
 
 from chat.live import STILL_COMING, reply_in_flight
 from chat.models import Message, Session
-from chat.services import session_create
+from chat.services import message_create, session_create
+from contextmgr.models import Checkpoint
 from tests.factories import SOCKET_TIMEOUT, frames_until, socket
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -217,7 +218,86 @@ async def test_a_turn_through_the_api_reaches_the_open_pages(user, api, fake_oll
         return int(response.status_code)
 
     assert await sync_to_async(post)() == 200
-    frame = (await frames_until(page, 'id="history" hx-swap-oob="true"'))[-1]
+    # The turn's two messages are appended to what the page shows, not the history sent anew.
+    frame = (await frames_until(page, 'id="history" hx-swap-oob="beforeend"'))[-1]
+    assert 'id="history" hx-swap-oob="true"' not in frame
     assert "The pier has twelve piles." in frame
     assert "Noted: &lt;i&gt;twelve&lt;/i&gt; piles." in frame
+    assert 'id="history-empty" hx-swap-oob="delete"' in frame, "the first messages replace the empty history's line"
+    assert 'id="context-meter"' in frame
+    first_reply = await Message.objects.filter(session=session, role="assistant").alast()
+    assert first_reply is not None
+    assert frame.count('data-action="regenerate"') == 1
+
+    # The next turn: the reply before it comes again, without its Regenerate, in place of the one shown.
+    assert await sync_to_async(post)() == 200
+    frame = (await frames_until(page, 'id="history" hx-swap-oob="beforeend"'))[-1]
     await page.disconnect()
+    earlier, appended = frame.split('id="history" hx-swap-oob="beforeend"', 1)
+    assert f'id="msg-{first_reply.pk}" hx-swap-oob="outerHTML:#msg-{first_reply.pk}"' in earlier
+    assert 'data-action="regenerate"' not in earlier
+    assert 'data-action="regenerate"' in appended
+    assert "history-empty" not in frame
+    positions = re.findall(r'<span class="muted">#(\d+) ', appended)
+    assert positions == ["3", "4"], positions
+
+
+async def test_messages_a_compression_moved_come_with_the_whole_history(user, fake_ollama):
+    from chat.fragments import APPEND_AT_MOST, appended_groups
+    from contextmgr.llm.embedded import MODEL_NAME
+
+    session = await sync_to_async(session_create)(owner=user, model=MODEL_NAME, context_size=4096)
+    for number in range(4):
+        await sync_to_async(message_create)(
+            session=session, role="user" if number % 2 == 0 else "assistant", content=f"message {number + 1}"
+        )
+    appended = await sync_to_async(appended_groups)(session, after_position=2)
+    assert appended is not None
+    assert [m.position for m in appended["appended"]] == [3, 4]
+    assert appended["previous"].position == 2
+    assert appended["regenerable_id"] == appended["appended"][-1].pk
+    # Compressed meanwhile: the page's groups change, so it gets the history whole.
+    checkpoint = await Checkpoint.objects.acreate(
+        session=session, number=1, first_position=1, last_position=3, summary="s", original_tokens=9, current_tokens=3
+    )
+    await Message.objects.filter(session=session, position__lte=3).aupdate(compressed_into=checkpoint)
+    assert await sync_to_async(appended_groups)(session, after_position=2) is None
+    # Too many to append, or a position the history does not have.
+    for number in range(APPEND_AT_MOST + 1):
+        await sync_to_async(message_create)(session=session, role="user", content=f"more {number}")
+    assert await sync_to_async(appended_groups)(session, after_position=4) is None
+    assert await sync_to_async(appended_groups)(session, after_position=999) is None
+
+
+async def test_a_drop_in_retry_appends_only_its_reply_to_the_open_pages(user, api, fake_ollama):
+    from contextmgr.llm.embedded import MODEL_NAME
+
+    session = await sync_to_async(session_create)(owner=user, model=MODEL_NAME, context_size=4096)
+    page = await connected(session, user)
+    body = json.dumps(
+        {"model": MODEL_NAME, "messages": [{"role": "user", "content": "Name a fruit."}], "stream": False}
+    )
+
+    def chat() -> int:
+        response = api.post(
+            "/ollama/api/chat", body, content_type="application/json", HTTP_X_OLLM_SESSION=str(session.pk)
+        )
+        return int(response.status_code)
+
+    fake_ollama.behaviour.fail_status = 500
+    assert await sync_to_async(chat)() in (502, 503)
+    # No reply: the pages get the history whole, the message with its Retry.
+    frame = (await frames_until(page, 'id="history" hx-swap-oob="true"'))[-1]
+    assert 'data-action="retry"' in frame
+    question = await Message.objects.aget(session=session, position=1)
+
+    fake_ollama.reset()
+    fake_ollama.behaviour.canned_reply = "A pear."
+    assert await sync_to_async(chat)() == 200
+    frame = (await frames_until(page, 'id="history" hx-swap-oob="beforeend"'))[-1]
+    await page.disconnect()
+    earlier, appended = frame.split('id="history" hx-swap-oob="beforeend"', 1)
+    assert f'hx-swap-oob="outerHTML:#msg-{question.pk}"' in earlier, "the question comes again, answered"
+    assert 'data-action="retry"' not in frame
+    assert "A pear." in appended
+    assert "Name a fruit." not in appended, "the stored question is not appended twice"
