@@ -8,9 +8,26 @@ from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
+class ToolCall:
+    """A call of one of the request's tools the model made: ``arguments`` as an object (Ollama's
+    shape; OpenAI's clients get them as JSON text). ``id`` links the call to its result; Ollama gives
+    none, the turn that stores the call names it."""
+
+    name: str
+    arguments: dict[str, Any]
+    id: str = ""
+
+
+@dataclass(frozen=True)
 class ChatMessage:
+    """A message of the prompt; an assistant's may carry ``tool_calls`` (its text may then be empty),
+    a ``tool`` message is the result of the call ``tool_call_id`` of the tool ``tool_name``."""
+
     role: str
     content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_name: str = ""
+    tool_call_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -49,6 +66,9 @@ class ChatRequest:
     sampling: Sampling = SERVER_DEFAULTS
     stop: Sequence[str] = ()
     background: bool = False
+    # Tool definitions (``{"type": "function", "function": {name, description, parameters}}``), only
+    # for a model with the "tools" capability: the model may answer with calls of them (``ChatResult``).
+    tools: Sequence[dict[str, Any]] = ()
 
 
 @dataclass(frozen=True)
@@ -65,6 +85,8 @@ class ChatResult:
     # Set when the server reported well fewer prompt tokens than the gateway's count of what it
     # sent (``core.tokens.prompt_truncated``): it evaluated only part of the prompt.
     sent_prompt_tokens: int | None = None
+    # The calls of the request's tools the model answered with (besides its text, which may be empty).
+    tool_calls: tuple[ToolCall, ...] = ()
 
     @property
     def prompt_truncated(self) -> bool:
