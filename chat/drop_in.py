@@ -186,7 +186,15 @@ def json_body(request: HttpRequest) -> dict[str, Any]:
     return body
 
 
-def tools_answered_as_text(tools: Any, tool_choice: Any, where: str = "tool_choice") -> None:
+# Why a required tool choice cannot be met.
+NO_TOOLS_CAPABILITY = (
+    'this model answers through ollm-site\'s managed context as text only (it has no "tools" capability)'
+)
+
+
+def tools_answered_as_text(
+    tools: Any, tool_choice: Any, where: str = "tool_choice", why: str = NO_TOOLS_CAPABILITY
+) -> None:
     """Accept a request's ``tools`` when it lets the model answer without calling one, for a model that
     is given no tools (it has no "tools" capability): the reply is text, as it is from a model that calls
     none. Open WebUI sends its builtin tools on every chat, with no ``tool_choice``. A choice that requires
@@ -197,8 +205,7 @@ def tools_answered_as_text(tools: Any, tool_choice: Any, where: str = "tool_choi
         return
     raise DropInError(
         400,
-        f"{where} {json.dumps(tool_choice)} requires a tool call, and this model answers through ollm-site's "
-        'managed context as text only (it has no "tools" capability): send no tool_choice, "auto" or "none".',
+        f'{where} {json.dumps(tool_choice)} requires a tool call, and {why}: send no {where}, "auto" or "none".',
         Fault.TOOL_CHOICE,
     )
 

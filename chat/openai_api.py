@@ -133,7 +133,9 @@ def chat_completions(request: HttpRequest, caller: Caller) -> HttpResponseBase:
         raise DropInError(400, "n must be 1.")
     tools = tools_for(model, body.get("tools"), body.get("tool_choice"))
     # The deprecated form of the same: ``functions`` with ``function_call``.
-    tools_answered_as_text(body.get("functions"), body.get("function_call"), "function_call")
+    tools_answered_as_text(
+        body.get("functions"), body.get("function_call"), "function_call", "functions are passed to no model: use tools"
+    )
     response_format = body.get("response_format")
     if response_format not in (None, {"type": "text"}):
         raise DropInError(400, "'response_format' other than text is not supported by ollm-site's managed context.")
