@@ -34,7 +34,7 @@ from contextmgr.core.backoff import seconds_text
 from contextmgr.core.budget import REPLY_MIN_TOKENS, prompt_room
 from contextmgr.core.config import reply_max_tokens
 from contextmgr.core.tokens import TokenCount, TokenCounter
-from contextmgr.core.window import PromptMessage, WindowBlock, prompt_messages, window_budget
+from contextmgr.core.window import WindowBlock, prompt_messages, window_budget
 from contextmgr.llm import (
     ChatMessage,
     ChatRequest,
@@ -195,7 +195,7 @@ async def _prompt_with_room(
     while True:
         if blocks is None:
             blocks = await sync_to_async(session_window)(session=session)
-        messages = [_chat_message(m) for m in prompt_messages(blocks)]
+        messages = [ChatMessage.of(m) for m in prompt_messages(blocks)]
         count = await asyncio.to_thread(gateway.count_prompt, messages, session.model)
         if count.tokens <= room:
             return messages, count
@@ -247,14 +247,6 @@ async def _prompt_with_room(
             else:
                 state.model_failed = f"the model's compression failed ({outcome.reason})"
                 state.failed = state.model_failed
-
-
-def _chat_message(message: PromptMessage) -> ChatMessage:
-    """A message of the prompt as the backend takes it; a call's arguments an object (Ollama takes no other)."""
-    calls = tuple(
-        ToolCall(c.name, c.arguments if isinstance(c.arguments, dict) else {}, c.id) for c in message.tool_calls
-    )
-    return ChatMessage(message.role, message.content, calls, message.tool_name, message.tool_call_id)
 
 
 def _call_text(call: ToolCall) -> str:

@@ -34,7 +34,7 @@ from contextmgr.core.window import (
     CheckpointView,
     WindowBlock,
     assemble_window,
-    chat_messages,
+    prompt_messages,
     render_checkpoint,
     render_system,
 )
@@ -351,7 +351,7 @@ def session_prompt(*, session: Session, gateway: Gateway | None = None) -> Promp
     )
     try:
         count = (gateway or get_gateway()).count_prompt(
-            [ChatMessage(role, content) for role, content in chat_messages(window)], session.model
+            [ChatMessage.of(m) for m in prompt_messages(window)], session.model
         )
     except LLMError:
         # No backend can count for this model now: the stored counts are the best estimate.

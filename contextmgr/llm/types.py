@@ -6,6 +6,8 @@ from collections.abc import AsyncGenerator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
+from contextmgr.core.window import PromptMessage
+
 
 @dataclass(frozen=True)
 class ToolCall:
@@ -28,6 +30,15 @@ class ChatMessage:
     tool_calls: tuple[ToolCall, ...] = ()
     tool_name: str = ""
     tool_call_id: str = ""
+
+    @classmethod
+    def of(cls, message: PromptMessage) -> ChatMessage:
+        """A message of the window's prompt (``prompt_messages``); a call's arguments an object, which
+        Ollama takes only (arguments an imported file held as text that is no JSON object are left out)."""
+        calls = tuple(
+            ToolCall(c.name, c.arguments if isinstance(c.arguments, dict) else {}, c.id) for c in message.tool_calls
+        )
+        return cls(message.role, message.content, calls, message.tool_name, message.tool_call_id)
 
 
 @dataclass(frozen=True)
