@@ -211,3 +211,28 @@ def test_only_a_model_with_the_tools_capability_is_given_tools(tool_site, tools_
         model=SERVED_MODEL, messages=question, tools=[WEATHER], tool_choice="required"
     )
     assert required.choices[0].finish_reason == "tool_calls"
+
+
+def test_a_tool_result_whose_answer_failed_is_answered_when_the_client_repeats_it(tool_site, tools_on):
+    known = {s["id"] for s in tool_site.sessions()}
+    chat = openai.OpenAI(base_url=f"{tool_site.url}/v1", api_key=tool_site.token, timeout=scaled(600), max_retries=0)
+    messages: list[Any] = [{"role": "user", "content": "What is the weather in Paris?"}]
+    [call] = (
+        chat.chat.completions.create(model=SERVED_MODEL, messages=messages, tools=[WEATHER])
+        .choices[0]
+        .message.tool_calls
+        or []
+    )
+    assert call.type == "function"
+    messages += [
+        {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+        {"role": "tool", "tool_call_id": call.id, "content": RESULT},
+    ]
+    tools_on.behaviour.fail_status = 500
+    with pytest.raises(openai.APIStatusError):
+        chat.chat.completions.create(model=SERVED_MODEL, messages=messages, tools=[WEATHER])
+    tools_on.behaviour.fail_status = None
+    final = chat.chat.completions.create(model=SERVED_MODEL, messages=messages, tools=[WEATHER])
+    assert final.choices[0].message.content == ANSWER
+    session_id = new_session(tool_site, known)
+    assert_stored_once(tool_site, session_id, then=[])
