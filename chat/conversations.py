@@ -9,6 +9,7 @@ block, checkpoints, active messages), never the client's raw history.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 from uuid import UUID
@@ -30,6 +31,7 @@ from chat.selectors import (
 )
 from chat.services import (
     NewMessage,
+    ToolResult,
     message_create_many,
     session_branch,
     session_client_claim,
@@ -43,11 +45,12 @@ from chat.turn import (
     TurnOutcome,
     TurnRetry,
     TurnSend,
+    TurnToolResults,
     TurnVariant,
     message_counter,
     turn_take,
 )
-from contextmgr.core.client_history import ClientRequest, context_size_for, history_entries
+from contextmgr.core.client_history import ClientRequest, ClientToolCall, context_size_for, history_entries
 from contextmgr.core.tokens import TokenCount
 from contextmgr.llm import Gateway, Sampling, get_gateway
 from contextmgr.llm.types import SERVER_DEFAULTS, ContextOverflow
@@ -67,11 +70,18 @@ class Conversation:
     retry: bool
 
 
-def _unanswered(session: Session, content: str) -> bool:
-    """The session's last message is the user's ``content``, without a reply: left unanswered by a failure,
-    or left out of the context as too large (a repeat is refused again, not stored again)."""
+def _unanswered(session: Session, request: ClientRequest) -> bool:
+    """The session's last message is the request's, without a reply: the user's message, or a result of
+    the request's tool results; left unanswered by a failure, or left out of the context as too large (a
+    repeat is refused again, not stored again)."""
     last = session.messages.order_by("-position").first()
-    return last is not None and last.role == Message.Role.USER and last.content.strip() == content.strip()
+    if last is None:
+        return False
+    if request.tool_results:
+        return last.role == Message.Role.TOOL and any(
+            last.content and last.content.strip() == result.content.strip() for result in request.tool_results
+        )
+    return last.role == Message.Role.USER and last.content.strip() == request.new_message.strip()
 
 
 def conversation_resolve(
@@ -121,7 +131,7 @@ def conversation_resolve(
     if stopped is not None:
         reply, held = stopped
         message_cut(message=reply, content=held, token_count=_counted(held, session.model, gateway))
-    return Conversation(session, request, created=False, retry=_unanswered(session, request.new_message))
+    return Conversation(session, request, created=False, retry=_unanswered(session, request))
 
 
 def _continued(owner: Any, request: ClientRequest, session_id: UUID | None) -> tuple[Session | None, str | None]:
@@ -235,12 +245,14 @@ async def conversation_reply(
     sampling: Sampling = SERVER_DEFAULTS,
     gateway: Gateway | None = None,
     on_delta: OnDelta | None = None,
+    tools: Sequence[dict[str, Any]] = (),
 ) -> TurnOutcome:
-    """Answer the request's new message as the chat page does (``turn_take``: stored first, then the
-    reply from the managed prompt; ``TurnRetry`` when it is stored already), then remember the history
+    """Answer the request's new message (or its tool results) as the chat page does (``turn_take``: stored
+    first, then the reply from the managed prompt; ``TurnRetry`` when it is stored already), then remember the history
     the client holds: with the reply, or with the part of it the client had when it went away, or
     without one (the same request repeated answers the stored message). Raises what the turn raises.
-    ``sampling``: what the request sets of it, over the session's settings for this reply only.
+    ``sampling``: what the request sets of it, over the session's settings for this reply only; ``tools``:
+    the tools the model may call (``turn_take``), whose calls the client holds with the reply.
 
     Precondition: the session was claimed for this request (``conversation_resolve``)."""
     request, session_id = conversation.request, conversation.session.pk
@@ -261,14 +273,21 @@ async def conversation_reply(
             variant: TurnVariant = TurnRetry() if conversation.retry else TurnSend(request.new_message)
             if request.continues is not None:
                 variant = TurnContinue()
+            elif request.tool_results and not conversation.retry:
+                variant = TurnToolResults(
+                    tuple(ToolResult(m.content, m.tool_call_id, m.tool_name) for m in request.tool_results)
+                )
             outcome: TurnOutcome | None = None
             try:
-                outcome = await turn_take(session_id=session_id, variant=variant, gateway=gateway, on_delta=hear)
+                outcome = await turn_take(
+                    session_id=session_id, variant=variant, gateway=gateway, on_delta=hear, tools=tools
+                )
             finally:
                 # What the turn stored, the session's open pages show: appended after a reply to a new
-                # message or a retried one (a continued reply replaced one they show: the history anew).
+                # message or a retried one (a continued reply, tool results filled in change messages
+                # they show: the history anew).
                 appended_after = None
-                if outcome is not None and not isinstance(variant, TurnContinue):
+                if outcome is not None and isinstance(variant, TurnSend | TurnRetry):
                     first_new = outcome.assistant_message if isinstance(variant, TurnRetry) else outcome.user_message
                     appended_after = first_new.position - 1
                 await sync_to_async(history_publish)(session_id=session_id, after_position=appended_after)
@@ -282,7 +301,10 @@ async def conversation_reply(
             digest = await sync_to_async(_digest_without_reply)(conversation)
         await sync_to_async(session_client_seen)(session=conversation.session, digest=digest)
         raise
-    digest = request.digest_with_reply(outcome.assistant_message.content)
+    reply = outcome.assistant_message
+    calls = [ClientToolCall(c.id, c.name, c.arguments) for c in outcome.result.tool_calls]
+    text = reply.content if reply.role == Message.Role.ASSISTANT else ""  # a reply of calls only has no text
+    digest = request.digest_with_reply(text, calls)
     await sync_to_async(session_client_seen)(session=conversation.session, digest=digest)
     return outcome
 
@@ -297,4 +319,4 @@ def _digest_without_reply(conversation: Conversation) -> str:
     before it was stored) only what came before it."""
     request = conversation.request
     session = Session.objects.get(pk=conversation.session.pk)
-    return request.pending_digest if _unanswered(session, request.new_message) else request.earlier_digest
+    return request.pending_digest if _unanswered(session, request) else request.earlier_digest

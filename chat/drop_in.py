@@ -33,7 +33,7 @@ from accounts.services import api_token_use
 from chat.client_tasks import ClientTaskRequest, client_task_answer, client_task_check
 from chat.conversations import conversation_reply, conversation_resolve
 from chat.file_checks import ImportTooLarge, json_load
-from chat.selectors import ModelUnavailable
+from chat.selectors import ModelUnavailable, model_takes_tools
 from chat.turn import OnDelta
 from contextmgr.core.client_history import ClientHistoryError, ClientMessage, ClientToolCall, client_request
 from contextmgr.core.client_tasks import client_label, task_kind
@@ -186,21 +186,42 @@ def json_body(request: HttpRequest) -> dict[str, Any]:
     return body
 
 
-def tools_answered_as_text(tools: Any, tool_choice: Any, where: str = "tool_choice") -> None:
-    """Accept a request's ``tools`` when it lets the model answer without calling one: no model here is
-    given tools (none is passed through to a backend), so the reply is text, as it is from a model that
-    calls none. Open WebUI sends its builtin tools on every chat, with no ``tool_choice``. A choice that
-    requires a call (``"required"``, a named function) cannot be met and is refused, not ignored."""
+# Why a required tool choice cannot be met.
+NO_TOOLS_CAPABILITY = (
+    'this model answers through ollm-site\'s managed context as text only (it has no "tools" capability)'
+)
+
+
+def tools_answered_as_text(
+    tools: Any, tool_choice: Any, where: str = "tool_choice", why: str = NO_TOOLS_CAPABILITY
+) -> None:
+    """Accept a request's ``tools`` when it lets the model answer without calling one, for a model that
+    is given no tools (it has no "tools" capability): the reply is text, as it is from a model that calls
+    none. Open WebUI sends its builtin tools on every chat, with no ``tool_choice``. A choice that requires
+    a call (``"required"``, a named function) cannot be met and is refused, not ignored."""
     if tools is not None and not isinstance(tools, list):
         raise DropInError(400, "tools must be a list of tool definitions.")
     if tool_choice in (None, "auto", "none"):
         return
     raise DropInError(
         400,
-        f"{where} {json.dumps(tool_choice)} requires a tool call, and models answer through ollm-site's managed "
-        'context as text only: send no tool_choice, "auto" or "none".',
+        f'{where} {json.dumps(tool_choice)} requires a tool call, and {why}: send no {where}, "auto" or "none".',
         Fault.TOOL_CHOICE,
     )
+
+
+def tools_for(model: str, tools: Any, tool_choice: Any) -> tuple[dict[str, Any], ...]:
+    """The tool definitions the model is given for a request: its ``tools`` when the model has the "tools"
+    capability (``model_takes_tools``) and ``tool_choice`` is not "none"; none for any other model, whose
+    reply is text (``tools_answered_as_text``, which refuses a choice that requires a call). A required
+    choice cannot be enforced on a model that takes tools (Ollama has no such field): it may still answer
+    as text."""
+    if not tools or not isinstance(tools, list) or not model_takes_tools(model=model):
+        tools_answered_as_text(tools, tool_choice)
+        return ()
+    if not all(isinstance(tool, dict) and isinstance(tool.get("function"), dict) for tool in tools):
+        raise DropInError(400, 'tools must be a list of {type: "function", function: {name, parameters}} objects.')
+    return () if tool_choice == "none" else tuple(tools)
 
 
 def client_message(message: dict[str, Any], role: str, content: str) -> ClientMessage:
@@ -350,10 +371,12 @@ def reply_for(
     num_ctx: int | None,
     sampling: Sampling,
     max_tokens: int | None = None,
+    tools: Sequence[dict[str, Any]] = (),
 ) -> Reply:
     """How to answer ``messages``: as a background task when they are one (``task_kind``) and the
     token keeps its client's tasks apart, and no session is named; else as the turn of the session
-    they continue or start (``conversation_resolve``). ``max_tokens`` caps a task's answer."""
+    they continue or start (``conversation_resolve``), with ``tools`` (``tools_for``) the model may call.
+    ``max_tokens`` caps a task's answer."""
     kind = task_kind(messages)
     named = requested_session(request)
     if kind is not None and named is None and (caller.token is None or caller.token.tasks_apart):
@@ -379,7 +402,9 @@ def reply_for(
         session_id=named,
     )
     return Reply(
-        lambda on_delta: conversation_reply(conversation=conversation, sampling=sampling, on_delta=on_delta),
+        lambda on_delta: conversation_reply(
+            conversation=conversation, sampling=sampling, on_delta=on_delta, tools=tools
+        ),
         conversation.session.pk,
     )
 

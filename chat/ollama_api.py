@@ -3,8 +3,8 @@ Open WebUI, editor plugins): each conversation becomes a session with managed co
 
 Shapes follow Ollama's API (docs/api.md of ollama/ollama): NDJSON chunks while streaming, the counts
 and durations (nanoseconds) on the last one, errors as ``{"error": "..."}``. What differs is said in
-docs/drop-in.md: the prompt sent is the session's managed one, and ``tools``, ``images`` and
-``format`` are refused rather than ignored.
+docs/drop-in.md: the prompt sent is the session's managed one, ``tools`` reach only a model that
+takes them (its reply is text otherwise), and ``images`` and ``format`` are refused rather than ignored.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from chat.drop_in import (
     num_ctx_of,
     reply_for,
     sampling_of,
-    tools_answered_as_text,
+    tools_for,
     unknown_route,
 )
 from chat.selectors import models_available
@@ -45,9 +45,9 @@ from contextmgr.llm.types import ModelInfo, Sampling
 # The version of Ollama's API these shapes follow; clients ask it before using newer fields.
 OLLAMA_API_VERSION = "0.12.0"
 NANOSECONDS = 1_000_000_000
-# What a model does through the managed context, of what it can: tools are not passed to it (a
-# request's tools are answered as text) and images are refused, so a model can complete, no more.
-SERVED_CAPABILITIES = ("completion",)
+# What a model does through the managed context, of what it can: tools are passed to a model that takes
+# them (``tools_for``), images are refused.
+SERVED_CAPABILITIES = ("completion", "tools")
 
 
 def _error(status: int, message: str, fault: str | None = None) -> HttpResponseBase:
@@ -90,7 +90,13 @@ def _model(info: ModelInfo) -> dict[str, Any]:
         "size": 0,
         "digest": "",
         "details": _details(info),
+        "capabilities": _capabilities(info),
     }
+
+
+def _capabilities(info: ModelInfo) -> list[str]:
+    """What the model does here: what the backend's model can, of what the managed context serves."""
+    return [c for c in info.capabilities if c in SERVED_CAPABILITIES]
 
 
 def _find_model(name: str) -> ModelInfo:
@@ -109,7 +115,6 @@ def _text(value: Any, what: str) -> str:
 def _options(body: dict[str, Any]) -> tuple[int | None, Sampling, int | None]:
     """The request's num_ctx, sampling options and num_predict; unsupported inputs are refused, not
     silently dropped."""
-    tools_answered_as_text(body.get("tools"), body.get("tool_choice"))
     if body.get("format"):
         raise DropInError(400, "'format' is not supported by ollm-site's managed context.")
     options = body.get("options") or {}
@@ -157,19 +162,33 @@ def _answer(
     request: HttpRequest, caller: Caller, body: dict[str, Any], messages: list[ClientMessage], *, chat: bool
 ) -> HttpResponseBase:
     model = model_of(body)
+    tools = tools_for(model, body.get("tools"), body.get("tool_choice"))
     num_ctx, sampling, max_tokens = _options(body)
     reply = reply_for(
-        request, caller, model=model, messages=messages, num_ctx=num_ctx, sampling=sampling, max_tokens=max_tokens
+        request,
+        caller,
+        model=model,
+        messages=messages,
+        num_ctx=num_ctx,
+        sampling=sampling,
+        max_tokens=max_tokens,
+        tools=tools,
     )
 
-    def piece(text: str) -> dict[str, Any]:
-        if chat:
-            return {"message": {"role": "assistant", "content": text}}
-        return {"response": text}
+    def piece(text: str, outcome: Answer | None = None) -> dict[str, Any]:
+        if not chat:
+            return {"response": text}
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        if outcome is not None and outcome.result.tool_calls:
+            # Ollama's shape: arguments as an object, and no id (its clients keep none).
+            message["tool_calls"] = [
+                {"function": {"name": c.name, "arguments": c.arguments}} for c in outcome.result.tool_calls
+            ]
+        return {"message": message}
 
     if body.get("stream", True) is False:
         outcome = reply.now()
-        response: HttpResponseBase = JsonResponse({**_final(outcome, model), **piece(outcome.new_text)})
+        response: HttpResponseBase = JsonResponse({**_final(outcome, model), **piece(outcome.new_text, outcome)})
     else:
         response = StreamingHttpResponse(_ndjson(reply.stream(), model, piece), content_type="application/x-ndjson")
     if reply.session_id is not None:
@@ -182,6 +201,9 @@ async def _ndjson(stream: ReplyStream, model: str, piece: Any) -> AsyncIterator[
         async for delta in deltas:
             yield _line({"model": model, "created_at": _now(), **piece(delta), "done": False})
     if stream.outcome is not None:
+        if stream.outcome.result.tool_calls:
+            # As Ollama streams them: in a chunk of their own, before the last.
+            yield _line({"model": model, "created_at": _now(), **piece("", stream.outcome), "done": False})
         yield _line({**_final(stream.outcome, model), **piece("")})
     else:
         assert stream.error is not None
@@ -258,7 +280,7 @@ def show(request: HttpRequest, caller: Caller) -> HttpResponseBase:
         "template": "",
         "details": _details(info),
         "model_info": model_info,
-        "capabilities": [c for c in info.capabilities if c in SERVED_CAPABILITIES],
+        "capabilities": _capabilities(info),
         "modified_at": _now(),
     })  # fmt: skip
 

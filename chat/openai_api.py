@@ -34,6 +34,7 @@ from chat.drop_in import (
     reply_for,
     sampling_of,
     tools_answered_as_text,
+    tools_for,
     unknown_route,
 )
 from chat.selectors import models_available
@@ -91,7 +92,30 @@ def _messages(body: dict[str, Any]) -> list[ClientMessage]:
 
 
 def _finish_reason(outcome: Answer) -> str:
+    if outcome.result.tool_calls:
+        return "tool_calls"
     return "length" if outcome.result.done_reason == "length" else "stop"
+
+
+def _tool_calls(outcome: Answer, *, streamed: bool = False) -> list[dict[str, Any]]:
+    """The reply's tool calls in OpenAI's shape, arguments as JSON text (a streamed delta's with their index)."""
+    return [
+        {
+            **({"index": index} if streamed else {}),
+            "id": call.id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+        }
+        for index, call in enumerate(outcome.result.tool_calls)
+    ]
+
+
+def _message(outcome: Answer) -> dict[str, Any]:
+    """The reply's message: its text (none when it only called tools), and its tool calls."""
+    calls = _tool_calls(outcome)
+    if not calls:
+        return {"role": "assistant", "content": outcome.new_text}
+    return {"role": "assistant", "content": outcome.new_text or None, "tool_calls": calls}
 
 
 def _usage(outcome: Answer) -> dict[str, int]:
@@ -107,9 +131,11 @@ def chat_completions(request: HttpRequest, caller: Caller) -> HttpResponseBase:
     model = model_of(body)
     if body.get("n") not in (None, 1):
         raise DropInError(400, "n must be 1.")
-    tools_answered_as_text(body.get("tools"), body.get("tool_choice"))
+    tools = tools_for(model, body.get("tools"), body.get("tool_choice"))
     # The deprecated form of the same: ``functions`` with ``function_call``.
-    tools_answered_as_text(body.get("functions"), body.get("function_call"), "function_call")
+    tools_answered_as_text(
+        body.get("functions"), body.get("function_call"), "function_call", "functions are passed to no model: use tools"
+    )
     response_format = body.get("response_format")
     if response_format not in (None, {"type": "text"}):
         raise DropInError(400, "'response_format' other than text is not supported by ollm-site's managed context.")
@@ -127,6 +153,7 @@ def chat_completions(request: HttpRequest, caller: Caller) -> HttpResponseBase:
         # Open WebUI sends its task requests max_tokens (Ollama models) or max_completion_tokens (others).
         max_tokens=max_tokens_of(body.get("max_completion_tokens"), "max_completion_tokens")
         or max_tokens_of(body.get("max_tokens"), "max_tokens"),
+        tools=tools,
     )
     answered = reply.session_id or uuid.uuid4()  # a background task's answer is of no session
     completion_id = f"chatcmpl-{answered.hex}-{time.time_ns()}"
@@ -146,7 +173,7 @@ def chat_completions(request: HttpRequest, caller: Caller) -> HttpResponseBase:
             "model": model,
             "choices": [{
                 "index": 0,
-                "message": {"role": "assistant", "content": outcome.new_text},
+                "message": _message(outcome),
                 "finish_reason": _finish_reason(outcome),
                 "logprobs": None,
             }],
@@ -160,7 +187,7 @@ def chat_completions(request: HttpRequest, caller: Caller) -> HttpResponseBase:
 async def _events(stream: ReplyStream, model: str, completion_id: str, *, usage: bool) -> AsyncIterator[bytes]:
     created = int(time.time())
 
-    def chunk(delta: dict[str, str], finish_reason: str | None = None) -> bytes:
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
         choice = {"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}
         return _event({
             "id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model,
@@ -172,6 +199,8 @@ async def _events(stream: ReplyStream, model: str, completion_id: str, *, usage:
         async for delta in deltas:
             yield chunk({"content": delta})
     if stream.outcome is not None:
+        if stream.outcome.result.tool_calls:
+            yield chunk({"tool_calls": _tool_calls(stream.outcome, streamed=True)})
         yield chunk({}, _finish_reason(stream.outcome))
         if usage:
             yield _event({

@@ -260,6 +260,16 @@ def model_facts(*, model: str, gateway: Gateway | None = None, served: bool = Tr
     return ModelFacts(parameter_size_b=info.parameter_size_b, context_length=info.context_length)
 
 
+def model_takes_tools(*, model: str, gateway: Gateway | None = None) -> bool:
+    """Whether the backend's ``model`` has the "tools" capability (Ollama's /api/show says so of a model
+    whose template takes tools): only such a model is given a request's tools. False when it cannot be asked."""
+    try:
+        info = async_to_sync((gateway or get_gateway()).model_info)(model.strip())
+    except LLMError:
+        return False
+    return "tools" in info.capabilities
+
+
 def backend_status() -> BackendStatus:
     """Which backend answers now, and its default model (for the pages' banner and the terminal)."""
     return async_to_sync(get_gateway().status)()

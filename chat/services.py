@@ -448,6 +448,63 @@ def message_create(
     return message
 
 
+@dataclass(frozen=True)
+class ToolResult:
+    """A tool's result as a client sends it, naming the call it answers by its id (OpenAI) or by the
+    tool's name (Ollama), or neither."""
+
+    content: str
+    tool_call_id: str = ""
+    tool_name: str = ""
+
+
+@transaction.atomic
+def message_tool_results(*, session: Session, results: Sequence[tuple[ToolResult, TokenCount]]) -> Message:
+    """Store the results of the session's latest tool calls, each counted (``TokenCount``) as sent: a result
+    goes into the stored call it answers (by id, else by tool name, else the earliest call still without a
+    result), which keeps its call's tokens besides its own (a call and its result are one entry, as the
+    session file keeps them); a result that answers no open call is a tool message of its own. The open
+    calls are the tool messages after the last other message, in the context and not compressed.
+    The last message written, of the session as written."""
+    locked = Session.objects.select_for_update().get(pk=session.pk)
+    after = locked.messages.exclude(role=Message.Role.TOOL).aggregate(last=Max("position"))["last"] or 0
+    open_calls = list(
+        locked.messages.filter(
+            role=Message.Role.TOOL, position__gt=after, content="", excluded_from_context=False, compressed_into=None
+        )
+        .exclude(tool_name="")
+        .order_by("position")
+    )
+    written: Message | None = None
+    for result, count in results:
+        call = next((c for c in open_calls if result.tool_call_id and c.tool_call_id == result.tool_call_id), None)
+        call = call or next((c for c in open_calls if result.tool_name and c.tool_name == result.tool_name), None)
+        if call is None and open_calls and not (result.tool_call_id or result.tool_name):
+            call = open_calls[0]
+        if call is None:
+            written = message_create(
+                session=locked,
+                role=Message.Role.TOOL,
+                content=result.content,
+                token_count=count,
+                tool_call_id=result.tool_call_id,
+                tool_name=result.tool_name,
+            )
+            locked.refresh_from_db(fields=["context_version", "last_activity"])
+            continue
+        open_calls.remove(call)
+        call.content = _storable_content(role=Message.Role.TOOL, content=result.content)
+        call.tokens += count.tokens
+        call.tokens_exact = call.tokens_exact and count.exact
+        call.context_version = locked.next_context_version(last_activity=timezone.now())
+        call.save(update_fields=["content", "tokens", "tokens_exact", "context_version"])
+        call.session = locked
+        written = call
+    if written is None:
+        raise ValidationError({"content": "No tool result was sent."})
+    return written
+
+
 @transaction.atomic
 def session_continue(*, session: Session) -> Session:
     """A new session that carries what matters of ``session``: the system prompt and settings,

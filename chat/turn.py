@@ -11,8 +11,11 @@ applies its goal markers and schedules a compression when the budget says so.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import logging
-from collections.abc import Awaitable, Callable
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 from uuid import UUID
@@ -26,12 +29,12 @@ from chat.models import Message, Session
 from chat.revisions import message_edit, message_leave_context, messages_supersede
 from chat.sampling import reply_sampling
 from chat.selectors import model_require_available, session_latest_message
-from chat.services import message_create, session_prompt_truncated
+from chat.services import ToolResult, message_create, message_tool_results, session_prompt_truncated
 from contextmgr.core.backoff import seconds_text
 from contextmgr.core.budget import REPLY_MIN_TOKENS, prompt_room
 from contextmgr.core.config import reply_max_tokens
 from contextmgr.core.tokens import TokenCount, TokenCounter
-from contextmgr.core.window import WindowBlock, chat_messages, window_budget
+from contextmgr.core.window import WindowBlock, prompt_messages, window_budget
 from contextmgr.llm import (
     ChatMessage,
     ChatRequest,
@@ -41,6 +44,7 @@ from contextmgr.llm import (
     LLMError,
     get_gateway,
 )
+from contextmgr.llm.types import ToolCall
 from contextmgr.resources import TiktokenCounter
 from contextmgr.selectors import (
     ContextReport,
@@ -191,7 +195,7 @@ async def _prompt_with_room(
     while True:
         if blocks is None:
             blocks = await sync_to_async(session_window)(session=session)
-        messages = [ChatMessage(role, content) for role, content in chat_messages(blocks)]
+        messages = [ChatMessage.of(m) for m in prompt_messages(blocks)]
         count = await asyncio.to_thread(gateway.count_prompt, messages, session.model)
         if count.tokens <= room:
             return messages, count
@@ -245,6 +249,11 @@ async def _prompt_with_room(
                 state.failed = state.model_failed
 
 
+def _call_text(call: ToolCall) -> str:
+    """A tool call as counted when stored: its name and arguments, as the model writes them."""
+    return json.dumps({"name": call.name, "arguments": call.arguments})
+
+
 async def _refuse_if_it_can_never_fit(session: Session, user_message: Message) -> None:
     """A message that alone (with the system prompt) leaves no room for a reply leaves the context
     at once, before any compression is scheduled: compressing the rest could never make room."""
@@ -275,7 +284,11 @@ class TurnRetry:
 
     async def message(self, session: Session, gateway: Gateway) -> Message:
         last = await sync_to_async(session_latest_message)(session=session)
-        if last is None or last.role != Message.Role.USER:
+        # A tool's result left without a reply is retried as a user message is.
+        unanswered = last is not None and (
+            last.role == Message.Role.USER or (last.role == Message.Role.TOOL and bool(last.content))
+        )
+        if last is None or not unanswered:
             raise ValidationError({"content": "There is no unanswered message to retry."})
         if last.excluded_from_context:
             raise ValidationError(
@@ -341,9 +354,22 @@ class TurnContinue:
         return question
 
 
-# What a turn answers: each variant finds (or stores) the user's message the reply answers, whose
-# ``session`` is the session as the reply must read it.
-TurnVariant: TypeAlias = TurnSend | TurnRetry | TurnRegenerate | TurnEdit | TurnContinue
+@dataclass(frozen=True)
+class TurnToolResults:
+    """The results of the latest reply's tool calls, as a client of the drop-in APIs sends them: stored with
+    the calls they answer (``message_tool_results``), then answered by the model."""
+
+    results: tuple[ToolResult, ...]
+
+    async def message(self, session: Session, gateway: Gateway) -> Message:
+        counter = message_counter(gateway, session.model)
+        counted = [(result, await _count(counter, result.content)) for result in self.results]
+        return await sync_to_async(message_tool_results)(session=session, results=counted)
+
+
+# What a turn answers: each variant finds (or stores) the user's message the reply answers (the last tool
+# result, for TurnToolResults), whose ``session`` is the session as the reply must read it.
+TurnVariant: TypeAlias = TurnSend | TurnRetry | TurnRegenerate | TurnEdit | TurnContinue | TurnToolResults
 
 
 async def turn_take(
@@ -354,10 +380,13 @@ async def turn_take(
     on_delta: OnDelta | None = None,
     on_stored: OnStored | None = None,
     on_wait: OnWait | None = None,
+    tools: Sequence[dict[str, Any]] = (),
 ) -> TurnOutcome:
     """Run one turn as ``variant`` says; ``on_stored`` hears of the user's message once it is safe in
     the history, ``on_wait`` why the reply waits (for a compression), ``on_delta`` receives the reply
-    as it streams.
+    as it streams. ``tools``: the tool definitions the model may call (only for a model with the "tools"
+    capability); the calls it makes are stored as tool messages awaiting their results, named by the ids
+    the outcome's ``result.tool_calls`` carry.
 
     Raises a ValidationError for a variant the session's history does not allow, or bad input (nothing
     stored), an LLMError when no reply can be had (the user's message stays stored).
@@ -380,12 +409,14 @@ async def turn_take(
     elif latest is not None and (latest.version_of_id or await latest.versions.aexists()):
         # A continued version stays among its siblings; the text it went on from stays one too.
         version_of_id = latest.version_of_id or latest.pk
-    return await _reply(user_message.session, gateway, user_message, on_delta, on_wait, continued, version_of_id)
+    return await _reply(
+        user_message.session, gateway, user_message, on_delta, on_wait, continued, version_of_id, tuple(tools)
+    )
 
 
 async def _reply(  # ``continued``: the reply a TurnContinue goes on from; ``version_of_id``: see message_create
     session: Session, gateway: Gateway, user_message: Message, on_delta: OnDelta | None, on_wait: OnWait | None,
-    continued: Message | None = None, version_of_id: int | None = None,
+    continued: Message | None = None, version_of_id: int | None = None, tools: tuple[dict[str, Any], ...] = (),
 ) -> TurnOutcome:  # fmt: skip
     await sync_to_async(model_require_available, thread_sensitive=False)(session=session, gateway=gateway)
     await _refuse_if_it_can_never_fit(session, user_message)
@@ -402,6 +433,7 @@ async def _reply(  # ``continued``: the reply a TurnContinue goes on from; ``ver
             num_ctx=session.max_tokens,
             max_tokens=max_tokens,
             sampling=reply_sampling(session),
+            tools=tools,
         )
     )
     parts: list[str] = []
@@ -441,9 +473,15 @@ async def _reply(  # ``continued``: the reply a TurnContinue goes on from; ``ver
             session=session, sent_tokens=result.sent_prompt_tokens, reported_tokens=result.prompt_tokens
         )
     count = await _count(counter, text)
+    # The calls are named here when the backend did not (Ollama does not): the client answers each by its id.
+    calls = tuple(dataclasses.replace(c, id=c.id or f"call_{uuid.uuid4().hex[:24]}") for c in result.tool_calls)
+    result = dataclasses.replace(result, tool_calls=calls)
+    call_counts = [await _count(counter, _call_text(call)) for call in calls]
     # A stopped reply's markers were never applied; a finished one's were when it was stored.
     applied = continued.content if continued is not None and continued.done_reason != "cancelled" else ""
-    after = await sync_to_async(_after_reply)(session, text, count, result.done_reason, applied, version_of_id)
+    after = await sync_to_async(_after_reply)(
+        session, text, count, result.done_reason, applied, version_of_id, list(zip(calls, call_counts, strict=True))
+    )
     return TurnOutcome(
         user_message,
         after.message,
@@ -453,8 +491,8 @@ async def _reply(  # ``continued``: the reply a TurnContinue goes on from; ``ver
         after.context,
         after.context_version,
         after.markers,
-        # Every write to the context raises the session's context version; the reply is one.
-        context_changed_meanwhile=after.context_version > session.context_version + 1,
+        # Every write to the context raises the session's context version; the reply is one, or one a call.
+        context_changed_meanwhile=after.context_version > session.context_version + after.stored,
         continued_from=continued.content if continued is not None else "",
     )
 
@@ -473,22 +511,50 @@ class _AfterReply:
     context: ContextReport
     markers: int
     context_version: int
+    # Messages the reply was stored as: its text and its tool calls.
+    stored: int = 1
 
 
 def _after_reply(
-    session: Session, text: str, count: TokenCount, done_reason: str, applied: str, version_of_id: int | None
+    session: Session,
+    text: str,
+    count: TokenCount,
+    done_reason: str,
+    applied: str,
+    version_of_id: int | None,
+    calls: Sequence[tuple[ToolCall, TokenCount]] = (),
 ) -> _AfterReply:
     """Store the reply (in its own transaction: it is kept whatever follows), apply its goal
     markers, then read the context: it says whether a compression is due and is what the
-    page's meter and the API show after the turn."""
-    message = message_create(
-        session=session,
-        role=Message.Role.ASSISTANT,
-        content=text,
-        token_count=count,
-        done_reason=done_reason,
-        version_of_id=version_of_id,
-    )
+    page's meter and the API show after the turn. A reply's tool calls are tool messages after its
+    text, each awaiting its result (``message_tool_results``); a reply that is only calls has no
+    assistant message of its own (as ``history_entries`` stores a client's), its first call stands for it."""
+    stored = []
+    if text.strip() or not calls:
+        stored.append(
+            message_create(
+                session=session,
+                role=Message.Role.ASSISTANT,
+                content=text,
+                token_count=count,
+                done_reason=done_reason,
+                version_of_id=version_of_id,
+            )
+        )
+    stored += [
+        message_create(
+            session=session,
+            role=Message.Role.TOOL,
+            content="",
+            token_count=call_count,
+            done_reason=done_reason,
+            tool_call_id=call.id,
+            tool_name=call.name,
+            tool_args=call.arguments,
+        )
+        for call, call_count in calls
+    ]
+    message = stored[0]
     try:
         markers = goal_apply_markers(session=session, text=text, applied_before=applied)
     except Exception:
@@ -499,4 +565,4 @@ def _after_reply(
     session = Session.objects.get(pk=session.pk)
     report = session_context(session=session)
     compression_maybe_schedule(session=session, budget=report.budget)
-    return _AfterReply(message, report, markers, session.context_version)
+    return _AfterReply(message, report, markers, session.context_version, len(stored))

@@ -34,7 +34,7 @@ from contextmgr.core.window import (
     CheckpointView,
     WindowBlock,
     assemble_window,
-    chat_messages,
+    prompt_messages,
     render_checkpoint,
     render_system,
 )
@@ -173,12 +173,16 @@ def session_window(*, session: Session) -> tuple[WindowBlock, ...]:
     """The exact context the next call sends, block by block, with stored token counts."""
     pinned = pinned_block(session=session)
     checkpoints = active_checkpoints(session=session)
-    messages = active_messages(session=session).only("id", "role", "content", "tokens")
+    messages = active_messages(session=session).only(
+        "id", "role", "content", "tokens", "tool_call_id", "tool_name", "tool_args"
+    )
     return assemble_window(
         system=render_system(session.system_prompt, pinned),
         system_tokens=session.system_prompt_tokens + (count_text_tokens(pinned) if pinned else 0),
         checkpoints=[(cp.id, render_checkpoint(checkpoint_view(cp)), cp.current_tokens) for cp in checkpoints],
-        messages=[ActiveMessage(m.id, m.role, m.content, m.tokens) for m in messages],
+        messages=[
+            ActiveMessage(m.id, m.role, m.content, m.tokens, m.tool_call_id, m.tool_name, m.tool_args) for m in messages
+        ],
     )
 
 
@@ -347,7 +351,7 @@ def session_prompt(*, session: Session, gateway: Gateway | None = None) -> Promp
     )
     try:
         count = (gateway or get_gateway()).count_prompt(
-            [ChatMessage(role, content) for role, content in chat_messages(window)], session.model
+            [ChatMessage.of(m) for m in prompt_messages(window)], session.model
         )
     except LLMError:
         # No backend can count for this model now: the stored counts are the best estimate.

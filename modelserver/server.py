@@ -18,8 +18,11 @@ difference: the default seed is fixed, so the same request gets the same reply.
 
 With ``test_controls`` it also takes ``/_test/...`` requests that make it
 misbehave as an Ollama server can (drop a stream, answer slowly, fail, hold a
-generation until released, answer with a fixed text): the tests' stand-in for
-Ollama is this server, not a second implementation.
+generation until released, answer with a fixed text, or with tool calls, and
+report the "tools" capability for the models they name): the tests' stand-in for
+Ollama is this server, not a second implementation. A request's ``tools`` are
+accepted; an assistant message's ``tool_calls`` are read back to the model as
+``<tool_call>{"name": ..., "arguments": ...}</tool_call>``.
 """
 
 from __future__ import annotations
@@ -48,7 +51,14 @@ from modelserver.engine import (
     Priority,
     Result,
 )
-from modelserver.test_controls import Behaviour, Record, canned_reply, ollama_front_cut
+from modelserver.test_controls import (
+    Behaviour,
+    Record,
+    canned_reply,
+    canned_tool_calls,
+    ollama_front_cut,
+    tool_calls_text,
+)
 
 VERSION = "0.6.0-ollm-site"
 # A streamed reply sends what was generated at most this often (its first token at once).
@@ -127,6 +137,11 @@ class ModelServer:
             "parameter_size": sizes.get(name, PARAMETER_SIZE),
             "quantization_level": QUANTIZATION,
         }
+
+    def capabilities(self, name: str) -> list[str]:
+        """What /api/show says the model does: completion; tools too for a model the tests made tool-capable."""
+        tools = self.test_controls and name in self.behaviour.tool_capable_models
+        return ["completion", "tools"] if tools else ["completion"]
 
     def _model_entry(self, name: str) -> dict[str, Any]:
         return {
@@ -241,7 +256,7 @@ class ModelServer:
                                 "general.architecture": server.engine.family,
                                 f"{server.engine.family}.context_length": server.engine.context_length,
                             },
-                            "capabilities": ["completion"],
+                            "capabilities": server.capabilities(body["model"]),
                         })  # fmt: skip
                 elif self.path == "/api/tokenize":
                     self._tokenize(body)
@@ -327,12 +342,14 @@ class ModelServer:
                 cancel = threading.Event()
                 canned = server.next_canned() if server.test_controls else None
                 if canned is not None:
+                    calls = canned_tool_calls(canned, body.get("tools")) if chat else None
                     self._send(
-                        canned_reply(server.engine, canned, messages, max_tokens),
+                        canned_reply(server.engine, "" if calls else canned, messages, max_tokens),
                         cancel,
                         body["model"],
                         chat=chat,
                         stream=stream,
+                        tool_calls=calls,
                     )
                     return
                 parts = server.engine.generate(
@@ -389,9 +406,17 @@ class ModelServer:
                     return True
 
             def _send(
-                self, parts: Iterator[str | Result], cancel: threading.Event, model: str, *, chat: bool, stream: bool
+                self,
+                parts: Iterator[str | Result],
+                cancel: threading.Event,
+                model: str,
+                *,
+                chat: bool,
+                stream: bool,
+                tool_calls: list[dict[str, Any]] | None = None,
             ) -> None:
-                """Send the reply as Ollama does; a client that goes away cancels the generation."""
+                """Send the reply as Ollama does; a client that goes away cancels the generation. ``tool_calls``:
+                the reply's, in its message (streamed: in a chunk of their own before the last, as Ollama does)."""
 
                 def line(text: str, result: Result | None = None) -> dict[str, Any]:
                     out: dict[str, Any] = {"model": model, "created_at": _now(), "done": result is not None}
@@ -418,7 +443,10 @@ class ModelServer:
                     texts: list[str] = []
                     for part in parts:
                         if isinstance(part, Result):
-                            self._json(200, line("".join(texts), part))
+                            answer = line("".join(texts), part)
+                            if tool_calls:
+                                answer["message"]["tool_calls"] = tool_calls
+                            self._json(200, answer)
                         else:
                             texts.append(part)
                     return
@@ -449,6 +477,10 @@ class ModelServer:
                         if isinstance(part, Result):
                             if pending:
                                 write(line("".join(pending)))
+                            if tool_calls:
+                                calls = line("")
+                                calls["message"]["tool_calls"] = tool_calls
+                                write(calls)
                             write(line("", part))
                             break
                         pending.append(part)
@@ -472,4 +504,5 @@ class ModelServer:
 
 
 def _message(raw: dict[str, Any]) -> Message:
-    return Message(str(raw["role"]), str(raw.get("content") or ""))
+    """A request's message as the model reads it: an assistant's tool calls in the form it writes them."""
+    return Message(str(raw["role"]), str(raw.get("content") or "") + tool_calls_text(raw.get("tool_calls")))

@@ -4,6 +4,8 @@ prompt longer than its context."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +39,45 @@ class Behaviour:
     # The parameter size (Ollama's ``details.parameter_size``, "13B") that /api/show and /api/tags
     # report for a model name, as an Ollama serving models of several sizes would; others: the model's own.
     parameter_sizes: dict[str, str] = field(default_factory=dict)
+    # The model names whose /api/show reports the "tools" capability, as Ollama does for a model whose
+    # template takes tools; others report "completion" only (as the bundled model does).
+    tool_capable_models: list[str] = field(default_factory=list)
+
+
+# A canned reply made only of these, to a request with ``tools``, is answered as Ollama answers a model's
+# tool calls: in ``message.tool_calls``, with empty content.
+TOOL_CALL = re.compile(r"\s*<tool_call>(.*?)</tool_call>\s*", re.S)
+
+
+def canned_tool_calls(text: str, tools: Any) -> list[dict[str, Any]] | None:
+    """The tool calls a canned reply stands for (``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``,
+    one or more) in Ollama's shape, ``{function: {name, arguments}}``; None for a reply that is text, or
+    when the request offered no tools (then the model's text is what it is)."""
+    if not tools or not text.strip():
+        return None
+    calls, at = [], 0
+    for match in TOOL_CALL.finditer(text):
+        if match.start() != at:
+            return None
+        at = match.end()
+        try:
+            call = json.loads(match.group(1))
+        except ValueError:
+            return None
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+            return None
+        calls.append({"function": {"name": call["name"], "arguments": call.get("arguments") or {}}})
+    return calls if at == len(text) else None
+
+
+def tool_calls_text(calls: Any) -> str:
+    """An assistant message's tool calls as the model reads them back, in the form it writes them."""
+    texts = []
+    for call in calls or ():
+        function = call.get("function", {}) if isinstance(call, dict) else {}
+        payload = {"name": function.get("name"), "arguments": function.get("arguments")}
+        texts.append(f"<tool_call>{json.dumps(payload)}</tool_call>")
+    return "".join(texts)
 
 
 @dataclass

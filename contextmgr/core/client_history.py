@@ -52,7 +52,9 @@ class ClientMessage:
         plain: list[Any] = [self.role, self.content.strip()]
         if not (self.tool_calls or self.tool_call_id or self.tool_name):
             return plain
-        calls = [[c.id, c.name, c.arguments] for c in self.tool_calls]
+        # A call as both APIs send it back: OpenAI's arguments are JSON text, Ollama's an object, and
+        # Ollama's clients drop the id the call was given.
+        calls = [[c.name, json.dumps(_arguments(c.arguments), sort_keys=True)] for c in self.tool_calls]
         return [*plain, calls, self.tool_call_id, self.tool_name]
 
 
@@ -120,6 +122,14 @@ class ClientRequest:
     earlier: tuple[ClientMessage, ...]
     new_message: str
     continues: str | None = None
+    # The results of the tool calls the client's last assistant message made: what the request adds
+    # instead of a user message (``new_message`` is then empty), to be answered by the model.
+    tool_results: tuple[ClientMessage, ...] = ()
+
+    @property
+    def added(self) -> tuple[ClientMessage, ...]:
+        """What the request adds to the history the client held: its tool results, or the user's message."""
+        return self.tool_results or (ClientMessage("user", self.new_message),)
 
     @property
     def history(self) -> tuple[ClientMessage, ...]:
@@ -140,7 +150,7 @@ class ClientRequest:
         leaves nothing pending: the stored reply stays as it was until the model continued it."""
         if self.continues is not None:
             return self.earlier_digest
-        return history_digest(self.system_prompt, (*self.earlier, ClientMessage("user", self.new_message)))
+        return history_digest(self.system_prompt, (*self.earlier, *self.added))
 
     def stopped_reply(self) -> tuple[ClientRequest, str] | None:
         """The request that got the reply the client holds last, and that reply as the client holds it:
@@ -148,15 +158,18 @@ class ClientRequest:
         its way) continues when this is a prefix of what it stored. None without such a reply."""
         if self.continues is not None:
             return ClientRequest(self.system_prompt, self.earlier, self.new_message), self.continues
-        if len(self.earlier) < 2 or self.earlier[-1].role != "assistant" or self.earlier[-2].role != "user":
+        if self.tool_results or len(self.earlier) < 2 or self.earlier[-2].role != "user":
+            return None
+        last = self.earlier[-1]
+        if last.role != "assistant" or last.tool_calls:
             return None
         return ClientRequest(self.system_prompt, self.earlier[:-2], self.earlier[-2].content), self.earlier[-1].content
 
-    def digest_with_reply(self, reply: str) -> str:
-        """The digest of what the client holds once it has the reply: what its next request resends."""
+    def digest_with_reply(self, reply: str, tool_calls: Sequence[ClientToolCall] = ()) -> str:
+        """The digest of what the client holds once it has the reply (its text and the tool calls it
+        made): what its next request resends."""
         return history_digest(
-            self.system_prompt,
-            (*self.earlier, ClientMessage("user", self.new_message), ClientMessage("assistant", reply)),
+            self.system_prompt, (*self.earlier, *self.added, ClientMessage("assistant", reply, tuple(tool_calls)))
         )
 
     @property
@@ -177,7 +190,8 @@ def history_digest(system_prompt: str, messages: Sequence[ClientMessage]) -> str
 def client_request(messages: Sequence[ClientMessage]) -> ClientRequest:
     """Split a request's messages. System messages (anywhere, as clients put them) make the system
     prompt; the last message is the user's new one, or the assistant's reply to the user's message
-    before it, to continue. Raises ClientHistoryError."""
+    before it, to continue, or the last of the tool results that answer the assistant's last tool
+    calls (``tool_results``). Raises ClientHistoryError."""
     if not messages:
         raise ClientHistoryError("messages is empty: send at least the user's message.")
     for message in messages:
@@ -187,6 +201,9 @@ def client_request(messages: Sequence[ClientMessage]) -> ClientRequest:
             )
     system = "\n\n".join(m.content.strip() for m in messages if m.role == "system" and m.content.strip())
     turns = [m for m in messages if m.role != "system"]
+    results = _tool_results(turns) if messages[-1].role == "tool" else ()
+    if results:
+        return ClientRequest(system, tuple(turns[: -len(results)]), "", None, results)
     last = turns[-1] if turns and messages[-1].role != "system" else None
     continues = last.content if last is not None and last.role == "assistant" and not last.tool_calls else None
     if continues is not None:
@@ -202,6 +219,17 @@ def client_request(messages: Sequence[ClientMessage]) -> ClientRequest:
             "the last message is empty." if continues is None else "the message replied to is empty."
         )
     return ClientRequest(system, tuple(turns[:-1]), turns[-1].content, continues)
+
+
+def _tool_results(turns: Sequence[ClientMessage]) -> tuple[ClientMessage, ...]:
+    """The tool messages ending ``turns`` when they follow an assistant message that called tools: the
+    results of its calls. None otherwise (a tool message that answers no call is no conversation's end)."""
+    start = len(turns)
+    while start > 0 and turns[start - 1].role == "tool":
+        start -= 1
+    if start == 0 or turns[start - 1].role != "assistant" or not turns[start - 1].tool_calls:
+        return ()
+    return tuple(turns[start:])
 
 
 def context_size_for(num_ctx: int | None, sizes: Sequence[tuple[int, int]], default: int) -> int:

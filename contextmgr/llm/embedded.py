@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from contextmgr.llm.ollama_backend import OllamaBackend
+from contextmgr.llm.ollama_backend import OllamaBackend, wire_message
 from contextmgr.llm.types import (
     BackendUnavailable,
     ChatMessage,
@@ -76,7 +76,7 @@ class EmbeddedBackend(OllamaBackend):
 
     def count_prompt_tokens(self, messages: Sequence[ChatMessage]) -> int:
         """Exactly the tokens the server will evaluate for ``messages`` (its chat template included)."""
-        return int(self._tokenize({"messages": [{"role": m.role, "content": m.content} for m in messages]})["count"])
+        return int(self._tokenize({"messages": [wire_message(m) for m in messages]})["count"])
 
     def count_text_tokens(self, text: str) -> int:
         return int(self._tokenize({"text": text})["count"])

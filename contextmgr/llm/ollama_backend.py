@@ -21,6 +21,7 @@ import ollama
 from contextmgr.core.reliability import parameter_size_from_tag
 from contextmgr.llm.types import (
     BackendUnavailable,
+    ChatMessage,
     ChatRequest,
     ChatResult,
     ChatStream,
@@ -31,11 +32,32 @@ from contextmgr.llm.types import (
     LLMTimeout,
     ModelInfo,
     ModelNotFound,
+    ToolCall,
 )
 
 NS = 1e-9
 # Marks a summary or an aging call: the bundled model server serves chat turns first; Ollama ignores it.
 PRIORITY_HEADER = "X-Ollm-Priority"
+
+
+def wire_message(message: ChatMessage) -> dict[str, Any]:
+    """A prompt message as Ollama's API takes it: an assistant's ``tool_calls`` as
+    ``{function: {name, arguments}}``, a tool result with the ``tool_name`` it answers."""
+    wire: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        wire["tool_calls"] = [{"function": {"name": c.name, "arguments": c.arguments}} for c in message.tool_calls]
+    if message.tool_name:
+        wire["tool_name"] = message.tool_name
+    return wire
+
+
+def _tool_calls(message: Any) -> list[ToolCall]:
+    """The tool calls of a chunk's message, if it has any."""
+    calls = []
+    for call in getattr(message, "tool_calls", None) or ():
+        arguments = call.function.arguments
+        calls.append(ToolCall(str(call.function.name), dict(arguments or {}), str(getattr(call, "id", "") or "")))
+    return calls
 
 
 def parse_parameter_size(text: str | None) -> float | None:
@@ -107,19 +129,29 @@ class OllamaBackend:
         }
         if request.stop:
             options["stop"] = list(request.stop)
-        payload = [{"role": m.role, "content": m.content} for m in request.messages]
-        return ChatStream(self._stream(payload, request.model, options, background=request.background))
+        payload = [wire_message(m) for m in request.messages]
+        tools = list(request.tools) or None
+        return ChatStream(self._stream(payload, request.model, options, tools, background=request.background))
 
     async def _stream(
-        self, messages: list[dict[str, str]], model: str, options: dict[str, Any], *, background: bool
+        self,
+        messages: list[dict[str, Any]],
+        model: str,
+        options: dict[str, Any],
+        tools: list[dict[str, Any]] | None,
+        *,
+        background: bool,
     ) -> AsyncGenerator[str | ChatResult, None]:
         started = time.perf_counter()
+        calls: list[ToolCall] = []
         async with self._errors(model):
             client = self._client_for(background=background)
-            parts = await client.chat(model=model, messages=messages, stream=True, options=options)
+            parts = await client.chat(model=model, messages=messages, tools=tools, stream=True, options=options)
             async for part in parts:
                 if part.message.content:
                     yield part.message.content
+                # Ollama sends a reply's tool calls in a chunk of their own, before the last.
+                calls += _tool_calls(part.message)
                 if part.done:
                     yield ChatResult(
                         prompt_tokens=part.prompt_eval_count or 0,
@@ -129,6 +161,7 @@ class OllamaBackend:
                         generation_seconds=(part.eval_duration or 0) * NS,
                         backend=self.name,
                         model=model,
+                        tool_calls=tuple(calls),
                     )
                     return
             raise ConnectionLost(

@@ -6,11 +6,39 @@ from collections.abc import AsyncGenerator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
+from contextmgr.core.window import PromptMessage
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A call of one of the request's tools the model made: ``arguments`` as an object (Ollama's
+    shape; OpenAI's clients get them as JSON text). ``id`` links the call to its result; Ollama gives
+    none, the turn that stores the call names it."""
+
+    name: str
+    arguments: dict[str, Any]
+    id: str = ""
+
 
 @dataclass(frozen=True)
 class ChatMessage:
+    """A message of the prompt; an assistant's may carry ``tool_calls`` (its text may then be empty),
+    a ``tool`` message is the result of the call ``tool_call_id`` of the tool ``tool_name``."""
+
     role: str
     content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_name: str = ""
+    tool_call_id: str = ""
+
+    @classmethod
+    def of(cls, message: PromptMessage) -> ChatMessage:
+        """A message of the window's prompt (``prompt_messages``); a call's arguments an object, which
+        Ollama takes only (arguments an imported file held as text that is no JSON object are left out)."""
+        calls = tuple(
+            ToolCall(c.name, c.arguments if isinstance(c.arguments, dict) else {}, c.id) for c in message.tool_calls
+        )
+        return cls(message.role, message.content, calls, message.tool_name, message.tool_call_id)
 
 
 @dataclass(frozen=True)
@@ -49,6 +77,9 @@ class ChatRequest:
     sampling: Sampling = SERVER_DEFAULTS
     stop: Sequence[str] = ()
     background: bool = False
+    # Tool definitions (``{"type": "function", "function": {name, description, parameters}}``), only
+    # for a model with the "tools" capability: the model may answer with calls of them (``ChatResult``).
+    tools: Sequence[dict[str, Any]] = ()
 
 
 @dataclass(frozen=True)
@@ -65,6 +96,8 @@ class ChatResult:
     # Set when the server reported well fewer prompt tokens than the gateway's count of what it
     # sent (``core.tokens.prompt_truncated``): it evaluated only part of the prompt.
     sent_prompt_tokens: int | None = None
+    # The calls of the request's tools the model answered with (besides its text, which may be empty).
+    tool_calls: tuple[ToolCall, ...] = ()
 
     @property
     def prompt_truncated(self) -> bool:

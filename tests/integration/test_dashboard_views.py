@@ -385,3 +385,14 @@ def test_the_chat_page_shows_the_specs_warning_for_a_7b_model_from_two_compressi
     assert "Recommend: 2-3 compressions max (small models, 3B-7B)." in page
     assert "icon-warning" in page
     assert "⚠" not in page
+
+
+def test_the_chat_page_names_a_tool_call_and_says_when_its_result_has_not_come(owner_client, chat_session):
+    message_create(session=chat_session, role=Message.Role.USER, content="Weather?")
+    message_create(session=chat_session, role=Message.Role.TOOL, content="", tool_call_id="c1", tool_name="get_weather")
+    message_create(
+        session=chat_session, role=Message.Role.TOOL, content="rain", tool_call_id="c2", tool_name="get_time"
+    )
+    page = owner_client.get(reverse("chat:chat", args=[chat_session.pk])).content.decode()
+    assert "tool <code>get_weather</code>: called, awaiting its result" in page
+    assert "tool <code>get_time</code></p>" in page

@@ -18,6 +18,7 @@ from contextmgr.llm.types import (
     LLMTimeout,
     ModelNotFound,
     Sampling,
+    ToolCall,
 )
 from contextmgr.resources import count_text_tokens
 from tests.support.model_server import SERVED_MODEL
@@ -35,6 +36,44 @@ async def test_ollama_receives_num_ctx_and_the_cap_on_every_call(ollama_backend,
     assert request["options"] == {"num_ctx": 1700, "num_predict": 5, "stop": ["\n\n"], "seed": 1}
     assert request["stream"] is True
     assert request["messages"] == [{"role": "user", "content": "Say hello."}]
+
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
+
+
+async def test_ollama_is_given_the_tools_and_the_prompts_tool_calls_and_the_result_carries_the_calls(
+    ollama_backend, fake_ollama
+):
+    fake_ollama.behaviour.tool_capable_models = [SERVED_MODEL]
+    fake_ollama.behaviour.canned_reply = '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>'
+    assert "tools" in (await ollama_backend.model_info(SERVED_MODEL)).capabilities
+    assert "tools" not in (await ollama_backend.model_info(EMBEDDED_MODEL)).capabilities
+    earlier = [
+        ChatMessage("user", "Weather in Paris?"),
+        ChatMessage("assistant", "", (ToolCall("get_weather", {"city": "Paris"}, "c1"),)),
+        ChatMessage("tool", "sunny", tool_name="get_weather", tool_call_id="c1"),
+        ChatMessage("user", "And Oslo?"),
+    ]
+    request = ChatRequest(earlier, model=SERVED_MODEL, num_ctx=2048, max_tokens=50, tools=[WEATHER])
+    for _ in range(2):  # streamed, as every call is, and collected
+        stream = ollama_backend.chat(request)
+        assert [delta async for delta in stream] == []
+        assert stream.result is not None
+        assert stream.result.tool_calls == (ToolCall("get_weather", {"city": "Oslo"}),)
+    sent = [r for r in fake_ollama.behaviour.requests if r["path"] == "/api/chat"][-1]
+    assert sent["tools"] == [WEATHER]
+    # The ollama client leaves an empty content out.
+    assert sent["messages"][1:3] == [
+        {
+            "role": "assistant",
+            "tool_calls": [{"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}],
+        },
+        {"role": "tool", "content": "sunny", "tool_name": "get_weather"},
+    ]
+    # Without tools, the same reply is the model's text.
+    text = await ollama_backend.chat(ChatRequest(HELLO, model=SERVED_MODEL, num_ctx=2048, max_tokens=50)).collect()
+    assert text.text.startswith("<tool_call>")
+    assert text.result.tool_calls == ()
 
 
 async def test_unreachable_server_is_reported_at_the_first_iteration(closed_port_url):

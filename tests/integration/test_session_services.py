@@ -9,8 +9,10 @@ from chat.models import MAX_MESSAGE_CHARS, Message
 from chat.services import (
     MessageRefused,
     NewMessage,
+    ToolResult,
     message_create,
     message_create_many,
+    message_tool_results,
     session_create,
     session_update,
 )
@@ -192,3 +194,30 @@ def test_session_delete_removes_its_history(user):
     message_create(session=session, role="user", content="hello")
     session_delete(session=session)
     assert not Message.objects.filter(session_id=session.pk).exists()
+
+
+def test_tool_results_fill_the_calls_they_answer_and_a_stray_one_is_a_message_of_its_own(chat_session):
+    message_create(session=chat_session, role=Message.Role.USER, content="Time and weather?")
+    for call_id, name in (("c1", "get_time"), ("c2", "get_weather"), ("c3", "get_date")):
+        message_create(
+            session=chat_session, role=Message.Role.TOOL, content="", token_count=TokenCount(5, exact=False),
+            tool_call_id=call_id, tool_name=name, tool_args={},
+        )  # fmt: skip
+    results = [
+        (ToolResult("rain", tool_name="get_weather"), TokenCount(1, exact=False)),  # Ollama's: by name
+        (ToolResult("12:00", tool_call_id="c1"), TokenCount(2, exact=False)),  # OpenAI's: by id
+        (ToolResult("Friday"), TokenCount(1, exact=False)),  # names none: the earliest open call
+        (ToolResult("stray", tool_call_id="c9"), TokenCount(1, exact=False)),  # answers no call
+    ]
+    last = message_tool_results(session=chat_session, results=results)
+    stored = [(m.role, m.content, m.tool_call_id, m.tool_name, m.tokens) for m in chat_session.messages.all()]
+    assert stored == [
+        ("user", "Time and weather?", "", "", stored[0][4]),
+        ("tool", "12:00", "c1", "get_time", 7),
+        ("tool", "rain", "c2", "get_weather", 6),
+        ("tool", "Friday", "c3", "get_date", 6),
+        ("tool", "stray", "c9", "", 1),
+    ]
+    assert last.content == "stray"
+    versions = [m.context_version for m in chat_session.messages.all()]
+    assert len(set(versions[1:])) == 4  # each write raised the context version

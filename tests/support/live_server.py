@@ -40,10 +40,16 @@ def server_env(work: Path, model_server: ModelServerProcess, *, reply_max_tokens
 
 @contextmanager
 def serve(
-    work: Path, model_server: ModelServerProcess, *, with_user: bool, reply_max_tokens: int | None = 40
+    work: Path,
+    model_server: ModelServerProcess,
+    *,
+    with_user: bool,
+    reply_max_tokens: int | None = 40,
+    env: dict[str, str] | None = None,
 ) -> Iterator[str]:
-    """A daphne server on a new SQLite file in ``work``, migrated, with the e2e user when ``with_user``."""
-    env = server_env(work, model_server, reply_max_tokens=reply_max_tokens)
+    """A daphne server on a new SQLite file in ``work``, migrated, with the e2e user when ``with_user``;
+    ``env``: settings besides ``server_env``'s (``OLLAMA_HOST``, the backend mode)."""
+    env = {**server_env(work, model_server, reply_max_tokens=reply_max_tokens), **(env or {})}
     python = sys.executable
     command = [python, str(ROOT / "manage.py")]
     subprocess.run([*command, "migrate", "--noinput"], env=env, check=True, capture_output=True)

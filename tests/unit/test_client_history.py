@@ -172,3 +172,40 @@ def test_a_request_repeated_after_it_went_unanswered_has_the_pending_digest_it_l
 def test_shared_length_counts_the_leading_messages_two_histories_have_in_common(sent, shared):
     stored = [("user", "Hi"), ("assistant", "Hello"), ("user", "Bye"), ("assistant", "Ciao")]
     assert shared_length(stored, sent) == shared
+
+
+def test_tool_results_after_the_assistants_tool_calls_are_what_a_request_adds():
+    call = ClientToolCall("call_1", "get_time", {"zone": "UTC"})
+    asked = client_request([ClientMessage("system", "S"), ClientMessage("user", "Time?")])
+    # The reply was the call alone; the client sends it back with its result (OpenAI: arguments as JSON text).
+    resent = ClientMessage("assistant", "", (ClientToolCall("call_1", "get_time", '{"zone":"UTC"}'),))
+    result = ClientMessage("tool", "12:00", tool_call_id="call_1")
+    request = client_request([ClientMessage("system", "S"), ClientMessage("user", "Time?"), resent, result])
+    assert (request.earlier, request.new_message, request.tool_results) == (
+        (ClientMessage("user", "Time?"), resent),
+        "",
+        (result,),
+    )
+    assert request.added == (result,)
+    assert request.earlier_digest == asked.digest_with_reply("", [call])
+    # Ollama's clients send the arguments as an object and no id: the same history.
+    by_name = ClientMessage("assistant", "", (ClientToolCall("", "get_time", {"zone": "UTC"}),))
+    assert history_digest("S", [ClientMessage("user", "Time?"), by_name]) == request.earlier_digest
+    assert request.pending_digest == history_digest("S", [*request.earlier, result])
+    assert request.stopped_reply() is None
+    assert request.title == "Time?"
+    answered = client_request(
+        [
+            ClientMessage("system", "S"),
+            *request.earlier,
+            result,
+            ClientMessage("assistant", "Noon."),
+            ClientMessage("user", "Thanks"),
+        ]
+    )
+    assert answered.earlier_digest == request.digest_with_reply("Noon.")
+    # A reply that called tools is not one to continue, nor a stopped one.
+    after_call = client_request([ClientMessage("user", "Time?"), resent, ClientMessage("user", "Never mind.")])
+    assert after_call.stopped_reply() is None
+    with pytest.raises(ClientHistoryError, match="the last message is the tool's"):
+        client_request([ClientMessage("user", "Hi"), ClientMessage("assistant", "Hello"), ClientMessage("tool", "1")])
