@@ -262,12 +262,20 @@ def model_facts(*, model: str, gateway: Gateway | None = None, served: bool = Tr
 
 def model_takes_tools(*, model: str, gateway: Gateway | None = None) -> bool:
     """Whether the backend's ``model`` has the "tools" capability (Ollama's /api/show says so of a model
-    whose template takes tools): only such a model is given a request's tools. False when it cannot be asked."""
+    whose template takes tools): only such a model is given a request's tools. False when it cannot be asked.
+    The answer is kept MODEL_TOOLS_SECONDS in the cache: Open WebUI sends tools with every chat turn."""
+    gateway = gateway or get_gateway()
+    key = f"ollm:model-tools:{models_served_key(gateway)}:{model.strip()}"
+    cached = cache.get(key)
+    if cached is not None:
+        return bool(cached)
     try:
-        info = async_to_sync((gateway or get_gateway()).model_info)(model.strip())
+        info = async_to_sync(gateway.model_info)(model.strip())
     except LLMError:
-        return False
-    return "tools" in info.capabilities
+        return False  # not kept: the backend may answer the next request
+    takes = "tools" in info.capabilities
+    cache.set(key, takes, MODEL_TOOLS_SECONDS)
+    return takes
 
 
 def backend_status() -> BackendStatus:
@@ -297,6 +305,8 @@ def model_names() -> list[str]:
 # (the chat page, every session the API shows): Ollama coming back, or a model pulled, shows
 # within this many seconds, and a turn asks again before it refuses.
 MODELS_SERVED_SECONDS = 10
+# A model's capabilities change only when it is pulled again.
+MODEL_TOOLS_SECONDS = 60
 
 
 def models_served_key(gateway: Gateway) -> str:

@@ -236,3 +236,24 @@ def test_a_tool_result_whose_answer_failed_is_answered_when_the_client_repeats_i
     assert final.choices[0].message.content == ANSWER
     session_id = new_session(tool_site, known)
     assert_stored_once(tool_site, session_id, then=[])
+
+
+def test_a_conversations_later_turns_do_not_ask_the_model_for_its_capabilities_again(tool_site, tools_on):
+    chat = openai.OpenAI(base_url=f"{tool_site.url}/v1", api_key=tool_site.token, timeout=scaled(600), max_retries=0)
+    messages: list[Any] = [{"role": "user", "content": "What is the weather in Paris?"}]
+    [call] = (
+        chat.chat.completions.create(model=SERVED_MODEL, messages=messages, tools=[WEATHER])
+        .choices[0]
+        .message.tool_calls
+        or []
+    )
+    tools_on.behaviour.requests.clear()
+    messages += [
+        {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+        {"role": "tool", "tool_call_id": call.id, "content": RESULT},
+    ]
+    final = chat.chat.completions.create(model=SERVED_MODEL, messages=messages, tools=[WEATHER])
+    assert final.choices[0].message.content == ANSWER
+    paths = [r["path"] for r in tools_on.behaviour.requests]
+    assert "/api/chat" in paths
+    assert "/api/show" not in paths, "the capability answered a moment ago is kept"
