@@ -542,11 +542,15 @@ def session_branch(
     compressed stays compressed), then holds ``messages``. ``session`` is not changed.
     ``client``: the outside client the branch is for (None: ``session``'s).
 
-    Precondition: the caller checked that the user owns ``session`` (``session_for_owner``). A
-    ValidationError when ``at_message`` is not one of its messages, or a MessageRefused for ``messages``.
+    Holds ``session``'s row lock for the transaction. Precondition: the caller checked that the user owns
+    ``session`` (``session_for_owner``). A ValidationError when ``at_message`` is not one of its messages,
+    or a MessageRefused for ``messages``.
     """
     if at_message.session_id != session.pk:
         raise ValidationError({"message": "That message is not one of this session's."})
+    # The session's row lock, which a compression, a goal change and a restore take before they write:
+    # the branch copies one state of the session, not half of a compression committed meanwhile.
+    Session.objects.select_for_update().get(pk=session.pk)
     through = at_message.position
     branch = session_create(
         owner=session.owner,

@@ -5,6 +5,7 @@ The outside clients' Regenerate and Edit: test_drop_in_branches.py."""
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from contextmgr.services.compression import compression_run
 from contextmgr.services.goals import decision_record, decision_update, goal_checkpoint_set, goal_create
 from contextmgr.services.snapshots import snapshot_create
 from tests.factories import converse, frozen, prompt
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.django_db
 
@@ -257,3 +259,57 @@ def test_the_rest_api_branches_by_message_id_or_position(api, bob_api, chat_sess
     assert post(api, {"position": 1, "message_id": 1}).status_code == 422
     assert post(bob_api, {"position": 1}).status_code == 404
     assert Session.objects.filter(parent=chat_session).count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_branch_waits_for_a_write_holding_the_sessions_row_and_copies_what_it_committed(chat_session):
+    """A compression, a goal change and a restore write under the session's row lock; a branch made
+    meanwhile copies the session as that write left it, not half of it (on PostgreSQL, whose reads
+    would otherwise each see what was committed when they ran)."""
+    from django.db import connection, connections, transaction
+
+    for role, content in (("user", "Which hash?"), ("assistant", "Argon2.")):
+        message_create(session=chat_session, role=role, content=content)
+    locked, release = threading.Event(), threading.Event()
+
+    def write_under_the_lock() -> None:
+        try:
+            with transaction.atomic():
+                Session.objects.select_for_update().get(pk=chat_session.pk)
+                Goal.objects.create(session=chat_session, description=GOAL, priority="high")
+                locked.set()
+                assert release.wait(scaled(60))
+        finally:
+            connections.close_all()
+
+    branches: list[Session] = []
+
+    def branch() -> None:
+        try:
+            branches.append(session_branch(session=chat_session, at_message=chat_session.messages.get(position=2)))
+        finally:
+            connections.close_all()
+
+    writer = threading.Thread(target=write_under_the_lock)
+    writer.start()
+    assert locked.wait(scaled(60))
+    brancher = threading.Thread(target=branch)
+    brancher.start()
+    if connection.vendor == "postgresql":
+        # Until the branch waits for the row lock (SQLite's writers wait for each other's whole transaction).
+        waiting = (
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+        )
+        with connection.cursor() as cursor:
+            for _ in range(600):
+                cursor.execute(waiting)
+                if cursor.fetchone()[0]:
+                    break
+                release.wait(0.1)
+            else:
+                pytest.fail("the branch never waited for the session's row")
+    release.set()
+    writer.join(scaled(60))
+    brancher.join(scaled(60))
+    [made] = branches
+    assert list(made.goals.values_list("description", flat=True)) == [GOAL]
