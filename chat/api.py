@@ -47,7 +47,7 @@ from chat.selectors import (
 )
 from chat.services import session_branch, session_delete, session_start, session_update
 from chat.session_file import SessionFile
-from chat.turn import TurnOutcome, TurnSend, turn_take
+from chat.turn import TurnSend, turn_take
 from contextmgr.resources import context_profiles
 from contextmgr.schemas import ContextOut
 from contextmgr.selectors import active_messages, session_context, session_last_event_id
@@ -291,14 +291,12 @@ def message_send(request: HttpRequest, session_id: UUID, payload: MessageIn, wai
     """
     session = session_for_owner(user=api_user(request), session_id=session_id)
     before = session_last_event_id(session=session)
-    outcome: TurnOutcome | None = None
     try:
         outcome = async_to_sync(turn_take)(session_id=session.pk, variant=TurnSend(payload.content))
-    finally:
-        # The message is stored whatever became of the reply: the session's open pages show it (after
-        # a reply, by appending the turn's two messages).
-        appended_after = outcome.user_message.position - 1 if outcome is not None else None
-        history_publish(session_id=session.pk, after_position=appended_after)
+    except BaseException:
+        # The message is stored whatever became of the reply: the session's open pages show it.
+        history_publish(session_id=session.pk)
+        raise
     settled = async_to_sync(compression_wait)(
         session_id=session.pk,
         after_event_id=before,
@@ -315,6 +313,8 @@ def message_send(request: HttpRequest, session_id: UUID, payload: MessageIn, wai
         stored = Message.objects.in_bulk([outcome.user_message.pk, outcome.assistant_message.pk])
         user_message, assistant_message = stored[outcome.user_message.pk], stored[outcome.assistant_message.pk]
         context = session_context(session=session)
+    # Last: the open pages append the turn's two messages (their rendering shares this process).
+    history_publish(session_id=session.pk, after_position=outcome.user_message.position - 1)
     return {
         "user_message": user_message,
         "assistant_message": assistant_message,
