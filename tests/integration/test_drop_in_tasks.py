@@ -126,7 +126,7 @@ def test_open_webuis_tasks_are_answered_apart_in_each_apis_shape_and_start_no_se
     # The model was sent the task as the client wrote it, not a session's managed prompt.
     sent = [r for r in model_server.behaviour.requests if r["path"] == "/api/chat"]
     title = task("title")[0]["content"]
-    assert sum(1 for r in sent if [m["content"] for m in r["messages"]] == [title]) == 4
+    assert sum(1 for r in sent if [m.get("content") for m in r["messages"]] == [title]) == 4
     # Each is on the tokens page, with its client named and its kind.
     page = drop_in.dashboard("/account/tokens/")
     assert "<td>Open WebUI</td>" in page

@@ -54,7 +54,7 @@ def tools_on(model_server: ModelServerProcess) -> Iterator[ModelServerProcess]:
     model_server.reset()
 
 
-def new_session(drop_in: DropIn, known: set[str]) -> str:
+def started_session(drop_in: DropIn, known: set[str]) -> str:
     [session] = [s["id"] for s in drop_in.sessions() if s["id"] not in known]
     return str(session)
 
@@ -119,11 +119,11 @@ def test_a_tool_round_trip_through_the_openai_client_is_one_session(tool_site, t
     assert (final.choices[0].message.content, final.choices[0].finish_reason) == (ANSWER, "stop")
     assert not final.choices[0].message.tool_calls
     assert_prompt_holds_the_call_and_its_result(last_chat(tools_on))
-    session_id = new_session(tool_site, known)
+    session_id = started_session(tool_site, known)
     # The next message continues the same session, whose prompt still holds the call and its result.
     messages += [{"role": "assistant", "content": ANSWER}, {"role": "user", "content": "And tomorrow?"}]
     chat.chat.completions.create(model=SERVED_MODEL, messages=messages, tools=[WEATHER])
-    assert new_session(tool_site, known) == session_id
+    assert started_session(tool_site, known) == session_id
     assert_prompt_holds_the_call_and_its_result(last_chat(tools_on))
     assert_stored_once(tool_site, session_id, then=[("user", "And tomorrow?")])
 
@@ -158,10 +158,10 @@ def test_a_tool_round_trip_through_the_ollama_client_is_one_session(tool_site, t
     assert "".join(p.message.content or "" for p in parts) == ANSWER
     assert parts[-1].done
     assert_prompt_holds_the_call_and_its_result(last_chat(tools_on))
-    session_id = new_session(tool_site, known)
+    session_id = started_session(tool_site, known)
     history += [{"role": "assistant", "content": ANSWER}, {"role": "user", "content": "And tomorrow?"}]
     local.chat(model=SERVED_MODEL, messages=history, tools=[WEATHER], stream=False)
-    assert new_session(tool_site, known) == session_id
+    assert started_session(tool_site, known) == session_id
     assert_prompt_holds_the_call_and_its_result(last_chat(tools_on))
     assert_stored_once(tool_site, session_id, then=[("user", "And tomorrow?")])
 
@@ -234,7 +234,7 @@ def test_a_tool_result_whose_answer_failed_is_answered_when_the_client_repeats_i
     tools_on.behaviour.fail_status = None
     final = chat.chat.completions.create(model=SERVED_MODEL, messages=messages, tools=[WEATHER])
     assert final.choices[0].message.content == ANSWER
-    session_id = new_session(tool_site, known)
+    session_id = started_session(tool_site, known)
     assert_stored_once(tool_site, session_id, then=[])
 
 
