@@ -27,6 +27,7 @@ from chat.selectors import (
     session_for_client_history,
     session_for_owner,
     session_fork_point,
+    session_holds_history,
     stopped_replies,
 )
 from chat.services import (
@@ -97,7 +98,8 @@ def conversation_resolve(
     """The session of ``owner`` that ``request`` continues, or a new one.
 
     With ``session_id`` (the X-OLLM-Session header) that session (Http404 unless the owner's) is
-    continued when the request resends the history its client holds, or sends only its new message;
+    continued when the request resends the history its client holds or the session's whole stored history
+    (read from the REST API, its page's turns included), or sends only its new message;
     without it, the owner's session whose client holds the request's earlier messages is, or the one
     that stored this very request's message without answering it (the request repeated after an error).
     The session is claimed for the request (``session_client_claim``): a second request matching it
@@ -141,13 +143,24 @@ def _continued(owner: Any, request: ClientRequest, session_id: UUID | None) -> t
         named = session_for_owner(user=owner, session_id=session_id)
         if not request.earlier:
             return named, None
-        if named.client_digest in (request.earlier_digest, request.pending_digest):
+        if named.client_digest in (request.earlier_digest, request.pending_digest) or _resends_stored(named, request):
             return named, named.client_digest
         return None, None
     # A first message is looked up only as a repeat of one left unanswered: every other starts a session.
     digests = [request.pending_digest, *([request.earlier_digest] if request.history else [])]
     found = session_for_client_history(user=owner, digests=digests)
     return (found, found.client_digest) if found is not None else (None, None)
+
+
+def _resends_stored(session: Session, request: ClientRequest) -> bool:
+    """The request resends the named session's whole history, as its REST API or page shows it (turns its
+    client did not take part in included), with or without its new message stored unanswered."""
+    sent = [(m.role, m.content) for m in request.history]
+    held = [*sent, *((m.role, m.content) for m in request.added)]
+    return any(
+        session_holds_history(session=session, system_prompt=request.system_prompt, history=history)
+        for history in (sent, held)
+    )
 
 
 def _stopped(owner: Any, request: ClientRequest, session_id: UUID | None) -> tuple[Message, str] | None:

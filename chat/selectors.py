@@ -16,6 +16,7 @@ from django.shortcuts import get_object_or_404
 from chat.models import ClientTask, Message, Session
 from contextmgr.core.client_history import shared_length
 from contextmgr.llm import BackendStatus, Gateway, HostReport, LLMError, ModelInfo, ModelNotFound, get_gateway
+from contextmgr.selectors import ACTIVE_MESSAGE
 
 # How many of the latest messages the chat page shows; "earlier" pages back by as many (a search hit
 # further back is shown in its own window). Rendering is what a page costs: this many keep a long
@@ -105,6 +106,19 @@ def session_fork_point(
     if best is None:
         return None
     return best[1].messages.get(position=best[0])
+
+
+def session_holds_history(*, session: Session, system_prompt: str, history: Sequence[tuple[str, str]]) -> bool:
+    """``history`` (``(role, content)``, oldest first, under the same system prompt) is the session's whole
+    stored history or its active context, as the REST API lists them: what a client resends that read the
+    session (its page's turns included)."""
+    if session.system_prompt.strip() != system_prompt.strip():
+        return False
+    for messages in (session.messages.all(), session.messages.filter(ACTIVE_MESSAGE)):
+        stored = list(messages.order_by("position").values_list("role", "content")[: len(history) + 1])
+        if len(stored) == len(history) and shared_length(stored, history) == len(history):
+            return True
+    return False
 
 
 # How many of a user's latest stopped replies a request is compared with: a client resends the one it

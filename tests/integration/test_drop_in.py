@@ -120,6 +120,48 @@ def test_the_session_header_continues_a_session_with_only_the_new_message(ollama
     assert Session.objects.get(pk=session.pk).client == ""  # started on the page, not by a client
 
 
+def test_the_session_header_continues_a_session_whose_listed_history_the_client_resends(ollama, user, api_token):
+    session = session_create(owner=user, model=MODEL_NAME, context_size=2048, title="Started on the page")
+    header = {"HTTP_X_OLLM_SESSION": str(session.pk)}
+    ollama_chat(ollama, [{"role": "user", "content": "Name a fruit."}], **header)
+    # A turn the client took no part in, as the page or a script takes it.
+    api = Client(headers={"Authorization": f"Bearer {api_token}"})
+    turn = api.post(
+        f"/api/sessions/{session.pk}/messages", {"content": "Name a color."}, content_type="application/json"
+    )
+    assert turn.status_code == 200, turn.content
+    listed = api.get(f"/api/sessions/{session.pk}/messages").json()["items"]
+    history = [{"role": m["role"], "content": m["content"]} for m in listed]
+    assert len(history) == 4
+    messages = [*history, {"role": "user", "content": "Name a tree."}]
+    response = ollama.post(
+        "/v1/chat/completions",
+        json.dumps({"model": MODEL_NAME, "messages": messages}),
+        content_type="application/json",
+        **header,
+    )
+    assert response.status_code == 200, response.content
+    assert response["X-OLLM-Session"] == str(session.pk)
+    assert Session.objects.count() == 1
+    reply = response.json()["choices"][0]["message"]["content"]
+    assert roles_and_texts(str(session.pk)) == [
+        *((m["role"], m["content"]) for m in history),
+        ("user", "Name a tree."),
+        ("assistant", reply),
+    ]
+    # Its next request resends what it now holds: the same session again.
+    messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": "Name a bird."}]
+    again = ollama.post(
+        "/v1/chat/completions",
+        json.dumps({"model": MODEL_NAME, "messages": messages}),
+        content_type="application/json",
+        **header,
+    )
+    assert again["X-OLLM-Session"] == str(session.pk)
+    assert Session.objects.count() == 1
+    assert len(roles_and_texts(str(session.pk))) == 8
+
+
 def test_an_edited_history_branches_into_a_new_session_and_leaves_the_old_one_alone(ollama):
     messages = [{"role": "user", "content": "Name a fruit."}]
     first, session_id = ollama_chat(ollama, messages)
