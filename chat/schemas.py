@@ -196,6 +196,10 @@ class MessageOut(Schema):
     in_active_context: bool
     tool_call_id: str
     tool_name: str
+    tool_args: Any = Field(
+        None, description="A tool call's arguments, as the model gave them; null for a message that is no call."
+    )
+    tool_result: Any = Field(None, description="A tool result's structured value, when it had one besides its text.")
     version_of: int | None = Field(
         None,
         description="The first version of the message this one is another version of (a regenerated reply, "

@@ -74,6 +74,9 @@ def assert_stored_once(drop_in: DropIn, session_id: str, *, then: list[tuple[str
     ]
     assert history[: len(expected)] == expected
     assert len(history) in (len(expected), len(expected) + 1)  # with the last reply, when there is one
+    # The REST API lists the call with what it was called with.
+    [call] = [m for m in drop_in.history(session_id) if m["role"] == "tool"]
+    assert (call["tool_args"], call["tool_result"]) == ({"city": "Paris"}, None)
 
 
 def assert_prompt_holds_the_call_and_its_result(request: dict[str, Any]) -> None:
@@ -213,8 +216,9 @@ def test_only_a_model_with_the_tools_capability_is_given_tools(tool_site, tools_
     assert required.choices[0].finish_reason == "tool_calls"
 
 
-def test_a_tool_result_whose_answer_failed_is_answered_when_the_client_repeats_it(tool_site, tools_on):
-    known = {s["id"] for s in tool_site.sessions()}
+def weather_called_and_answered(tool_site: Any) -> tuple[openai.OpenAI, list[Any], Any]:
+    """An ``openai`` client of the site, the messages of a question whose reply called the weather tool
+    with that call's result after it (the next request's), and the call."""
     chat = openai.OpenAI(base_url=f"{tool_site.url}/v1", api_key=tool_site.token, timeout=scaled(600), max_retries=0)
     messages: list[Any] = [{"role": "user", "content": "What is the weather in Paris?"}]
     [call] = (
@@ -223,11 +227,17 @@ def test_a_tool_result_whose_answer_failed_is_answered_when_the_client_repeats_i
         .message.tool_calls
         or []
     )
-    assert call.type == "function"
     messages += [
         {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
         {"role": "tool", "tool_call_id": call.id, "content": RESULT},
     ]
+    return chat, messages, call
+
+
+def test_a_tool_result_whose_answer_failed_is_answered_when_the_client_repeats_it(tool_site, tools_on):
+    known = {s["id"] for s in tool_site.sessions()}
+    chat, messages, call = weather_called_and_answered(tool_site)
+    assert call.type == "function"
     tools_on.behaviour.fail_status = 500
     with pytest.raises(openai.APIStatusError):
         chat.chat.completions.create(model=SERVED_MODEL, messages=messages, tools=[WEATHER])
@@ -239,19 +249,8 @@ def test_a_tool_result_whose_answer_failed_is_answered_when_the_client_repeats_i
 
 
 def test_a_conversations_later_turns_do_not_ask_the_model_for_its_capabilities_again(tool_site, tools_on):
-    chat = openai.OpenAI(base_url=f"{tool_site.url}/v1", api_key=tool_site.token, timeout=scaled(600), max_retries=0)
-    messages: list[Any] = [{"role": "user", "content": "What is the weather in Paris?"}]
-    [call] = (
-        chat.chat.completions.create(model=SERVED_MODEL, messages=messages, tools=[WEATHER])
-        .choices[0]
-        .message.tool_calls
-        or []
-    )
+    chat, messages, _ = weather_called_and_answered(tool_site)
     tools_on.behaviour.requests.clear()
-    messages += [
-        {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
-        {"role": "tool", "tool_call_id": call.id, "content": RESULT},
-    ]
     final = chat.chat.completions.create(model=SERVED_MODEL, messages=messages, tools=[WEATHER])
     assert final.choices[0].message.content == ANSWER
     paths = [r["path"] for r in tools_on.behaviour.requests]
