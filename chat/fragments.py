@@ -65,8 +65,13 @@ def history_groups(
         "later_count": total - end,
         "unanswered_id": last.pk if last and last.role == Message.Role.USER and not answering else None,
         "regenerable_id": last.pk if last and last.role == Message.Role.ASSISTANT else None,
-        "editable_after": session.messages.filter(compressed_into__isnull=False).aggregate(p=Max("position"))["p"] or 0,
+        "editable_after": _editable_after(session),
     }
+
+
+def _editable_after(session: Session) -> int:
+    """The position of the last compressed message: the user's messages after it may be edited."""
+    return session.messages.filter(compressed_into__isnull=False).aggregate(p=Max("position"))["p"] or 0
 
 
 # More new messages than this since a page's last are shown as the whole history again, not appended.
@@ -101,7 +106,7 @@ def appended_groups(session: Session, *, after_position: int) -> dict[str, Any] 
         "first_position": rows[0].position,
         "unanswered_id": last.pk if answerable and last.role == Message.Role.USER else None,
         "regenerable_id": last.pk if answerable and last.role == Message.Role.ASSISTANT else None,
-        "editable_after": session.messages.filter(compressed_into__isnull=False).aggregate(p=Max("position"))["p"] or 0,
+        "editable_after": _editable_after(session),
     }
 
 
