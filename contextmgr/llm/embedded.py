@@ -30,7 +30,7 @@ from contextmgr.llm.types import (
 
 MODEL_NAME = "embedded/smollm2-135m"
 PARAMETER_SIZE_B = 0.135
-# Counting is quick (a 1,600-token prompt tokenizes in under 10 ms); this only bounds a stuck server.
+# Counting a prompt is quick (see docs/benchmarks.md); this only bounds a stuck server.
 TOKENIZE_TIMEOUT_SECONDS = 10.0
 # Texts counted in one request: about 0.2 MB of an import's messages, well inside that timeout.
 TOKENIZE_BATCH = 500
