@@ -64,8 +64,8 @@ from model_server import BenchModelServer  # noqa: E402
 from report import Report  # noqa: E402
 
 from chat.drop_in import SESSION_HEADER  # noqa: E402
+from chat.messages import message_create  # noqa: E402
 from chat.models import Message, Session  # noqa: E402
-from chat.services import message_create  # noqa: E402
 from contextmgr.core.window import chat_messages  # noqa: E402
 from contextmgr.llm import ChatMessage, get_gateway  # noqa: E402
 from contextmgr.llm.embedded import MODEL_NAME  # noqa: E402

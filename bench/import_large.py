@@ -35,8 +35,9 @@ from model_server import BenchModelServer  # noqa: E402
 from report import Report  # noqa: E402
 
 from chat import imports  # noqa: E402
+from chat.messages import message_create  # noqa: E402
 from chat.models import Message  # noqa: E402
-from chat.services import message_create, session_create, session_update  # noqa: E402
+from chat.services import session_create, session_update  # noqa: E402
 from contextmgr.llm import get_gateway  # noqa: E402
 from contextmgr.llm.embedded import MODEL_NAME  # noqa: E402
 

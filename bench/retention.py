@@ -52,8 +52,9 @@ from model_server import BenchModelServer  # noqa: E402
 from report import Report  # noqa: E402
 
 import contextmgr.services.compression as compression  # noqa: E402
+from chat.messages import message_create  # noqa: E402
 from chat.models import Message, Session  # noqa: E402
-from chat.services import message_create, session_create  # noqa: E402
+from chat.services import session_create  # noqa: E402
 from contextmgr.core.window import chat_messages, render_checkpoint  # noqa: E402
 from contextmgr.llm.embedded import MODEL_NAME, EmbeddedBackend  # noqa: E402
 from contextmgr.llm.gateway import Gateway  # noqa: E402

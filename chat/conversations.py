@@ -18,6 +18,7 @@ from asgiref.sync import sync_to_async
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from chat.messages import NewMessage, ToolResult, message_create_many
 from chat.models import DEFAULT_CONTEXT_SIZE, Message, Session
 from chat.revisions import message_cut
 from chat.sampling import sampling_requested
@@ -30,16 +31,7 @@ from chat.selectors import (
     session_holds_history,
     stopped_replies,
 )
-from chat.services import (
-    NewMessage,
-    ToolResult,
-    message_create_many,
-    session_branch,
-    session_client_claim,
-    session_client_seen,
-    session_start,
-    session_update,
-)
+from chat.services import session_branch, session_client_claim, session_client_seen, session_start, session_update
 from chat.turn import (
     OnDelta,
     TurnContinue,

@@ -32,10 +32,11 @@ from django.db.models import Max
 
 from chat.export import session_file_build
 from chat.file_checks import ImportTooLarge, json_load, validated
+from chat.messages import MessageRefused, NewMessage, message_create_many
 from chat.models import Message
 from chat.models import Session as ChatSession
 from chat.selectors import ModelFacts, model_facts, session_for_file
-from chat.services import MessageRefused, NewMessage, message_create_many, session_start
+from chat.services import session_start
 from chat.session_file import SessionFile
 from chat.turn import message_counter
 from contextmgr.llm import Gateway, get_gateway

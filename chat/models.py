@@ -10,6 +10,7 @@ import uuid
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
@@ -29,6 +30,12 @@ DEFAULT_CONTEXT_SIZE = 4096
 CONTEXT_SIZE_CHOICES = [
     (p.size, f"{p.label} ({p.ollama_context_size:,} tokens, {p.tier.label})") for p in context_profiles()
 ]
+
+
+def check_length(field: str, value: str, limit: int) -> None:
+    """A ValidationError naming ``field`` when ``value`` is longer than ``limit`` characters (a MAX_ limit)."""
+    if len(value) > limit:
+        raise ValidationError({field: f"{field} is {len(value):,} characters long; the limit is {limit:,}."})
 
 
 class Session(models.Model):

@@ -9,8 +9,8 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from chat.messages import message_create
 from chat.models import Message, Session
-from chat.services import message_create
 from contextmgr.core.tokens import TokenCount
 
 

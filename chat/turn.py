@@ -1,11 +1,11 @@
 """One chat turn, end to end.
 
 The user's message is stored first, before anything can fail. Then the turn
-makes sure the prompt leaves room for a reply (waiting for a running
-compression, or running one, or rolling over; extractively, without the model,
-when the model failed the compression or it takes too long), streams the reply
-with its length capped so prompt + reply never exceed ``num_ctx``, stores it,
-applies its goal markers and schedules a compression when the budget says so.
+makes sure the prompt leaves room for a reply (``chat.turn_room``: waiting for a
+running compression, or running one, or rolling over; extractively, without the
+model, when the model failed the compression or it takes too long), streams the
+reply with its length capped so prompt + reply never exceed ``num_ctx``, stores
+it, applies its goal markers and schedules a compression when the budget says so.
 """
 
 from __future__ import annotations
@@ -16,62 +16,34 @@ import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeAlias
 from uuid import UUID
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import connections
 
+from chat.messages import ToolResult, message_create, message_tool_results
 from chat.models import Message, Session
-from chat.revisions import message_edit, message_leave_context, messages_supersede
+from chat.revisions import message_edit, messages_supersede
 from chat.sampling import reply_sampling
 from chat.selectors import model_require_available, session_latest_message
-from chat.services import ToolResult, message_create, message_tool_results, session_prompt_truncated
-from contextmgr.core.backoff import seconds_text
-from contextmgr.core.budget import REPLY_MIN_TOKENS, prompt_room
+from chat.services import session_prompt_truncated
+from chat.turn_room import OnWait, prompt_with_room, refuse_if_it_can_never_fit
 from contextmgr.core.config import reply_max_tokens
 from contextmgr.core.tokens import TokenCount, TokenCounter
-from contextmgr.core.window import WindowBlock, prompt_messages, window_budget
-from contextmgr.llm import (
-    ChatMessage,
-    ChatRequest,
-    ChatResult,
-    ContextOverflow,
-    Gateway,
-    LLMError,
-    get_gateway,
-)
+from contextmgr.core.window import WindowBlock, window_budget
+from contextmgr.llm import ChatRequest, ChatResult, Gateway, LLMError, get_gateway
 from contextmgr.llm.types import ToolCall
 from contextmgr.resources import TiktokenCounter
-from contextmgr.selectors import (
-    ContextReport,
-    session_config,
-    session_context,
-    session_last_event_id,
-    session_window,
-)
-from contextmgr.services.compression import (
-    CompressionOutcome,
-    compression_failure_since,
-    compression_maybe_schedule,
-    compression_run,
-    compression_running,
-    compression_wait,
-)
+from contextmgr.selectors import ContextReport, session_context, session_window
+from contextmgr.services.compression import compression_maybe_schedule
 from contextmgr.services.goals import goal_apply_markers
 
 logger = logging.getLogger(__name__)
 OnDelta = Callable[[str], Awaitable[None]]
 OnStored = Callable[[Message], Awaitable[None]]
-# Hears why the reply has not started yet, when it is not the model thinking.
-OnWait = Callable[[str], Awaitable[None]]
-WAITING_FOR_COMPRESSION = "waiting for the compression to finish…"
-COMPRESSING_FOR_ROOM = "compressing to make room for the reply…"
-EXTRACTIVE_AFTER_FAILURE = "the model's compression failed; compressing extractively to make room…"
-EXTRACTIVE_AFTER_WAIT = "the compression is taking too long; compressing extractively to make room…"
 
 
 @dataclass(frozen=True)
@@ -102,14 +74,6 @@ class TurnOutcome:
         return self.result.done_reason == "length"
 
 
-def _compress_now(**options: Any) -> CompressionOutcome:
-    """A compression in a worker thread of its own, which must not keep a database connection open."""
-    try:
-        return compression_run(**options)
-    finally:
-        connections.close_all()
-
-
 async def _count(counter: TokenCounter, text: str) -> TokenCount:
     """Count in a thread of its own, not the one the consumers share for the database: a long
     message takes a while, and the embedded tokenizer may have to load the model first. If the
@@ -130,137 +94,9 @@ def message_counter(gateway: Gateway, model: str) -> TokenCounter:
         return TiktokenCounter()
 
 
-def _does_not_fit(session: Session, tokens: int) -> ContextOverflow:
-    return ContextOverflow(
-        f"Your message does not fit: the prompt would be {tokens:,} tokens and the context holds "
-        f"{session.max_tokens:,}, with {REPLY_MIN_TOKENS} kept for the reply. It is kept in the full history "
-        "but left out of the context; shorten it or choose a larger context size."
-    )
-
-
-# The ways to make room, in order: each at most once; the model's while it has not failed, then
-# the extract's (``compression_run(extractive=...)``).
-_MAKING_ROOM = (("compress", False), ("compress", True), ("rollover", False), ("rollover", True))
-
-
-@dataclass
-class _Room:
-    """What a turn has tried to make room for its reply."""
-
-    tried: set[tuple[str, bool]] = field(default_factory=set)
-    # Why the model cannot be counted on to make the room; then the extract does.
-    model_failed: str | None = None
-    # The last failure of a compression the turn ran, in a sentence.
-    failed: str | None = None
-    # The turn has waited its fill for a running compression: the extractive one takes over its lease.
-    take_over: bool = False
-
-    def next(self) -> tuple[str, bool] | None:
-        for way in _MAKING_ROOM:
-            if way not in self.tried and way[1] == (self.model_failed is not None):
-                return way
-        return None
-
-
-async def _prompt_with_room(
-    session: Session,
-    gateway: Gateway,
-    user_message: Message,
-    blocks: tuple[WindowBlock, ...] | None,
-    on_wait: OnWait | None,
-) -> tuple[list[ChatMessage], TokenCount]:
-    """The next prompt, once it leaves at least REPLY_MIN_TOKENS for the reply; ``blocks``: the
-    window as just read, if it was.
-
-    A running compression is waited for (``OLLM_COMPRESSION_TURN_WAIT_SECONDS`` at most; the
-    wait is an await, which Stop cancels). Else the turn compresses, then rolls over. When the
-    model fails the compression, or the running one outlasts the wait, the extract makes the
-    room instead, without the model (taking the session's lease from a compression stuck on
-    it). A user message that cannot fit however much is compressed leaves the context (it
-    stays in the history) so the turns after it are not squeezed by it.
-    """
-    room = prompt_room(session.max_tokens)
-    wait_seconds = settings.OLLM_COMPRESSION_TURN_WAIT_SECONDS
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait_seconds
-    state = _Room()
-    said = ""
-
-    async def say(why: str) -> None:
-        nonlocal said
-        if on_wait is not None and why != said:
-            said = why
-            await on_wait(why)
-
-    while True:
-        if blocks is None:
-            blocks = await sync_to_async(session_window)(session=session)
-        messages = [ChatMessage.of(m) for m in prompt_messages(blocks)]
-        count = await asyncio.to_thread(gateway.count_prompt, messages, session.model)
-        if count.tokens <= room:
-            return messages, count
-        blocks = None  # what follows changes the window, or waits for it to change
-        config = await sync_to_async(session_config)(session)
-        if not config.compression.enabled:
-            raise ContextOverflow(
-                f"The prompt would be {count.tokens:,} tokens, more than this session's context of "
-                f"{session.max_tokens:,} leaves room for, and compression is turned off for it. Your message "
-                "is saved: turn compression on, choose a larger context size, or start a new session."
-            )
-        # Read before looking, so that the outcome of the compression found running is after it.
-        since = await sync_to_async(session_last_event_id)(session=session)
-        if not state.take_over and await sync_to_async(compression_running)(session_id=session.pk):
-            await say(WAITING_FOR_COMPRESSION)
-            if not await compression_wait(session_id=session.pk, timeout=max(deadline - loop.time(), 0)):
-                state.model_failed = f"the model's compression did not finish within {seconds_text(wait_seconds)}"
-                state.take_over = True
-            elif failure := await sync_to_async(compression_failure_since)(session_id=session.pk, after_event_id=since):
-                state.model_failed = f"the model's compression failed ({failure})"
-            continue
-        way = state.next()
-        if way is None:
-            if state.failed is not None:
-                # Not the message's fault: it stays in the context, and Retry tries again.
-                raise LLMError(f"could not make room for a reply: {state.failed}; your message is saved")
-            await sync_to_async(message_leave_context)(message=user_message)
-            raise _does_not_fit(session, count.tokens)
-        state.tried.add(way)
-        mode, extractive = way
-        if not extractive:
-            await say(COMPRESSING_FOR_ROOM)
-        else:
-            await say(EXTRACTIVE_AFTER_WAIT if state.take_over else EXTRACTIVE_AFTER_FAILURE)
-        outcome = await sync_to_async(_compress_now, thread_sensitive=False)(
-            session_id=session.pk,
-            reason="no room for a reply",
-            force=True,
-            gateway=gateway,
-            rollover=mode == "rollover",
-            extractive=state.model_failed if extractive else None,
-            take_over=state.take_over and extractive,
-        )
-        state.take_over = False
-        state.failed = None
-        if outcome.status == "error":
-            if extractive:
-                state.failed = f"the extractive compression failed ({outcome.reason})"
-            else:
-                state.model_failed = f"the model's compression failed ({outcome.reason})"
-                state.failed = state.model_failed
-
-
 def _call_text(call: ToolCall) -> str:
     """A tool call as counted when stored: its name and arguments, as the model writes them."""
     return json.dumps({"name": call.name, "arguments": call.arguments})
-
-
-async def _refuse_if_it_can_never_fit(session: Session, user_message: Message) -> None:
-    """A message that alone (with the system prompt) leaves no room for a reply leaves the context
-    at once, before any compression is scheduled: compressing the rest could never make room."""
-    tokens = user_message.tokens + session.system_prompt_tokens
-    if tokens > prompt_room(session.max_tokens):
-        await sync_to_async(message_leave_context)(message=user_message)
-        raise _does_not_fit(session, tokens)
 
 
 @dataclass(frozen=True)
@@ -419,9 +255,9 @@ async def _reply(  # ``continued``: the reply a TurnContinue goes on from; ``ver
     continued: Message | None = None, version_of_id: int | None = None, tools: tuple[dict[str, Any], ...] = (),
 ) -> TurnOutcome:  # fmt: skip
     await sync_to_async(model_require_available, thread_sensitive=False)(session=session, gateway=gateway)
-    await _refuse_if_it_can_never_fit(session, user_message)
+    await refuse_if_it_can_never_fit(session, user_message)
     window = await sync_to_async(_window_before_reply)(session)
-    messages, prompt = await _prompt_with_room(session, gateway, user_message, window, on_wait)
+    messages, prompt = await prompt_with_room(session, gateway, user_message, window, on_wait)
     # The cap follows the context size: at most 15% of num_ctx (255 tokens on 2K), never past num_ctx.
     max_tokens = min(
         reply_max_tokens(session.max_tokens, settings.OLLM_REPLY_MAX_TOKENS), session.max_tokens - prompt.tokens

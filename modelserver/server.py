@@ -36,7 +36,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, fields
+from dataclasses import asdict
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -53,7 +53,7 @@ from modelserver.engine import (
 )
 from modelserver.test_controls import (
     Behaviour,
-    Record,
+    Controls,
     canned_reply,
     canned_tool_calls,
     ollama_front_cut,
@@ -96,10 +96,7 @@ class ModelServer:
         self.engine = engine
         self.names = names
         self.test_controls = test_controls
-        self.behaviour = Behaviour()
-        self.record = Record()
-        self._released = threading.Event()
-        self._canned_lock = threading.Lock()
+        self.controls = Controls()
         self._httpd = _HTTPServer((host, port), self._handler())
 
     @property
@@ -113,22 +110,8 @@ class ModelServer:
         self._httpd.shutdown()
         self._httpd.server_close()
 
-    def reset(self) -> None:
-        self._released.set()  # whatever a previous test held goes on
-        self.behaviour = Behaviour()
-        self.record = Record()
-        self._released = threading.Event()
-
-    def next_canned(self) -> str | None:
-        """The fixed text the next generation answers with, if a test set one."""
-        with self._canned_lock:
-            replies = self.behaviour.canned_replies
-            if replies:
-                return replies.pop(0) if len(replies) > 1 else replies[0]
-            return self.behaviour.canned_reply
-
     def _details(self, name: str) -> dict[str, Any]:
-        sizes = self.behaviour.parameter_sizes if self.test_controls else {}
+        sizes = self.controls.behaviour.parameter_sizes if self.test_controls else {}
         return {
             "parent_model": "",
             "format": "gguf",
@@ -140,7 +123,7 @@ class ModelServer:
 
     def capabilities(self, name: str) -> list[str]:
         """What /api/show says the model does: completion; tools too for a model the tests made tool-capable."""
-        tools = self.test_controls and name in self.behaviour.tool_capable_models
+        tools = self.test_controls and name in self.controls.behaviour.tool_capable_models
         return ["completion", "tools"] if tools else ["completion"]
 
     def _model_entry(self, name: str) -> dict[str, Any]:
@@ -189,16 +172,16 @@ class ModelServer:
                     self._json(400, {"error": "the body must be a JSON object"})
                     return None
                 if server.test_controls and not self.path.startswith("/_test/"):
-                    server.record.requests.append({"path": self.path, **body})
+                    server.controls.record.requests.append({"path": self.path, **body})
                 return body
 
             def _misbehave(self) -> bool:
                 if not server.test_controls:
                     return False
-                if server.behaviour.delay_seconds:
-                    time.sleep(server.behaviour.delay_seconds)
-                if server.behaviour.fail_status is not None:
-                    self._json(server.behaviour.fail_status, {"error": "the test server was told to fail"})
+                if server.controls.behaviour.delay_seconds:
+                    time.sleep(server.controls.behaviour.delay_seconds)
+                if server.controls.behaviour.fail_status is not None:
+                    self._json(server.controls.behaviour.fail_status, {"error": "the test server was told to fail"})
                     return True
                 return False
 
@@ -232,7 +215,7 @@ class ModelServer:
                         for name in server.names
                     ]})  # fmt: skip
                 elif self.path == "/_test/record" and server.test_controls:
-                    self._json(200, asdict(server.record))
+                    self._json(200, asdict(server.controls.record))
                 else:
                     self._json(404, {"error": "not found"})
 
@@ -241,7 +224,7 @@ class ModelServer:
                 if body is None:
                     return
                 if self.path.startswith("/_test/") and server.test_controls:
-                    self._control(body)
+                    self._json(*server.controls.control(self.path, body))
                     return
                 if self._misbehave():
                     return
@@ -264,29 +247,6 @@ class ModelServer:
                     self._generate(body, chat=self.path == "/api/chat")
                 else:
                     self._json(404, {"error": "not found"})
-
-            def _control(self, body: dict[str, Any]) -> None:
-                if self.path == "/_test/behaviour":
-                    known = {f.name for f in fields(Behaviour)}
-                    unknown = set(body) - known
-                    if unknown:
-                        self._json(400, {"error": f"unknown behaviour: {', '.join(sorted(unknown))}"})
-                        return
-                    for name, value in body.items():
-                        setattr(server.behaviour, name, value)
-                    if body.get("hold"):
-                        server._released = threading.Event()  # a new hold, even after a release
-                elif self.path == "/_test/release":
-                    server._released.set()
-                elif self.path == "/_test/reset":
-                    server.reset()
-                elif self.path == "/_test/clear":
-                    server.record.requests.clear()
-                    server.record.served.clear()
-                else:
-                    self._json(404, {"error": "not found"})
-                    return
-                self._json(200, {"ok": True})
 
             def _tokenize(self, body: dict[str, Any]) -> None:
                 if not self._known(body.get("model")):
@@ -332,15 +292,13 @@ class ModelServer:
                     self._json(400, {"error": f"the request is malformed: {exc}"})
                     return
                 stream = bool(body.get("stream", True))
-                if server.test_controls and server.behaviour.hold:
-                    server.record.waiting += 1
-                    server._released.wait(server.behaviour.hold_seconds)
-                    server.record.waiting -= 1
-                if server.test_controls and server.behaviour.ollama_overflow:
-                    num_ctx = min(num_ctx, server.behaviour.allocated_ctx or num_ctx)
+                if server.test_controls:
+                    server.controls.wait_if_held()
+                if server.test_controls and server.controls.behaviour.ollama_overflow:
+                    num_ctx = min(num_ctx, server.controls.behaviour.allocated_ctx or num_ctx)
                     messages = ollama_front_cut(messages, num_ctx, server.engine.count_prompt)
                 cancel = threading.Event()
-                canned = server.next_canned() if server.test_controls else None
+                canned = server.controls.next_canned() if server.test_controls else None
                 if canned is not None:
                     calls = canned_tool_calls(canned, body.get("tools")) if chat else None
                     self._send(
@@ -375,7 +333,7 @@ class ModelServer:
                         if isinstance(part, Result) and server.test_controls:
                             # Recorded before the final chunk goes out, so a client that has read the whole
                             # reply always finds it in the record.
-                            server.record.served.append({
+                            server.controls.record.served.append({
                                 "last_message": messages[-1].content if messages else "",
                                 "priority": priority,
                                 "done_reason": part.done_reason,
@@ -438,7 +396,7 @@ class ModelServer:
                         )
                     return out
 
-                behaviour = server.behaviour if server.test_controls else Behaviour()
+                behaviour = server.controls.behaviour if server.test_controls else Behaviour()
                 if not stream:
                     texts: list[str] = []
                     for part in parts:

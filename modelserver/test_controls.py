@@ -1,13 +1,14 @@
 """What the tests' Ollama stand-in does besides being Ollama: the ways it misbehaves on a test's
-request (``/_test/...``, with ``test_controls`` only), what it saw, and real Ollama's silent cut of a
-prompt longer than its context."""
+request (``/_test/...``, with ``test_controls`` only, answered by ``Controls``), what it saw, and real
+Ollama's silent cut of a prompt longer than its context."""
 
 from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from modelserver.engine import Engine, Message, Result
@@ -87,6 +88,60 @@ class Record:
     requests: list[dict[str, Any]] = field(default_factory=list)
     served: list[dict[str, Any]] = field(default_factory=list)
     waiting: int = 0
+
+
+class Controls:
+    """The test controls' state: how the server misbehaves (``behaviour``), what it saw (``record``), and the
+    generations held until a test releases them."""
+
+    def __init__(self) -> None:
+        self.behaviour = Behaviour()
+        self.record = Record()
+        self._released = threading.Event()
+        self._canned_lock = threading.Lock()
+
+    def reset(self) -> None:
+        self._released.set()  # whatever a previous test held goes on
+        self.behaviour = Behaviour()
+        self.record = Record()
+        self._released = threading.Event()
+
+    def next_canned(self) -> str | None:
+        """The fixed text the next generation answers with, if a test set one."""
+        with self._canned_lock:
+            replies = self.behaviour.canned_replies
+            if replies:
+                return replies.pop(0) if len(replies) > 1 else replies[0]
+            return self.behaviour.canned_reply
+
+    def wait_if_held(self) -> None:
+        """A generation waits here while ``behaviour.hold`` says so, until released (or ``hold_seconds``)."""
+        if self.behaviour.hold:
+            self.record.waiting += 1
+            self._released.wait(self.behaviour.hold_seconds)
+            self.record.waiting -= 1
+
+    def control(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """A test's ``POST /_test/...`` request done: the status and JSON body of the answer."""
+        if path == "/_test/behaviour":
+            known = {f.name for f in fields(Behaviour)}
+            unknown = set(body) - known
+            if unknown:
+                return 400, {"error": f"unknown behaviour: {', '.join(sorted(unknown))}"}
+            for name, value in body.items():
+                setattr(self.behaviour, name, value)
+            if body.get("hold"):
+                self._released = threading.Event()  # a new hold, even after a release
+        elif path == "/_test/release":
+            self._released.set()
+        elif path == "/_test/reset":
+            self.reset()
+        elif path == "/_test/clear":
+            self.record.requests.clear()
+            self.record.served.clear()
+        else:
+            return 404, {"error": "not found"}
+        return 200, {"ok": True}
 
 
 def ollama_front_cut(messages: list[Message], num_ctx: int, count: Callable[[list[Message]], int]) -> list[Message]:

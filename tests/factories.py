@@ -24,9 +24,10 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import Client, override_settings
 
+from chat.messages import message_create
 from chat.models import Message, Session
 from chat.selectors import model_facts
-from chat.services import message_create, session_create, session_start
+from chat.services import session_create, session_start
 from contextmgr.core.aging import MIN_TARGET_TOKENS, Level
 from contextmgr.core.config import SAMPLING_RANGES
 from contextmgr.core.reliability import is_small_model

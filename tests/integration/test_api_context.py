@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from chat.services import message_create, session_create
+from chat.messages import message_create
+from chat.services import session_create
 from contextmgr.llm.embedded import MODEL_NAME
 from contextmgr.models import Checkpoint, ContextEvent, Decision, Goal, Snapshot
 from contextmgr.selectors import session_budget

@@ -20,8 +20,9 @@ from ninja.responses import NinjaJSONEncoder
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
+from chat.messages import message_create
 from chat.models import Session
-from chat.services import message_create, session_create
+from chat.services import session_create
 from contextmgr.llm.embedded import MODEL_NAME
 from contextmgr.llm.gateway import Gateway
 from contextmgr.models import Goal, Snapshot

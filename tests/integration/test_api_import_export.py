@@ -23,9 +23,10 @@ from hypothesis import strategies as st
 
 from chat.file_checks import MAX_IMPORT_BYTES, MAX_IMPORT_DEPTH
 from chat.imports import import_throttle, session_file_import
+from chat.messages import message_create
 from chat.models import Message, Session
 from chat.selectors import session_for_file
-from chat.services import message_create, session_create
+from chat.services import session_create
 from chat.session_file import MAX_IMPORT_ENTRIES, SessionFile
 from contextmgr.llm.embedded import MODEL_NAME, TOKENIZE_BATCH
 from contextmgr.selectors import session_budget

@@ -7,9 +7,10 @@ import time
 import pytest
 from django.test import AsyncClient, override_settings
 
+from chat.messages import message_create
 from chat.models import Message
 from chat.revisions import message_leave_context
-from chat.services import message_create, session_create
+from chat.services import session_create
 from contextmgr.llm.embedded import MODEL_NAME
 from contextmgr.models import ContextEvent
 from contextmgr.selectors import session_budget

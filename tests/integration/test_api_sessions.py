@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
+from chat.messages import message_create
 from chat.models import Session
-from chat.services import message_create, session_create
+from chat.services import session_create
 from contextmgr.llm.embedded import MODEL_NAME
 from contextmgr.llm.gateway import Gateway
 from contextmgr.llm.ollama_backend import OllamaBackend

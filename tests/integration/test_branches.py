@@ -12,8 +12,9 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from chat.messages import NewMessage, message_create
 from chat.models import Message, Session
-from chat.services import NewMessage, message_create, session_branch
+from chat.services import session_branch
 from contextmgr.core.tokens import TokenCount
 from contextmgr.models import Checkpoint, Decision, Goal, Snapshot
 from contextmgr.selectors import pinned_block

@@ -15,9 +15,10 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client, override_settings
 from django.utils import timezone
 
+from chat.messages import message_create
 from chat.models import Message, Session
 from chat.rendering import render_markdown
-from chat.services import message_create, session_create
+from chat.services import session_create
 from contextmgr.llm.embedded import MODEL_NAME
 from tests.factories import GREEDY_REPLIES, SOCKET_TIMEOUT, frames_until, socket
 from tests.support.timing import wait_until

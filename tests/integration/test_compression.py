@@ -14,8 +14,9 @@ from django.db import connections
 from django.test import override_settings
 from django.utils import timezone
 
+from chat.messages import message_create
 from chat.models import Message, Session
-from chat.services import message_create, session_create, session_delete
+from chat.services import session_create, session_delete
 from contextmgr.core.aging import Level
 from contextmgr.core.prompts import INJECTION_GUARD
 from contextmgr.core.window import chat_messages

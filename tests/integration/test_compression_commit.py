@@ -4,8 +4,8 @@ from functools import partial
 
 import pytest
 
+from chat.messages import message_create
 from chat.models import Message
-from chat.services import message_create
 from contextmgr.core.aging import Level
 from contextmgr.core.retention import Fact
 from contextmgr.models import Checkpoint, CheckpointRevision, ContextEvent

@@ -7,7 +7,8 @@ import re
 import pytest
 from django.urls import reverse
 
-from chat.services import message_create, session_create
+from chat.messages import message_create
+from chat.services import session_create
 from contextmgr.core.aging import Level
 from contextmgr.core.window import CheckpointView, render_checkpoint, window_budget
 from contextmgr.llm.embedded import MODEL_NAME

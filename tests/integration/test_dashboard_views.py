@@ -8,8 +8,9 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from chat.messages import message_create
 from chat.models import Message, Session
-from chat.services import message_create, session_create
+from chat.services import session_create
 from contextmgr.core.aging import Level
 from contextmgr.models import Checkpoint, Decision, Goal, GoalCheckpoint, Snapshot
 from contextmgr.selectors import context_meter, session_reliability

@@ -48,7 +48,8 @@ async def test_an_event_rolled_back_is_never_published(chat_session):
 async def test_a_compression_reports_its_progress_and_events_live(fake_ollama, user):
     from django.test import override_settings
 
-    from chat.services import message_create, session_create
+    from chat.messages import message_create
+    from chat.services import session_create
     from contextmgr.llm.gateway import Gateway
     from contextmgr.llm.ollama_backend import OllamaBackend
     from contextmgr.services.compression import compression_run
@@ -89,7 +90,8 @@ async def test_a_compression_waiting_for_the_model_shows_as_queued(fake_ollama, 
 
     from django.test import override_settings
 
-    from chat.services import message_create, session_create
+    from chat.messages import message_create
+    from chat.services import session_create
     from contextmgr.llm.gateway import Gateway
     from contextmgr.llm.ollama_backend import OllamaBackend
     from contextmgr.services.compression import compression_run

@@ -9,7 +9,8 @@ import pytest
 from django.core.management import call_command
 
 from chat.export import session_file
-from chat.services import message_create, session_create
+from chat.messages import message_create
+from chat.services import session_create
 from chat.session_file import SessionFile
 from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
 

@@ -8,8 +8,8 @@ from django.core.exceptions import ValidationError
 from django.template.loader import render_to_string
 from django.utils import timezone
 
+from chat.messages import message_create
 from chat.models import Session
-from chat.services import message_create
 from contextmgr.models import Artifact, ContextEvent, Decision, Goal, GoalCheckpoint, ImmutableError, Snapshot
 from contextmgr.resources import count_text_tokens
 from contextmgr.selectors import active_goal, pinned_block, session_budget

@@ -15,8 +15,9 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import override_settings
 
+from chat.messages import message_create
 from chat.models import Message
-from chat.services import message_create, session_create
+from chat.services import session_create
 from contextmgr.llm.embedded import MODEL_NAME
 from contextmgr.models import Checkpoint, ContextEvent
 from contextmgr.services.compression import CompressionOutcome, compression_run

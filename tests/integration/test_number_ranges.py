@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 from chat.archive import session_archive
 from chat.archive_file import ArchiveState
 from chat.file_checks import within_ranges
+from chat.messages import message_create
 from chat.models import Session
-from chat.services import message_create, session_create
+from chat.services import session_create
 from contextmgr.llm.embedded import MODEL_NAME
 from contextmgr.models import Snapshot
 from contextmgr.services.checkpoints import CheckpointDraft, compression_commit

@@ -14,8 +14,8 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.test import override_settings
 
+from chat.messages import message_create
 from chat.models import Message, Session
-from chat.services import message_create
 from chat.turn import TurnSend, turn_take
 from contextmgr.models import Checkpoint, ContextEvent
 from contextmgr.selectors import session_budget

@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
+from chat.messages import message_create
 from chat.models import Message, Session
-from chat.services import message_create, session_create
+from chat.services import session_create
 from contextmgr.core.aging import Level
 from contextmgr.models import Checkpoint, ContextEvent
 from contextmgr.selectors import session_reliability, session_window

@@ -10,8 +10,9 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from chat.messages import message_create
 from chat.models import Message
-from chat.services import message_create, session_create, session_delete
+from chat.services import session_create, session_delete
 from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
 from contextmgr.services.goals import artifact_record, decision_record, decision_update, goal_create
 from search.models import SearchDocument

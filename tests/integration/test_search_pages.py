@@ -11,7 +11,8 @@ from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
-from chat.services import message_create, session_create
+from chat.messages import message_create
+from chat.services import session_create
 from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
 from contextmgr.services.goals import decision_record
 

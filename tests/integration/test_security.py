@@ -36,8 +36,9 @@ from accounts.services import api_token_create
 from chat.client_tasks import ClientTaskRequest, client_task_record
 from chat.fragments import chat_fragments
 from chat.management.commands.seed_demo import seed_demo_session
+from chat.messages import message_create
 from chat.models import Message, Session
-from chat.services import message_create, session_create, session_update
+from chat.services import session_create, session_update
 from contextmgr.core.client_history import ClientMessage
 from contextmgr.core.retention import Fact
 from contextmgr.llm.types import Sampling

@@ -5,17 +5,16 @@ from django.core.exceptions import ValidationError
 from django.db import connection
 from django.test.utils import override_settings
 
-from chat.models import MAX_MESSAGE_CHARS, Message
-from chat.services import (
+from chat.messages import (
     MessageRefused,
     NewMessage,
     ToolResult,
     message_create,
     message_create_many,
     message_tool_results,
-    session_create,
-    session_update,
 )
+from chat.models import MAX_MESSAGE_CHARS, Message
+from chat.services import session_create, session_update
 from contextmgr.core.tokens import PER_MESSAGE_OVERHEAD, TokenCount
 from contextmgr.resources import count_text_tokens
 from contextmgr.selectors import session_budget, session_context_line

@@ -7,8 +7,9 @@ from django.core.exceptions import ValidationError
 from django.test import Client
 from django.urls import reverse
 
+from chat.messages import message_create
 from chat.models import Session
-from chat.services import message_create, session_continue, session_create
+from chat.services import session_continue, session_create
 from contextmgr.core.budget import Budget
 from contextmgr.models import Checkpoint, ContextEvent, Decision, Goal
 from contextmgr.selectors import session_budget, session_config, session_prompt

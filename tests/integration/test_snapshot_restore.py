@@ -7,8 +7,8 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.urls import reverse
 
+from chat.messages import message_create
 from chat.models import Message
-from chat.services import message_create
 from contextmgr.models import Checkpoint, ContextEvent, Decision, Snapshot
 from contextmgr.selectors import session_budget
 from contextmgr.services.compression import compression_run

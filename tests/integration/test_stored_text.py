@@ -11,8 +11,8 @@ import pytest
 from django.core.management import call_command
 
 from accounts.models import ApiToken
+from chat.messages import message_create
 from chat.models import Message
-from chat.services import message_create
 from contextmgr.models import ContextEvent, EventType, Goal, Snapshot
 from contextmgr.services.events import event_record
 from contextmgr.services.goals import goal_apply_markers

@@ -10,18 +10,11 @@ from django.core.exceptions import ValidationError
 from django.test import override_settings
 from django.utils import timezone
 
+from chat.messages import message_create
 from chat.models import Message, Session
 from chat.revisions import message_leave_context
-from chat.services import message_create
-from chat.turn import (
-    EXTRACTIVE_AFTER_FAILURE,
-    EXTRACTIVE_AFTER_WAIT,
-    WAITING_FOR_COMPRESSION,
-    TurnContinue,
-    TurnRetry,
-    TurnSend,
-    turn_take,
-)
+from chat.turn import TurnContinue, TurnRetry, TurnSend, turn_take
+from chat.turn_room import EXTRACTIVE_AFTER_FAILURE, EXTRACTIVE_AFTER_WAIT, WAITING_FOR_COMPRESSION
 from contextmgr.core.budget import prompt_room
 from contextmgr.llm.embedded import MODEL_NAME
 from contextmgr.llm.gateway import Gateway
@@ -136,7 +129,7 @@ async def test_a_compression_that_fails_even_extractively_keeps_the_message_in_t
         asked.append(options["extractive"])
         return CompressionOutcome("error", "boom")
 
-    monkeypatch.setattr("chat.turn._compress_now", failing)
+    monkeypatch.setattr("chat.turn_room._compress_now", failing)
     text = "A long question. " * 300  # fits alone, not beside the background
     with pytest.raises(LLMError, match=r"the extractive compression failed \(boom\); your message is saved"):
         await turn_take(session_id=small_session.pk, variant=TurnSend(text), gateway=embedded_gateway)

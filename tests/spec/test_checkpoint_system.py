@@ -35,7 +35,7 @@ def test_checkpoint_structure(chat_session):
     """Spec: "interface CompressionCheckpoint" with "level: 1 | 2 | 3", "range: string; // Message range
     (e.g., "Messages 1-50")", "originalTokens", "currentTokens", "compressionCount", "compressionNumber",
     "keyDecisions", "filesModified", "nextSteps", "createdAt", "compressedAt?"."""
-    from chat.services import message_create
+    from chat.messages import message_create
 
     message_create(session=chat_session, role="user", content="Plan the login?")
     first = message_create(session=chat_session, role="assistant", content="Here is a plan for the login. " * 10)

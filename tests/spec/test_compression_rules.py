@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from chat.messages import message_create
 from chat.models import Message
-from chat.services import message_create
 from contextmgr.core.aging import Level
 from contextmgr.core.window import chat_messages
 from contextmgr.models import Checkpoint, ContextEvent

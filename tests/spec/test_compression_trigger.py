@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from chat.messages import message_create
 from chat.models import Session
-from chat.services import message_create
 from contextmgr.resources import count_text_tokens
 from contextmgr.selectors import active_checkpoints, active_messages, pinned_block, session_budget
 from contextmgr.services.compression import compression_maybe_schedule, compression_run

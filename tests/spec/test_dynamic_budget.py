@@ -7,7 +7,8 @@ import itertools
 import pytest
 from django.test import Client
 
-from chat.services import message_create, session_create
+from chat.messages import message_create
+from chat.services import session_create
 from contextmgr.models import Checkpoint
 from contextmgr.resources import context_profiles, count_text_tokens
 from contextmgr.selectors import active_checkpoints, session_budget

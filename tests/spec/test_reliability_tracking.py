@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from django.template.loader import render_to_string
 
-from chat.services import message_create, session_create
+from chat.messages import message_create
+from chat.services import session_create
 from contextmgr.core.aging import Level
 from contextmgr.core.reliability import (
     LEVEL_PRIOR_RETENTION,
@@ -173,7 +174,7 @@ def test_model_size_is_read_from_the_tag():
 @pytest.mark.django_db
 def test_session_reliability_falls_with_each_compression(user):
     """Spec: "The system tracks conversation reliability based on model size and compression count."."""
-    from chat.services import message_create
+    from chat.messages import message_create
 
     session = session_create(owner=user, model="llama3:70b", context_size=16384)
     assert session.reliability_score == pytest.approx(0.95)

@@ -10,8 +10,8 @@ from django.core.management import call_command
 
 from chat.export import session_file
 from chat.imports import session_file_import
+from chat.messages import message_create
 from chat.models import Message
-from chat.services import message_create
 from contextmgr.core.window import chat_messages
 from contextmgr.selectors import session_budget, session_window
 from contextmgr.services.compression import compression_run

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from django.db import transaction
 
+from chat.messages import message_create
 from chat.models import Message, Session
-from chat.services import message_create, session_delete
+from chat.services import session_delete
 from contextmgr.models import Checkpoint, ContextEvent, ImmutableError, Snapshot
 from contextmgr.selectors import session_budget, session_snapshots
 from contextmgr.services.compression import compression_run

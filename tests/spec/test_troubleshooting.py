@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.template.loader import render_to_string
 
-from chat.services import message_create
+from chat.messages import message_create
 from contextmgr.core.reliability import ReliabilityLevel, compute_reliability
 from contextmgr.models import Checkpoint, ContextEvent
 from contextmgr.panels import context_panel

@@ -14,9 +14,10 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
+from chat.messages import message_create
 from chat.models import Message, Session
 from chat.selectors import ModelFacts
-from chat.services import message_create, session_start
+from chat.services import session_start
 from contextmgr.core.aging import CheckpointInfo, Level, plan_aging
 from contextmgr.core.config import context_config_from_mapping, effective_preserve_recent
 from contextmgr.core.markers import marker_facts
