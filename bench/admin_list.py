@@ -31,8 +31,7 @@ from django.urls import reverse  # noqa: E402
 from page_load import page_timing  # noqa: E402
 from report import Report  # noqa: E402
 
-from chat.models import Message, Session  # noqa: E402
-from contextmgr.models import Checkpoint, Decision, Goal  # noqa: E402
+from chat.models import Checkpoint, Decision, Goal, Message, Session  # noqa: E402  # noqa: E402
 
 LIMIT_MS = 1000.0
 

@@ -39,13 +39,12 @@ from django.test.utils import override_settings  # noqa: E402
 from model_server import BenchModelServer  # noqa: E402
 from report import Report  # noqa: E402
 
-from chat.models import Message, Session  # noqa: E402
+from chat.models import Checkpoint, ContextEvent, Message, Session, Snapshot  # noqa: E402  # noqa: E402
 from chat.services import session_create  # noqa: E402
 from chat.turn import TurnSend, turn_take  # noqa: E402
 from contextmgr.llm.embedded import MODEL_NAME, EmbeddedBackend  # noqa: E402
 from contextmgr.llm.gateway import Gateway  # noqa: E402
 from contextmgr.llm.ollama_backend import OllamaBackend  # noqa: E402
-from contextmgr.models import Checkpoint, ContextEvent, Snapshot  # noqa: E402
 from contextmgr.services.compression import compression_run, compression_running  # noqa: E402
 from contextmgr.services.snapshots import snapshot_create  # noqa: E402
 

@@ -24,12 +24,11 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models import Max
 
-from chat.models import Message, Session
+from chat.models import Checkpoint, CheckpointRevision, ContextEvent, EventType, Message, Session, Snapshot
 from chat.services import session_create
 from contextmgr.core.aging import Level
 from contextmgr.core.tokens import TokenCounter
 from contextmgr.llm import Gateway
-from contextmgr.models import Checkpoint, CheckpointRevision, ContextEvent, EventType, Snapshot
 from contextmgr.selectors import active_messages, session_budget
 from contextmgr.services.compression import compression_run
 

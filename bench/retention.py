@@ -53,12 +53,11 @@ from report import Report  # noqa: E402
 
 import contextmgr.services.compression as compression  # noqa: E402
 from chat.messages import message_create  # noqa: E402
-from chat.models import Message, Session  # noqa: E402
+from chat.models import ContextEvent, EventType, Message, Session  # noqa: E402  # noqa: E402
 from chat.services import session_create  # noqa: E402
 from contextmgr.core.window import chat_messages, render_checkpoint  # noqa: E402
 from contextmgr.llm.embedded import MODEL_NAME, EmbeddedBackend  # noqa: E402
 from contextmgr.llm.gateway import Gateway  # noqa: E402
-from contextmgr.models import ContextEvent, EventType  # noqa: E402
 from contextmgr.selectors import active_checkpoints, checkpoint_view, session_budget, session_window  # noqa: E402
 
 DATA = ROOT / "tests" / "data"

@@ -85,8 +85,7 @@ def message_text(rng: random.Random, vocabulary: list[str], weights: list[float]
 def fill(total: int) -> Any:
     from django.contrib.auth import get_user_model
 
-    from chat.models import Message, Session
-    from contextmgr.models import Decision
+    from chat.models import Decision, Message, Session
 
     rng = random.Random(42)
     vocabulary, weights = words()

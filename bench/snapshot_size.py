@@ -33,9 +33,8 @@ from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
-from chat.models import Message, Session  # noqa: E402
+from chat.models import Checkpoint, Message, Session, Snapshot  # noqa: E402  # noqa: E402
 from chat.services import session_create  # noqa: E402
-from contextmgr.models import Checkpoint, Snapshot  # noqa: E402
 from contextmgr.services.snapshots import snapshot_create, snapshot_restore  # noqa: E402
 
 BLOCK = 50  # messages per checkpoint

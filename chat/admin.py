@@ -9,12 +9,11 @@ from django.contrib.admin.views.main import ChangeList
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
-from chat.models import ClientTask, Message, Session
+from chat.models import Checkpoint, ClientTask, ContextEvent, Decision, Goal, Message, Session, Snapshot
 from chat.templatetags import chat_extras
 from contextmgr.admin import EventColumns, ReadOnlyInline
 from contextmgr.core.budget import Budget
 from contextmgr.core.reliability import ReliabilityLevel, reliability_level, score_percent
-from contextmgr.models import Checkpoint, ContextEvent, Decision, Goal, Snapshot
 from contextmgr.resources import context_profiles
 from contextmgr.selectors import session_budget, sessions_budget
 from search.selectors import search_session_ids_all_users

@@ -21,13 +21,7 @@ from chat.archive_export import session_archive_build
 from chat.archive_file import CHECKPOINT_KEYS, CHECKPOINT_LIST_KEYS, SNAPSHOT_KEYS, ArchiveMessage, SessionArchive
 from chat.file_checks import ImportTooLarge, validated
 from chat.imports import IMPORTED_TITLE
-from chat.models import Message
-from chat.models import Session as ChatSession
-from chat.selectors import ModelFacts, session_for_file
-from chat.services import session_start
-from chat.session_file import SessionFile
-from contextmgr.core.tiers import UnknownContextSize
-from contextmgr.models import (
+from chat.models import (
     Artifact,
     Checkpoint,
     CheckpointRevision,
@@ -35,8 +29,14 @@ from contextmgr.models import (
     Decision,
     Goal,
     GoalCheckpoint,
+    Message,
     Snapshot,
 )
+from chat.models import Session as ChatSession
+from chat.selectors import ModelFacts, session_for_file
+from chat.services import session_start
+from chat.session_file import SessionFile
+from contextmgr.core.tiers import UnknownContextSize
 from contextmgr.resources import context_profile
 
 

@@ -27,9 +27,8 @@ from chat.archive_file import (
 )
 from chat.export import session_file_build
 from chat.file_checks import within_ranges
-from chat.models import Message
+from chat.models import Artifact, Checkpoint, ContextEvent, Decision, Goal, Message, Snapshot
 from chat.models import Session as ChatSession
-from contextmgr.models import Artifact, Checkpoint, ContextEvent, Decision, Goal, Snapshot
 
 
 class _Numbers:

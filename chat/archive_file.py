@@ -53,7 +53,7 @@ from chat.file_checks import (
     iso_time,
     storable,
 )
-from chat.models import MAX_MESSAGE_CHARS, MAX_SOURCE_FIELD_LENGTH
+from chat.models import MAX_GOAL_CHARS, MAX_MESSAGE_CHARS, MAX_PATH_CHARS, MAX_SOURCE_FIELD_LENGTH, EventType
 from chat.session_file import (
     MAX_IMPORT_ENTRIES,
     ModelName,
@@ -63,7 +63,6 @@ from chat.session_file import (
     Title,
 )
 from contextmgr.core.aging import Level
-from contextmgr.models import MAX_GOAL_CHARS, MAX_PATH_CHARS, EventType
 
 ARCHIVE_FORMAT: Final = "ollm-site-archive"
 ARCHIVE_VERSION: Final = 1
@@ -339,7 +338,7 @@ class ArchiveSnapshot(_ArchiveModel):
 
 
 def _event_type(value: str) -> str:
-    """One of the event types this installation records (``contextmgr.models.EventType``)."""
+    """One of the event types this installation records (``chat.models.EventType``)."""
     if value not in EventType.values:
         raise PydanticCustomError("event_type", "must be one of {types}", {"types": ", ".join(EventType.values)})
     return value

@@ -4,8 +4,13 @@ from typing import Any
 
 from django import forms
 
-from chat.models import CONTEXT_SIZE_CHOICES, DEFAULT_CONTEXT_SIZE, MAX_SYSTEM_PROMPT_CHARS, MAX_TITLE_LENGTH
-from contextmgr.models import MAX_GOAL_CHARS
+from chat.models import (
+    CONTEXT_SIZE_CHOICES,
+    DEFAULT_CONTEXT_SIZE,
+    MAX_GOAL_CHARS,
+    MAX_SYSTEM_PROMPT_CHARS,
+    MAX_TITLE_LENGTH,
+)
 
 
 class SessionForm(forms.Form):

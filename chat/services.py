@@ -15,6 +15,7 @@ from chat.models import (
     MAX_SOURCE_FIELD_LENGTH,
     MAX_SYSTEM_PROMPT_CHARS,
     MAX_TITLE_LENGTH,
+    EventType,
     Message,
     Session,
     check_length,
@@ -25,7 +26,6 @@ from contextmgr.core.config import ConfigError, canonical_settings, context_conf
 from contextmgr.core.reliability import parameter_size_from_tag
 from contextmgr.core.text import storable_text
 from contextmgr.core.tiers import UnknownContextSize
-from contextmgr.models import EventType
 from contextmgr.resources import count_text_tokens, ollama_context_size
 from contextmgr.services.branches import branch_copy, context_branch
 from contextmgr.services.compression import compression_maybe_schedule

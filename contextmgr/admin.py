@@ -5,7 +5,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from contextmgr.models import (
+from chat.models import (
     Artifact,
     Checkpoint,
     CheckpointRevision,

@@ -12,8 +12,8 @@ from ninja import Router, Status
 from ninja.pagination import paginate
 
 from accounts.auth import api_user
+from chat.models import Checkpoint, ContextEvent, Decision, Goal, GoalCheckpoint, Snapshot
 from chat.selectors import session_for_owner
-from contextmgr.models import Checkpoint, ContextEvent, Decision, Goal, GoalCheckpoint, Snapshot
 from contextmgr.schemas import (
     ArtifactIn,
     ArtifactOut,

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chat.models import Session
+from chat.models import Artifact, Goal, Session
 from contextmgr.core.config import OLLAMA_SAMPLING_DEFAULTS, SAMPLING_RANGES, STRATEGIES
 from contextmgr.core.meter import build_meter
 from contextmgr.core.reliability import (
@@ -16,7 +16,6 @@ from contextmgr.core.reliability import (
     ReliabilityLevel,
     low_reliability_warning,
 )
-from contextmgr.models import Artifact, Goal
 from contextmgr.selectors import (
     ContextReport,
     artifacts_of_session,

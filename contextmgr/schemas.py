@@ -7,8 +7,7 @@ from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
 
-from chat.models import Session
-from contextmgr.models import Checkpoint, CheckpointRevision, Goal
+from chat.models import Checkpoint, CheckpointRevision, Goal, Session
 from contextmgr.selectors import ContextReport, Prompt, session_context
 
 # Ids are 64-bit database keys: a larger number in a path could only fail inside the database.

@@ -14,7 +14,18 @@ from django.conf import settings
 from django.db.models import Max, Q, QuerySet, Sum
 from django.shortcuts import get_object_or_404
 
-from chat.models import Message, Session
+from chat.models import (
+    Artifact,
+    Checkpoint,
+    ContextEvent,
+    Decision,
+    EventType,
+    Goal,
+    GoalCheckpoint,
+    Message,
+    Session,
+    Snapshot,
+)
 from contextmgr.core.aging import Level
 from contextmgr.core.budget import Budget
 from contextmgr.core.config import ConfigError, ContextConfig, context_config_from_mapping
@@ -39,16 +50,6 @@ from contextmgr.core.window import (
     render_system,
 )
 from contextmgr.llm import ChatMessage, Gateway, LLMError, Sampling, get_gateway
-from contextmgr.models import (
-    Artifact,
-    Checkpoint,
-    ContextEvent,
-    Decision,
-    EventType,
-    Goal,
-    GoalCheckpoint,
-    Snapshot,
-)
 from contextmgr.resources import count_text_tokens
 
 logger = logging.getLogger(__name__)

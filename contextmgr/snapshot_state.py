@@ -7,8 +7,7 @@ from typing import Any
 
 from django.db.models import Max
 
-from chat.models import Message, Session
-from contextmgr.models import Checkpoint, Goal, Snapshot
+from chat.models import Checkpoint, Goal, Message, Session, Snapshot
 
 
 def message_states(*, session: Session) -> dict[str, Any]:

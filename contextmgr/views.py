@@ -16,10 +16,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from chat.models import Message, Session
+from chat.models import Goal, Message, Session, Snapshot
 from chat.selectors import session_for_owner, session_for_viewer
 from contextmgr.core.reliability import compute_reliability
-from contextmgr.models import Goal, Snapshot
 from contextmgr.panels import context_panel, goals_context, snapshots_context
 from contextmgr.presentation import describe_event, reliability_chart
 from contextmgr.selectors import (

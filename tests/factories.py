@@ -25,7 +25,7 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client, override_settings
 
 from chat.messages import message_create
-from chat.models import Message, Session
+from chat.models import Checkpoint, ContextEvent, Message, Session
 from chat.selectors import model_facts
 from chat.services import session_create, session_start
 from contextmgr.core.aging import MIN_TARGET_TOKENS, Level
@@ -33,7 +33,6 @@ from contextmgr.core.config import SAMPLING_RANGES
 from contextmgr.core.reliability import is_small_model
 from contextmgr.core.selection import ContextMessage, select_for_compression
 from contextmgr.core.window import chat_messages
-from contextmgr.models import Checkpoint, ContextEvent
 from contextmgr.selectors import active_checkpoints, active_messages, session_budget, session_window
 from contextmgr.services.compression import CompressionOutcome, compression_run, session_effective_limits
 from contextmgr.snapshot_state import session_state

@@ -9,9 +9,8 @@ from typing import Any, TypeVar
 
 from django.db import models, transaction
 
-from chat.models import Message, Session
+from chat.models import Artifact, Checkpoint, CheckpointRevision, Decision, Goal, GoalCheckpoint, Message, Session
 from contextmgr.core.ranges import MessageRange, range_from_label
-from contextmgr.models import Artifact, Checkpoint, CheckpointRevision, Decision, Goal, GoalCheckpoint
 from contextmgr.services.reliability import session_refresh_reliability
 from contextmgr.snapshot_state import branch_source
 

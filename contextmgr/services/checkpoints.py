@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from chat.models import Message, Session
+from chat.models import Checkpoint, CheckpointRevision, EventType, Message, Session
 from contextmgr.core.aging import Level
 from contextmgr.core.budget import Budget
 from contextmgr.core.ledger import Ledger
@@ -23,7 +23,6 @@ from contextmgr.core.retention import Fact, facts_from_json, facts_to_json, meas
 from contextmgr.core.text import storable_text
 from contextmgr.core.tokens import TokenCounter
 from contextmgr.core.window import chat_messages, render_checkpoint
-from contextmgr.models import Checkpoint, CheckpointRevision, EventType
 from contextmgr.resources import TiktokenCounter
 from contextmgr.selectors import (
     active_checkpoints,

@@ -18,7 +18,7 @@ from uuid import UUID
 from django.conf import settings
 from django.db import transaction
 
-from chat.models import Message, Session
+from chat.models import EventType, Message, Session
 from contextmgr.core.aging import CheckpointInfo, Level, plan_aging
 from contextmgr.core.budget import Budget, shrink_shortfall
 from contextmgr.core.clauses import reference_facts
@@ -43,7 +43,6 @@ from contextmgr.core.selection import (
 from contextmgr.core.text import plural
 from contextmgr.core.window import CheckpointView, render_checkpoint
 from contextmgr.llm import Gateway, get_gateway
-from contextmgr.models import EventType
 from contextmgr.selectors import (
     active_checkpoints,
     active_goal,

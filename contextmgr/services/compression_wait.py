@@ -10,9 +10,8 @@ from uuid import UUID
 
 from asgiref.sync import sync_to_async
 
-from chat.models import Session
+from chat.models import ContextEvent, EventType, Session
 from contextmgr.core.budget import Budget
-from contextmgr.models import ContextEvent, EventType
 from contextmgr.selectors import session_budget, session_config
 from contextmgr.services.lease import lease_held
 

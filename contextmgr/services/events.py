@@ -9,8 +9,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import transaction
 
-from chat.models import Session
-from contextmgr.models import ContextEvent, EventType
+from chat.models import ContextEvent, EventType, Session
 
 logger = logging.getLogger(__name__)
 PUBLISH_TIMEOUT_SECONDS = 5

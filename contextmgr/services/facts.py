@@ -7,11 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from chat.models import Message, Session
+from chat.models import Checkpoint, Message, Session
 from contextmgr.core.clauses import fact_clauses, reference_facts
 from contextmgr.core.ledger import Ledger, build_ledger, ledger_budget
 from contextmgr.core.retention import Fact, facts_from_json
-from contextmgr.models import Checkpoint
 from contextmgr.resources import count_text_tokens
 from contextmgr.selectors import locked_decisions
 

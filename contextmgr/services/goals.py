@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from chat.models import Session
+from chat.models import MAX_GOAL_CHARS, MAX_PATH_CHARS, Artifact, Decision, Goal, GoalCheckpoint, Session
 from contextmgr.core.markers import (
     ArtifactRecord,
     CheckpointUpdate,
@@ -22,7 +22,6 @@ from contextmgr.core.markers import (
 )
 from contextmgr.core.prompts import GoalCheckpointStatus
 from contextmgr.core.text import storable_text
-from contextmgr.models import MAX_GOAL_CHARS, MAX_PATH_CHARS, Artifact, Decision, Goal, GoalCheckpoint
 from contextmgr.selectors import active_goal
 from contextmgr.services.events import goals_publish
 

@@ -9,14 +9,13 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from chat.models import Session
+from chat.models import Checkpoint, Session
 from contextmgr.core.aging import Level
 from contextmgr.core.config import ConfigError, canonical_settings, context_config_from_mapping
 from contextmgr.core.ranges import carried_over
 from contextmgr.core.retention import facts_to_json
 from contextmgr.core.truncate import shorten_extractive
 from contextmgr.llm import get_gateway
-from contextmgr.models import Checkpoint
 from contextmgr.selectors import active_checkpoints, active_messages, default_config, session_budget
 from contextmgr.services.checkpoints import checkpoint_carry_over
 from contextmgr.services.compression import session_effective_limits

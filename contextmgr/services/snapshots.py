@@ -4,11 +4,7 @@ from typing import Any
 
 from django.db import transaction
 
-from chat.models import Message, Session
-from contextmgr.core.config import ContextConfig, auto_snapshot_due
-from contextmgr.core.ranges import MessageRange, range_from_label
-from contextmgr.core.text import storable_text
-from contextmgr.models import (
+from chat.models import (
     Artifact,
     Checkpoint,
     CheckpointRevision,
@@ -16,8 +12,13 @@ from contextmgr.models import (
     EventType,
     Goal,
     GoalCheckpoint,
+    Message,
+    Session,
     Snapshot,
 )
+from contextmgr.core.config import ContextConfig, auto_snapshot_due
+from contextmgr.core.ranges import MessageRange, range_from_label
+from contextmgr.core.text import storable_text
 from contextmgr.selectors import session_budget, session_config
 from contextmgr.services.events import event_record
 from contextmgr.services.lease import lease_acquire, lease_release

@@ -14,11 +14,20 @@ from django.core.management.base import CommandError
 from django.test import RequestFactory
 from django.urls import reverse
 
-from chat.models import Message, Session
+from chat.models import (
+    Checkpoint,
+    CheckpointRevision,
+    ContextEvent,
+    Decision,
+    EventType,
+    Goal,
+    Message,
+    Session,
+    Snapshot,
+)
 from chat.revisions import message_leave_context
 from chat.services import session_create
 from contextmgr.core.aging import Level
-from contextmgr.models import Checkpoint, CheckpointRevision, ContextEvent, Decision, EventType, Goal, Snapshot
 from contextmgr.selectors import session_budget
 from contextmgr.services.events import event_record
 
@@ -83,10 +92,10 @@ def test_admin_review_pages(client, admin, demo):
     assert "checkpoint-aged" in change
     oldest = Checkpoint.objects.filter(session=demo).order_by("number").first()
     assert oldest is not None
-    revisions = client.get(reverse("admin:contextmgr_checkpoint_change", args=[oldest.id])).content.decode()
+    revisions = client.get(reverse("admin:chat_checkpoint_change", args=[oldest.id])).content.decode()
     assert revisions.count('<td class="field-reason">') == 4
     for name in ["goal", "decision", "artifact", "snapshot", "contextevent", "checkpoint"]:
-        assert client.get(reverse(f"admin:contextmgr_{name}_changelist")).status_code == 200
+        assert client.get(reverse(f"admin:chat_{name}_changelist")).status_code == 200
     assert client.get(reverse("admin:chat_message_changelist") + "?q=JWT").status_code == 200
 
 
@@ -106,7 +115,7 @@ def test_a_staff_account_reviews_every_session_read_only(client, django_user_mod
     assert change.status_code == 200
     assert 'name="_save"' not in change.content.decode()
     for name in ["goal", "decision", "artifact", "snapshot", "contextevent", "checkpoint"]:
-        assert client.get(reverse(f"admin:contextmgr_{name}_changelist")).status_code == 200, name
+        assert client.get(reverse(f"admin:chat_{name}_changelist")).status_code == 200, name
     assert client.get(reverse("admin:chat_session_delete", args=[demo.id])).status_code == 403
     assert client.get(reverse("admin:auth_user_changelist")).status_code == 403
     assert Session.objects.filter(pk=demo.pk).exists()
@@ -168,11 +177,11 @@ def test_every_review_page_renders_for_the_demo_session(client, admin, demo):
     rows = {
         "chat_session": demo,
         "chat_message": demo.messages.first(),
-        "contextmgr_contextevent": demo.events.first(),
-        "contextmgr_goal": demo.goals.first(),
-        "contextmgr_snapshot": demo.snapshots.first(),
-        "contextmgr_checkpoint": demo.checkpoints.first(),
-        "contextmgr_decision": demo.decisions.first(),
+        "chat_contextevent": demo.events.first(),
+        "chat_goal": demo.goals.first(),
+        "chat_snapshot": demo.snapshots.first(),
+        "chat_checkpoint": demo.checkpoints.first(),
+        "chat_decision": demo.decisions.first(),
     }
     for name, row in rows.items():
         assert client.get(reverse(f"admin:{name}_changelist")).status_code == 200, name
@@ -195,7 +204,7 @@ def test_retention_is_a_percent_on_a_checkpoint_and_its_revisions(client, admin,
     Checkpoint.objects.filter(pk=checkpoint.pk).update(retention=2 / 3)
     CheckpointRevision.objects.filter(checkpoint=checkpoint).update(retention=None)
     client.force_login(admin)
-    page = client.get(reverse("admin:contextmgr_checkpoint_change", args=[checkpoint.pk])).content.decode()
+    page = client.get(reverse("admin:chat_checkpoint_change", args=[checkpoint.pk])).content.decode()
     assert "67%" in page
     assert "0.666" not in page
     assert set(_cells(page, "retention_percent")) == {"not measured"}
@@ -239,14 +248,14 @@ def test_messages_say_whether_they_are_in_the_context(client, admin, demo):
 def test_events_say_what_happened_in_the_timeline_words_escaped(client, admin, demo):
     event_record(session=demo, type=EventType.COMPRESSION_ERROR, payload={"reason": "<b>model</b> said no"})
     client.force_login(admin)
-    changelist = client.get(reverse("admin:contextmgr_contextevent_changelist")).content.decode()
+    changelist = client.get(reverse("admin:chat_contextevent_changelist")).content.decode()
     lines = _cells(changelist, "what_happened")
     assert len(lines) == demo.events.count()
     assert "Compression #1: 7 messages, 1,463 → 784 tokens in context, 0.0 s (truncate)" in lines
     assert "&lt;b&gt;model&lt;/b&gt; said no" in changelist
     assert "<b>model</b>" not in changelist
     aged = demo.events.filter(type="checkpoint-aged").first()
-    detail = client.get(reverse("admin:contextmgr_contextevent_change", args=[aged.pk])).content.decode()
+    detail = client.get(reverse("admin:chat_contextevent_change", args=[aged.pk])).content.decode()
     line = "Checkpoint #1 aged from level 3 (recent) → level 2 (old): 410 → 287 tokens; 100% of its facts in the prompt"
     assert line in detail
     session_page = client.get(reverse("admin:chat_session_change", args=[demo.id])).content.decode()
@@ -271,9 +280,7 @@ def test_the_session_page_shows_its_goals_decisions_and_snapshots_read_only(clie
     for prefix in ("goals", "decisions", "snapshots"):
         assert f'name="{prefix}-MAX_NUM_FORMS" value="0"' in page, prefix
     snapshot = Snapshot.objects.filter(session=demo).earliest("id")
-    assert (
-        client.post(reverse("admin:contextmgr_snapshot_change", args=[snapshot.pk]), {"reason": "x"}).status_code == 403
-    )
+    assert client.post(reverse("admin:chat_snapshot_change", args=[snapshot.pk]), {"reason": "x"}).status_code == 403
     assert Snapshot.objects.get(pk=snapshot.pk).reason == snapshot.reason
 
 
@@ -284,7 +291,7 @@ def test_admin_pages_link_a_favicon_that_is_served(client, admin, demo):
         reverse("admin:index"),
         reverse("admin:chat_session_changelist"),
         reverse("admin:chat_session_change", args=[demo.id]),
-        reverse("admin:contextmgr_snapshot_changelist"),
+        reverse("admin:chat_snapshot_changelist"),
         reverse("chat:session_list"),
     ]:
         found = re.findall(r'<link rel="icon" href="([^"]+)"', client.get(url).content.decode())

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from chat.messages import message_create
+from chat.models import Checkpoint, ContextEvent, Decision, Goal, Snapshot
 from chat.services import session_create
 from contextmgr.llm.embedded import MODEL_NAME
-from contextmgr.models import Checkpoint, ContextEvent, Decision, Goal, Snapshot
 from contextmgr.selectors import session_budget
 from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
 from contextmgr.services.goals import goal_create

@@ -21,11 +21,10 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
 from chat.messages import message_create
-from chat.models import Session
+from chat.models import Goal, Session, Snapshot
 from chat.services import session_create
 from contextmgr.llm.embedded import MODEL_NAME
 from contextmgr.llm.gateway import Gateway
-from contextmgr.models import Goal, Snapshot
 from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
 from contextmgr.services.goals import artifact_record, decision_record, goal_checkpoint_set, goal_create
 from contextmgr.services.snapshots import snapshot_create

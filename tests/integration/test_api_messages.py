@@ -8,11 +8,10 @@ import pytest
 from django.test import AsyncClient, override_settings
 
 from chat.messages import message_create
-from chat.models import Message
+from chat.models import ContextEvent, Message
 from chat.revisions import message_leave_context
 from chat.services import session_create
 from contextmgr.llm.embedded import MODEL_NAME
-from contextmgr.models import ContextEvent
 from contextmgr.selectors import session_budget
 from tests.factories import GREEDY_REPLIES
 

@@ -15,10 +15,9 @@ from chat.archive import session_archive, session_archive_import
 from chat.export import session_file
 from chat.file_checks import MAX_IMPORT_BYTES
 from chat.messages import message_create
-from chat.models import Message, Session
+from chat.models import Checkpoint, CheckpointRevision, ContextEvent, Decision, Goal, Message, Session, Snapshot
 from chat.services import session_create
 from chat.session_file import MAX_IMPORT_ENTRIES
-from contextmgr.models import Checkpoint, CheckpointRevision, ContextEvent, Decision, Goal, Snapshot
 from contextmgr.selectors import session_budget
 from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
 from contextmgr.services.compression import compression_run

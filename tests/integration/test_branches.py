@@ -13,10 +13,9 @@ from django.test import Client
 from django.urls import reverse
 
 from chat.messages import NewMessage, message_create
-from chat.models import Message, Session
+from chat.models import Checkpoint, Decision, Goal, Message, Session, Snapshot
 from chat.services import session_branch
 from contextmgr.core.tokens import TokenCount
-from contextmgr.models import Checkpoint, Decision, Goal, Snapshot
 from contextmgr.selectors import pinned_block
 from contextmgr.services.compression import compression_run
 from contextmgr.services.goals import decision_record, decision_update, goal_checkpoint_set, goal_create

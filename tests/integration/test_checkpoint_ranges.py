@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
+from chat.models import Checkpoint, ContextEvent, Snapshot
 from contextmgr.core.aging import Level
 from contextmgr.core.ranges import MessageRange, carried_over
-from contextmgr.models import Checkpoint, ContextEvent, Snapshot
 from contextmgr.services.checkpoints import CheckpointDraft, MergedSummary, compression_commit, rollover_commit
 from contextmgr.services.snapshots import snapshot_create, snapshot_restore
 from tests.factories import converse

@@ -15,14 +15,13 @@ from django.test import override_settings
 from django.utils import timezone
 
 from chat.messages import message_create
-from chat.models import Message, Session
+from chat.models import Checkpoint, ContextEvent, Message, Session, Snapshot
 from chat.services import session_create, session_delete
 from contextmgr.core.aging import Level
 from contextmgr.core.prompts import INJECTION_GUARD
 from contextmgr.core.window import chat_messages
 from contextmgr.llm.gateway import Gateway
 from contextmgr.llm.ollama_backend import OllamaBackend
-from contextmgr.models import Checkpoint, ContextEvent, Snapshot
 from contextmgr.selectors import active_checkpoints, session_budget, session_window
 from contextmgr.services.compression import compression_maybe_schedule, compression_run, compression_wait
 from contextmgr.services.events import event_record

@@ -5,10 +5,9 @@ from functools import partial
 import pytest
 
 from chat.messages import message_create
-from chat.models import Message
+from chat.models import Checkpoint, CheckpointRevision, ContextEvent, Message
 from contextmgr.core.aging import Level
 from contextmgr.core.retention import Fact
-from contextmgr.models import Checkpoint, CheckpointRevision, ContextEvent
 from contextmgr.selectors import active_checkpoints, session_budget
 from contextmgr.services.checkpoints import (
     AgedSummary,

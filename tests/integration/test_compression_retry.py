@@ -14,8 +14,7 @@ import pytest
 from django.db import transaction
 from django.test import override_settings
 
-from chat.models import Session
-from contextmgr.models import Checkpoint, ContextEvent
+from chat.models import Checkpoint, ContextEvent, Session
 from contextmgr.presentation import describe_event
 from contextmgr.services.compression import (
     compression_attempt,

@@ -8,11 +8,11 @@ import pytest
 from django.urls import reverse
 
 from chat.messages import message_create
+from chat.models import Checkpoint
 from chat.services import session_create
 from contextmgr.core.aging import Level
 from contextmgr.core.window import CheckpointView, render_checkpoint, window_budget
 from contextmgr.llm.embedded import MODEL_NAME
-from contextmgr.models import Checkpoint
 from contextmgr.resources import count_text_tokens
 from contextmgr.selectors import pinned_block, session_budget, session_prompt, session_window
 from contextmgr.services.goals import artifact_record, decision_record, goal_apply_markers, goal_create

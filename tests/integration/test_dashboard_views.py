@@ -9,10 +9,9 @@ from django.test import Client
 from django.urls import reverse
 
 from chat.messages import message_create
-from chat.models import Message, Session
+from chat.models import Checkpoint, Decision, Goal, GoalCheckpoint, Message, Session, Snapshot
 from chat.services import session_create
 from contextmgr.core.aging import Level
-from contextmgr.models import Checkpoint, Decision, Goal, GoalCheckpoint, Snapshot
 from contextmgr.selectors import context_meter, session_reliability
 from contextmgr.services.goals import decision_record, goal_checkpoint_set, goal_create
 from contextmgr.services.snapshots import snapshot_create
@@ -336,7 +335,7 @@ def test_context_window_and_timeline_show_blocks_revisions_and_events(session, g
 
 
 def test_the_timeline_chart_has_labelled_axes_and_thresholds(session, owner_client):
-    from contextmgr.models import ContextEvent, EventType
+    from chat.models import ContextEvent, EventType
 
     for n, score in enumerate((0.2, 0.12), start=1):
         ContextEvent.objects.create(session=session, type=EventType.COMPRESSED, payload={"reliability": score, "n": n})

@@ -6,7 +6,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
-from contextmgr.models import EventType
+from chat.models import EventType
 from contextmgr.services.events import event_record, session_group
 
 pytestmark = pytest.mark.django_db(transaction=True)

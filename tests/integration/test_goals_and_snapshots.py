@@ -9,8 +9,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from chat.messages import message_create
-from chat.models import Session
-from contextmgr.models import Artifact, ContextEvent, Decision, Goal, GoalCheckpoint, ImmutableError, Snapshot
+from chat.models import Artifact, ContextEvent, Decision, Goal, GoalCheckpoint, ImmutableError, Session, Snapshot
 from contextmgr.resources import count_text_tokens
 from contextmgr.selectors import active_goal, pinned_block, session_budget
 from contextmgr.services.goals import (

@@ -15,9 +15,8 @@ from django.test import Client
 
 from chat.live import STILL_COMING, reply_in_flight
 from chat.messages import message_create
-from chat.models import Message, Session
+from chat.models import Checkpoint, Message, Session
 from chat.services import session_create
-from contextmgr.models import Checkpoint
 from tests.factories import SOCKET_TIMEOUT, frames_until, socket
 
 pytestmark = pytest.mark.django_db(transaction=True)

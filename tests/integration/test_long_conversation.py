@@ -7,7 +7,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.test import override_settings
 
-from chat.models import Message, Session
+from chat.models import Checkpoint, CheckpointRevision, ContextEvent, Message, Session
 from chat.services import session_create
 from chat.turn import TurnSend, turn_take
 from contextmgr.core.aging import Level
@@ -15,7 +15,6 @@ from contextmgr.llm.embedded import MODEL_NAME
 from contextmgr.llm.gateway import Gateway
 from contextmgr.llm.hosts import OnQueued
 from contextmgr.llm.types import ChatMessage, ChatRequest, ChatStream
-from contextmgr.models import Checkpoint, CheckpointRevision, ContextEvent
 from contextmgr.selectors import session_last_event_id
 from contextmgr.services.compression import compression_wait
 from contextmgr.services.goals import decision_record, goal_create

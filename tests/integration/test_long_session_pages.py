@@ -10,9 +10,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from chat.models import Message
+from chat.models import Checkpoint, ContextEvent, EventType, Message, Snapshot
 from chat.selectors import HISTORY_WINDOW
-from contextmgr.models import Checkpoint, ContextEvent, EventType, Snapshot
 from contextmgr.services.snapshots import snapshot_create
 from contextmgr.views import TIMELINE_PAGE
 

@@ -16,10 +16,9 @@ from asgiref.sync import sync_to_async
 from django.test import override_settings
 
 from chat.messages import message_create
-from chat.models import Message
+from chat.models import Checkpoint, ContextEvent, Message
 from chat.services import session_create
 from contextmgr.llm.embedded import MODEL_NAME
-from contextmgr.models import Checkpoint, ContextEvent
 from contextmgr.services.compression import CompressionOutcome, compression_run
 from tests.factories import LOGIN_ANSWER, frames_until, frozen, socket
 from tests.support.timing import scaled, wait_until

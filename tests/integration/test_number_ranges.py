@@ -17,10 +17,9 @@ from chat.archive import session_archive
 from chat.archive_file import ArchiveState
 from chat.file_checks import within_ranges
 from chat.messages import message_create
-from chat.models import Session
+from chat.models import Session, Snapshot
 from chat.services import session_create
 from contextmgr.llm.embedded import MODEL_NAME
-from contextmgr.models import Snapshot
 from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
 from contextmgr.services.snapshots import snapshot_create
 

@@ -15,9 +15,8 @@ from asgiref.sync import async_to_sync
 from django.test import override_settings
 
 from chat.messages import message_create
-from chat.models import Message, Session
+from chat.models import Checkpoint, ContextEvent, Message, Session
 from chat.turn import TurnSend, turn_take
-from contextmgr.models import Checkpoint, ContextEvent
 from contextmgr.selectors import session_budget
 from contextmgr.services.compression import compression_run
 from tests.factories import GREEDY_REPLIES, converse, small_session, until_due

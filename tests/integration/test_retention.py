@@ -8,10 +8,9 @@ import pytest
 from django.test import override_settings
 
 from chat.messages import message_create
-from chat.models import Message, Session
+from chat.models import Checkpoint, ContextEvent, Message, Session
 from chat.services import session_create
 from contextmgr.core.aging import Level
-from contextmgr.models import Checkpoint, ContextEvent
 from contextmgr.selectors import session_reliability, session_window
 from contextmgr.services.compression import compression_run
 from tests.factories import LOGIN_QUESTION, SMALL_CONTEXTS, TIER2, WRITER_SIZE_B, converse, small_session

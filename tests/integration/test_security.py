@@ -37,12 +37,7 @@ from chat.client_tasks import ClientTaskRequest, client_task_record
 from chat.fragments import chat_fragments
 from chat.management.commands.seed_demo import seed_demo_session
 from chat.messages import message_create
-from chat.models import Message, Session
-from chat.services import session_create, session_update
-from contextmgr.core.client_history import ClientMessage
-from contextmgr.core.retention import Fact
-from contextmgr.llm.types import Sampling
-from contextmgr.models import (
+from chat.models import (
     Artifact,
     Checkpoint,
     ContextEvent,
@@ -50,8 +45,14 @@ from contextmgr.models import (
     EventType,
     Goal,
     GoalCheckpoint,
+    Message,
+    Session,
     Snapshot,
 )
+from chat.services import session_create, session_update
+from contextmgr.core.client_history import ClientMessage
+from contextmgr.core.retention import Fact
+from contextmgr.llm.types import Sampling
 from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
 from contextmgr.services.events import event_record
 from contextmgr.services.goals import (

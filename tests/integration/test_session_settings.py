@@ -8,10 +8,9 @@ from django.test import Client
 from django.urls import reverse
 
 from chat.messages import message_create
-from chat.models import Session
+from chat.models import Checkpoint, ContextEvent, Decision, Goal, Session
 from chat.services import session_continue, session_create
 from contextmgr.core.budget import Budget
-from contextmgr.models import Checkpoint, ContextEvent, Decision, Goal
 from contextmgr.selectors import session_budget, session_config, session_prompt
 from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
 from contextmgr.services.compression import compression_run, session_effective_limits

@@ -8,8 +8,7 @@ from django.db.migrations.executor import MigrationExecutor
 from django.urls import reverse
 
 from chat.messages import message_create
-from chat.models import Message
-from contextmgr.models import Checkpoint, ContextEvent, Decision, Snapshot
+from chat.models import Checkpoint, ContextEvent, Decision, Message, Snapshot
 from contextmgr.selectors import session_budget
 from contextmgr.services.compression import compression_run
 from contextmgr.services.goals import artifact_record, decision_record, decision_update, goal_create
@@ -175,14 +174,14 @@ def test_the_admin_reviews_snapshots_and_a_deletion_breaks_no_other(admin_client
     due_session.refresh_from_db()
     captured = prompt(due_session)
 
-    change = reverse("admin:contextmgr_snapshot_change", args=[middle.pk])
+    change = reverse("admin:chat_snapshot_change", args=[middle.pk])
     page = admin_client.get(change)
     assert page.status_code == 200
     assert b'name="reason"' not in page.content  # shown, not editable
     assert admin_client.post(change, {"reason": "edited"}).status_code == 403
     assert Snapshot.objects.get(pk=middle.pk).reason == "middle"
 
-    delete = reverse("admin:contextmgr_snapshot_delete", args=[middle.pk])
+    delete = reverse("admin:chat_snapshot_delete", args=[middle.pk])
     assert admin_client.post(delete, {"post": "yes"}).status_code == 302
     assert not Snapshot.objects.filter(pk=middle.pk).exists()
     snapshot_restore(snapshot=first)

@@ -10,8 +10,7 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import Client, override_settings
 
-from chat.models import Message
-from contextmgr.models import Snapshot
+from chat.models import Message, Snapshot
 from contextmgr.services.snapshots import snapshot_create
 from tests.factories import SOCKET_TIMEOUT, session_cookie, socket
 

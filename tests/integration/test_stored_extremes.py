@@ -16,9 +16,8 @@ from django.urls import reverse
 
 from chat.archive import session_archive_import
 from chat.archive_file import CHECKPOINT_KEYS, CHECKPOINT_LIST_KEYS, SNAPSHOT_KEYS
-from chat.models import Message, Session
+from chat.models import Checkpoint, CheckpointRevision, ContextEvent, Message, Session, Snapshot
 from contextmgr.core.config import MAX_CONTEXT_TOKENS
-from contextmgr.models import Checkpoint, CheckpointRevision, ContextEvent, Snapshot
 
 pytestmark = pytest.mark.django_db
 

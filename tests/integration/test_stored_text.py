@@ -12,8 +12,7 @@ from django.core.management import call_command
 
 from accounts.models import ApiToken
 from chat.messages import message_create
-from chat.models import Message
-from contextmgr.models import ContextEvent, EventType, Goal, Snapshot
+from chat.models import ContextEvent, EventType, Goal, Message, Snapshot
 from contextmgr.services.events import event_record
 from contextmgr.services.goals import goal_apply_markers
 from contextmgr.services.snapshots import snapshot_create

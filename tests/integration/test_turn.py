@@ -11,7 +11,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from chat.messages import message_create
-from chat.models import Message, Session
+from chat.models import Checkpoint, ContextEvent, Goal, Message, Session
 from chat.revisions import message_leave_context
 from chat.turn import TurnContinue, TurnRetry, TurnSend, turn_take
 from chat.turn_room import EXTRACTIVE_AFTER_FAILURE, EXTRACTIVE_AFTER_WAIT, WAITING_FOR_COMPRESSION
@@ -20,7 +20,6 @@ from contextmgr.llm.embedded import MODEL_NAME
 from contextmgr.llm.gateway import Gateway
 from contextmgr.llm.ollama_backend import OllamaBackend
 from contextmgr.llm.types import ContextOverflow, LLMError, ModelNotFound
-from contextmgr.models import Checkpoint, ContextEvent, Goal
 from contextmgr.selectors import session_budget, session_context
 from contextmgr.services.compression import CompressionOutcome, compression_wait
 from contextmgr.services.goals import goal_create

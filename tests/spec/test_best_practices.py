@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 from django.urls import reverse
 
-from chat.models import Message, Session
-from contextmgr.models import Checkpoint, Decision, Snapshot
+from chat.models import Checkpoint, Decision, Message, Session, Snapshot
 from contextmgr.selectors import active_checkpoints, active_messages, session_budget
 from contextmgr.services.compression import compression_maybe_schedule, compression_run
 from contextmgr.services.goals import goal_checkpoint_set

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from chat.models import Message
+from chat.models import Checkpoint, ContextEvent, Message
 from contextmgr.core.aging import Level
 from contextmgr.core.prompts import build_aging_prompt, build_merge_prompt
-from contextmgr.models import Checkpoint, ContextEvent
 from contextmgr.selectors import active_checkpoints
 from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
 from contextmgr.services.compression import compression_run, session_effective_limits

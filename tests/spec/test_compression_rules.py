@@ -5,10 +5,9 @@ from __future__ import annotations
 import pytest
 
 from chat.messages import message_create
-from chat.models import Message
+from chat.models import Checkpoint, ContextEvent, Message
 from contextmgr.core.aging import Level
 from contextmgr.core.window import chat_messages
-from contextmgr.models import Checkpoint, ContextEvent
 from contextmgr.selectors import session_budget, session_window
 from contextmgr.services.checkpoints import CheckpointDraft, CompressionConflict, compression_commit
 from contextmgr.services.compression import compression_run

@@ -6,6 +6,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.test import override_settings
 
+from chat.models import Snapshot
 from chat.services import session_create, session_update
 from contextmgr.core.config import (
     DEFAULT_CONFIG,
@@ -15,7 +16,6 @@ from contextmgr.core.config import (
     effective_preserve_recent,
 )
 from contextmgr.core.selection import ContextMessage, select_for_compression
-from contextmgr.models import Snapshot
 from contextmgr.resources import count_text_tokens
 from contextmgr.selectors import session_budget, session_config
 from contextmgr.services.compression import compression_run

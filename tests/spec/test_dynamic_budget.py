@@ -8,8 +8,8 @@ import pytest
 from django.test import Client
 
 from chat.messages import message_create
+from chat.models import Checkpoint
 from chat.services import session_create
-from contextmgr.models import Checkpoint
 from contextmgr.resources import context_profiles, count_text_tokens
 from contextmgr.selectors import active_checkpoints, session_budget
 from contextmgr.services.checkpoints import CheckpointDraft, compression_commit

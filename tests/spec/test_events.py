@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from contextmgr.models import ContextEvent, EventType, Snapshot
+from chat.models import ContextEvent, EventType, Snapshot
 from contextmgr.services.compression import compression_run
 from contextmgr.services.lease import lease_acquire, lease_release
 from contextmgr.services.snapshots import SnapshotError, snapshot_create, snapshot_restore

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from chat.models import Artifact, Checkpoint, ContextEvent, Decision, Goal
 from chat.services import session_update
 from contextmgr.core.prompts import (
     SUMMARY_MARKERS_REQUEST,
@@ -14,7 +15,6 @@ from contextmgr.core.prompts import (
     build_goal_summary_prompt,
 )
 from contextmgr.core.window import chat_messages
-from contextmgr.models import Artifact, Checkpoint, ContextEvent, Decision, Goal
 from contextmgr.selectors import session_window
 from contextmgr.services.compression import compression_run
 from contextmgr.services.events import event_record

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from chat.models import Artifact, Decision, Goal
 from contextmgr.core.markers import (
     ArtifactRecord,
     CheckpointUpdate,
@@ -12,7 +13,6 @@ from contextmgr.core.markers import (
     NextStep,
     parse_markers,
 )
-from contextmgr.models import Artifact, Decision, Goal
 from contextmgr.services.goals import decision_record, goal_apply_markers
 
 SPEC_EXAMPLE = """\

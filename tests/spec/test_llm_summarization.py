@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from chat.models import Message
+from chat.models import Checkpoint, ContextEvent, Message
 from contextmgr.core.prompts import PromptMessage, build_summary_prompt
-from contextmgr.models import Checkpoint, ContextEvent
 from contextmgr.selectors import session_window
 from contextmgr.services.compression import compression_run
 from tests.factories import created, event_types, summary_requests

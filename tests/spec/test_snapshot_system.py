@@ -6,9 +6,8 @@ import pytest
 from django.db import transaction
 
 from chat.messages import message_create
-from chat.models import Message, Session
+from chat.models import Checkpoint, ContextEvent, ImmutableError, Message, Session, Snapshot
 from chat.services import session_delete
-from contextmgr.models import Checkpoint, ContextEvent, ImmutableError, Snapshot
 from contextmgr.selectors import session_budget, session_snapshots
 from contextmgr.services.compression import compression_run
 from contextmgr.services.goals import decision_record, goal_create

@@ -6,8 +6,8 @@ import pytest
 from django.template.loader import render_to_string
 
 from chat.messages import message_create
+from chat.models import Checkpoint, ContextEvent
 from contextmgr.core.reliability import ReliabilityLevel, compute_reliability
-from contextmgr.models import Checkpoint, ContextEvent
 from contextmgr.panels import context_panel
 from contextmgr.selectors import active_checkpoints, session_budget
 from contextmgr.services.checkpoints import CheckpointDraft, compression_commit

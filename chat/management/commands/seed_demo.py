@@ -15,7 +15,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from chat.messages import message_create
-from chat.models import Message, Session
+from chat.models import Checkpoint, Message, Session, Snapshot
 from chat.selectors import ModelFacts
 from chat.services import session_start
 from contextmgr.core.aging import CheckpointInfo, Level, plan_aging
@@ -23,7 +23,6 @@ from contextmgr.core.config import context_config_from_mapping, effective_preser
 from contextmgr.core.markers import marker_facts
 from contextmgr.core.selection import ContextMessage, select_for_compression
 from contextmgr.core.truncate import shorten_extractive
-from contextmgr.models import Checkpoint, Snapshot
 from contextmgr.resources import count_text_tokens
 from contextmgr.selectors import active_checkpoints, active_messages, session_budget
 from contextmgr.services.checkpoints import AgedSummary, CheckpointDraft, MergedSummary, compression_commit

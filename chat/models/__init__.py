@@ -1,0 +1,52 @@
+"""The conversation domain's models: sessions, their messages, checkpoints, goals, snapshots and events.
+
+The checkpoints, goals, snapshots and events came from the contextmgr app (issue 33) and keep its
+tables (``Meta.db_table``). Django finds an app's models in this package, which lists every name of its
+modules (the old ``chat.models`` and ``contextmgr.models``).
+"""
+
+from chat.models.checkpoints import LEVEL_CHOICES, Checkpoint, CheckpointRevision
+from chat.models.events import ContextEvent, EventType
+from chat.models.goals import MAX_GOAL_CHARS, MAX_PATH_CHARS, Artifact, Decision, Goal, GoalCheckpoint
+from chat.models.messages import Message
+from chat.models.sessions import (
+    CONTEXT_SIZE_CHOICES,
+    DEFAULT_CONTEXT_SIZE,
+    MAX_MESSAGE_CHARS,
+    MAX_MODEL_NAME_LENGTH,
+    MAX_SOURCE_FIELD_LENGTH,
+    MAX_SYSTEM_PROMPT_CHARS,
+    MAX_TITLE_LENGTH,
+    ClientTask,
+    Session,
+    check_length,
+)
+from chat.models.snapshots import ImmutableError, Snapshot, SnapshotQuerySet
+
+__all__ = [
+    "CONTEXT_SIZE_CHOICES",
+    "DEFAULT_CONTEXT_SIZE",
+    "LEVEL_CHOICES",
+    "MAX_GOAL_CHARS",
+    "MAX_MESSAGE_CHARS",
+    "MAX_MODEL_NAME_LENGTH",
+    "MAX_PATH_CHARS",
+    "MAX_SOURCE_FIELD_LENGTH",
+    "MAX_SYSTEM_PROMPT_CHARS",
+    "MAX_TITLE_LENGTH",
+    "Artifact",
+    "Checkpoint",
+    "CheckpointRevision",
+    "ClientTask",
+    "ContextEvent",
+    "Decision",
+    "EventType",
+    "Goal",
+    "GoalCheckpoint",
+    "ImmutableError",
+    "Message",
+    "Session",
+    "Snapshot",
+    "SnapshotQuerySet",
+    "check_length",
+]
