@@ -83,7 +83,7 @@ lint: $(DEV_STAMP)
 	DJANGO_SETTINGS_MODULE=ollm_site.settings_test $(BIN)/python manage.py makemigrations --check --dry-run
 
 unit: $(DEV_STAMP)
-	$(BIN)/pytest tests/unit --cov=contextmgr/core --cov-report=term-missing --cov-fail-under=100
+	$(BIN)/pytest tests/unit --cov=engine/core --cov-report=term-missing --cov-fail-under=100
 
 integration: $(DEV_STAMP)
 	$(BIN)/pytest tests/integration

@@ -6,8 +6,3 @@ from django.apps import AppConfig
 class AccountsConfig(AppConfig):
     name = "accounts"
     verbose_name = "Accounts and API tokens"
-
-    def ready(self) -> None:
-        from accounts import signals
-
-        signals.connect()

@@ -19,7 +19,7 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
-    # Off: a client's background tasks (chat.client_tasks) are turns of sessions of their own, as before.
+    # Off: a client's background tasks (chat.services.client_tasks) are turns of sessions of their own, as before.
     tasks_apart = models.BooleanField(
         default=True,
         help_text="Answer the background tasks of its client (a chat's title, tags, follow-ups) without a session.",

@@ -4,7 +4,6 @@ use that authenticates a request), and the end of a login's open chat sockets.""
 from __future__ import annotations
 
 import hashlib
-import logging
 import secrets
 from datetime import timedelta
 from typing import Any
@@ -16,10 +15,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from accounts.models import MAX_TOKEN_NAME_LENGTH, ApiToken
-from contextmgr.core.text import storable_text
-from contextmgr.services.events import group_send
-
-logger = logging.getLogger(__name__)
+from engine.core.text import storable_text
 
 # A request with a token refreshes ``last_used_at`` at most this often, so a busy
 # script does not turn every read into a write.
@@ -105,24 +101,8 @@ def api_token_use(*, raw: str) -> ApiToken | None:
 @transaction.atomic
 def api_token_tasks_set(*, token: ApiToken, apart: bool) -> ApiToken:
     """Whether the background tasks of the token's client are answered apart, without a session
-    (``chat.client_tasks``), or as turns of sessions of their own. Precondition: the caller owns ``token``."""
+    (``chat.services.client_tasks``), or as turns of sessions of their own. Precondition: the caller owns ``token``."""
     if token.tasks_apart != apart:
         token.tasks_apart = apart
         token.save(update_fields=["tasks_apart"])
     return token
-
-
-def user_group(user_id: int) -> str:
-    """The channel-layer group of a user's open chat sockets (``chat.consumers``)."""
-    return f"user-{user_id}"
-
-
-def user_sockets_recheck(*, user_id: int, logged_out_session: str | None = None) -> None:
-    """Tell the user's open chat sockets their login may have ended, so they close (4401) at once rather than
-    at their next frame: those of ``logged_out_session`` (the Django session a logout ends) do, and every other
-    one checks its own session afresh (a password change or a deactivation ends it; another browser's logout
-    does not)."""
-    try:
-        group_send(user_group(user_id), {"type": "login.ended", "session_key": logged_out_session})
-    except Exception:  # the sockets still end at their next frame
-        logger.exception("could not tell the open sockets of user %s that a login ended", user_id)

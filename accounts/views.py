@@ -25,7 +25,6 @@ from accounts.services import (
     api_token_tasks_set,
     first_account_create,
 )
-from chat.selectors import client_tasks_recent
 
 # The session key that carries a new token from the POST that made it to the one GET that shows it.
 NEW_TOKEN_SESSION_KEY = "accounts_new_api_token"
@@ -54,7 +53,6 @@ def tokens(request: HttpRequest) -> HttpResponse:
     created = request.session.pop(NEW_TOKEN_SESSION_KEY, None) if request.method == "GET" else None
     context = {
         "tokens": tokens_with_usage(user=request.user),
-        "tasks": client_tasks_recent(user=request.user),
         "loopback_user": settings.OLLM_LOOPBACK_USER,
         "created": created,
         "error": error,

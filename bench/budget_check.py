@@ -40,12 +40,12 @@ from history import session_with_history  # noqa: E402
 from model_server import BenchModelServer  # noqa: E402
 from report import Report  # noqa: E402
 
+from chat.gateway import get_gateway  # noqa: E402
 from chat.models import Session  # noqa: E402
-from contextmgr.llm import get_gateway  # noqa: E402
-from contextmgr.llm.embedded import MODEL_NAME  # noqa: E402
-from contextmgr.panels import context_panel  # noqa: E402
-from contextmgr.selectors import session_budget  # noqa: E402
-from contextmgr.services.compression import compression_maybe_schedule  # noqa: E402
+from chat.selectors.context import session_budget  # noqa: E402
+from chat.services.compression import compression_maybe_schedule  # noqa: E402
+from chat.web.panels import context_panel  # noqa: E402
+from engine.llm.embedded import MODEL_NAME  # noqa: E402
 
 LIMIT_MS = 5.0
 # "Flat": the largest history may cost at most this much more than the smallest (p50).

@@ -17,8 +17,8 @@ from channels.testing import HttpCommunicator, WebsocketCommunicator
 from django.test import Client
 
 from accounts.services import api_token_create
-from contextmgr.llm import GREEDY, ChatMessage, ChatRequest, ChatResult, ChatStream
-from contextmgr.llm.embedded import EmbeddedBackend
+from engine.llm import GREEDY, ChatMessage, ChatRequest, ChatResult, ChatStream
+from engine.llm.embedded import EmbeddedBackend
 from ollm_site.asgi import application
 
 TIMEOUT = 600

@@ -40,13 +40,13 @@ from model_server import BenchModelServer  # noqa: E402
 from report import Report  # noqa: E402
 
 from chat.models import Checkpoint, ContextEvent, Message, Session, Snapshot  # noqa: E402  # noqa: E402
-from chat.services import session_create  # noqa: E402
-from chat.turn import TurnSend, turn_take  # noqa: E402
-from contextmgr.llm.embedded import MODEL_NAME, EmbeddedBackend  # noqa: E402
-from contextmgr.llm.gateway import Gateway  # noqa: E402
-from contextmgr.llm.ollama_backend import OllamaBackend  # noqa: E402
-from contextmgr.services.compression import compression_run, compression_running  # noqa: E402
-from contextmgr.services.snapshots import snapshot_create  # noqa: E402
+from chat.services.compression import compression_run, compression_running  # noqa: E402
+from chat.services.sessions import session_create  # noqa: E402
+from chat.services.snapshots import snapshot_create  # noqa: E402
+from chat.services.turn import TurnSend, turn_take  # noqa: E402
+from engine.llm.embedded import MODEL_NAME, EmbeddedBackend  # noqa: E402
+from engine.llm.gateway import Gateway  # noqa: E402
+from engine.llm.ollama_backend import OllamaBackend  # noqa: E402
 
 # The truncate strategy calls no model; this gateway only counts tokens (the estimate).
 NO_LLM = Gateway(mode="ollama", embedded=None, ollama=OllamaBackend(host="http://127.0.0.1:9"))
@@ -67,7 +67,7 @@ class RecordingGateway(Gateway):
 
 def conversation(owner, turns: int, size: int, server_url: str) -> str:  # type: ignore[no-untyped-def]
     """Run the conversation at ``size``, print what it shows, and return its row of the report's table."""
-    import contextmgr.services.compression_run as compression
+    import chat.services.compression_run as compression
 
     gateway = RecordingGateway(EmbeddedBackend(host=server_url))
     compression.get_gateway = lambda: gateway  # type: ignore[assignment,attr-defined]

@@ -33,7 +33,7 @@ def use_model_server(url: str) -> None:
     """Point the app's gateway (``get_gateway()``) at the model server at ``url``: the benchmark's own."""
     from django.conf import settings
 
-    from contextmgr.llm import get_gateway
+    from chat.gateway import get_gateway
 
     settings.OLLM_MODEL_SERVER_URL = url
     get_gateway.cache_clear()

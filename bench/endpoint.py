@@ -63,13 +63,14 @@ from history import drop_messages_after, last_position, session_with_history  # 
 from model_server import BenchModelServer  # noqa: E402
 from report import Report  # noqa: E402
 
-from chat.drop_in import SESSION_HEADER  # noqa: E402
-from chat.messages import message_create  # noqa: E402
+from chat.dropin.common import SESSION_HEADER  # noqa: E402
+from chat.gateway import get_gateway  # noqa: E402
 from chat.models import Message, Session  # noqa: E402
-from contextmgr.core.window import chat_messages  # noqa: E402
-from contextmgr.llm import ChatMessage, get_gateway  # noqa: E402
-from contextmgr.llm.embedded import MODEL_NAME  # noqa: E402
-from contextmgr.selectors import session_window  # noqa: E402
+from chat.selectors.context import session_window  # noqa: E402
+from chat.services.messages import message_create  # noqa: E402
+from engine.core.window import chat_messages  # noqa: E402
+from engine.llm import ChatMessage  # noqa: E402
+from engine.llm.embedded import MODEL_NAME  # noqa: E402
 
 REQUIRED_RATIO = 1.05
 ENDPOINTS = ("ollama", "ollama-stream", "openai-stream")

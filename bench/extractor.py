@@ -27,10 +27,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from report import Report
 
-from contextmgr.core.clauses import fact_clauses
-from contextmgr.core.fact_extraction import extract_facts
-from contextmgr.core.retention import normalize
-from contextmgr.resources import count_text_tokens
+from engine.core.clauses import fact_clauses
+from engine.core.fact_extraction import extract_facts
+from engine.core.retention import normalize
+from engine.resources import count_text_tokens
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "heldout"
 RECALL_TARGET = 0.95

@@ -62,10 +62,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from model_server import ROOT, BenchModelServer
 from report import Report
 
-from contextmgr.core.prompts import PromptMessage, build_summary_prompt
-from contextmgr.llm.embedded import MODEL_NAME, EmbeddedBackend
-from contextmgr.llm.gateway import Gateway
-from contextmgr.llm.types import GREEDY, ChatMessage, ChatRequest
+from engine.core.prompts import PromptMessage, build_summary_prompt
+from engine.llm.embedded import MODEL_NAME, EmbeddedBackend
+from engine.llm.gateway import Gateway
+from engine.llm.types import GREEDY, ChatMessage, ChatRequest
 
 REQUIRED_RATIO = 2.0
 NUM_CTX = 4096

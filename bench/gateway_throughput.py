@@ -45,9 +45,9 @@ from llama_cpp import Llama
 from model_server import BenchModelServer
 from report import Report
 
-from contextmgr.llm.embedded import MODEL_NAME, EmbeddedBackend
-from contextmgr.llm.gateway import Gateway
-from contextmgr.llm.types import GREEDY, ChatMessage, ChatRequest
+from engine.llm.embedded import MODEL_NAME, EmbeddedBackend
+from engine.llm.gateway import Gateway
+from engine.llm.types import GREEDY, ChatMessage, ChatRequest
 from modelserver.__main__ import physical_cores
 from modelserver.engine import Engine, Message, bundled_model_path
 

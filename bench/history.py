@@ -25,12 +25,12 @@ from django.db import connection, transaction
 from django.db.models import Max
 
 from chat.models import Checkpoint, CheckpointRevision, ContextEvent, EventType, Message, Session, Snapshot
-from chat.services import session_create
-from contextmgr.core.aging import Level
-from contextmgr.core.tokens import TokenCounter
-from contextmgr.llm import Gateway
-from contextmgr.selectors import active_messages, session_budget
-from contextmgr.services.compression import compression_run
+from chat.selectors.context import active_messages, session_budget
+from chat.services.compression import compression_run
+from chat.services.sessions import session_create
+from engine.core.aging import Level
+from engine.core.tokens import TokenCounter
+from engine.llm import Gateway
 
 # What people and the model say, in turn; a number makes every message different.
 USER_LINES = (

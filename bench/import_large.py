@@ -34,12 +34,12 @@ from django.db import connection  # noqa: E402
 from model_server import BenchModelServer  # noqa: E402
 from report import Report  # noqa: E402
 
-from chat import imports  # noqa: E402
-from chat.messages import message_create  # noqa: E402
+from chat.gateway import get_gateway  # noqa: E402
 from chat.models import Message  # noqa: E402
-from chat.services import session_create, session_update  # noqa: E402
-from contextmgr.llm import get_gateway  # noqa: E402
-from contextmgr.llm.embedded import MODEL_NAME  # noqa: E402
+from chat.services import imports  # noqa: E402
+from chat.services.messages import message_create  # noqa: E402
+from chat.services.sessions import session_create, session_update  # noqa: E402
+from engine.llm.embedded import MODEL_NAME  # noqa: E402
 
 # About 300 characters a message: 4,990 of them make a file of about 1.7 MB, under the 2 MiB limit.
 LINE = "Step {n}: the orders table gets an index on (user_id, created_at); the report query reads it. "

@@ -24,7 +24,7 @@ setup_django()
 
 from report import Report  # noqa: E402
 
-from contextmgr.llm.embedded import MODEL_NAME  # noqa: E402
+from engine.llm.embedded import MODEL_NAME  # noqa: E402
 from tests.support.live_server import serve  # noqa: E402
 from tests.support.load import load_run, users_with_tokens  # noqa: E402
 from tests.support.model_server import ModelServerProcess  # noqa: E402

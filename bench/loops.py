@@ -34,9 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from model_server import BenchModelServer
 from report import Report
 
-from contextmgr.core.repetition import RepeatedPhrase, most_repeated_phrase, repetition
-from contextmgr.llm import ChatMessage, ChatRequest, Sampling
-from contextmgr.llm.embedded import MODEL_NAME, EmbeddedBackend
+from engine.core.repetition import RepeatedPhrase, most_repeated_phrase, repetition
+from engine.llm import ChatMessage, ChatRequest, Sampling
+from engine.llm.embedded import MODEL_NAME, EmbeddedBackend
 
 PROMPTS = Path(__file__).resolve().parent / "data" / "loop_prompts.json"
 PHRASE_WORDS = 5

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from contextmgr.llm.embedded import MODEL_NAME  # noqa: E402
+from engine.llm.embedded import MODEL_NAME  # noqa: E402
 from tests.support.model_server import Served, free_port  # noqa: E402
 from tests.support.timing import wait_until  # noqa: E402
 

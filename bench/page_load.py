@@ -37,8 +37,8 @@ from history import session_with_history  # noqa: E402
 from model_server import BenchModelServer  # noqa: E402
 from report import Report  # noqa: E402
 
-from contextmgr.llm import get_gateway  # noqa: E402
-from contextmgr.llm.embedded import MODEL_NAME  # noqa: E402
+from chat.gateway import get_gateway  # noqa: E402
+from engine.llm.embedded import MODEL_NAME  # noqa: E402
 
 LIMIT_MS = 200.0
 
@@ -100,7 +100,7 @@ def measure(args: argparse.Namespace) -> int:
     client.force_login(owner)
     pages = {
         "chat page": reverse("chat:chat", args=[grown.session.pk]),
-        "aging timeline": reverse("contextmgr:timeline", args=[grown.session.pk]),
+        "aging timeline": reverse("context:timeline", args=[grown.session.pk]),
     }
     report.print(f"\n== server time of one page, {args.messages:,}-message session, {args.rounds} rounds, ms")
     report.print("| page | p50 | p95 | queries | HTML |")

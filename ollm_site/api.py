@@ -25,14 +25,14 @@ from ninja.renderers import JSONRenderer
 from ninja.responses import NinjaJSONEncoder
 
 from accounts.auth import CookieAuth, TokenAuth
-from chat.api import router as chat_router
-from chat.file_checks import ImportTooLarge
-from chat.imports import ImportConflict
-from chat.selectors import ModelUnavailable
-from contextmgr.api import router as context_router
-from contextmgr.core.times import iso_millis
-from contextmgr.llm.types import BackendUnavailable, ContextOverflow, LLMError, LLMTimeout
-from contextmgr.services.snapshots import SnapshotError
+from chat.api.context import router as context_router
+from chat.api.sessions import router as chat_router
+from chat.formats.file_checks import ImportTooLarge
+from chat.selectors.sessions import ModelUnavailable
+from chat.services.imports import ImportConflict
+from chat.services.snapshots import SnapshotError
+from engine.core.times import iso_millis
+from engine.llm.types import BackendUnavailable, ContextOverflow, LLMError, LLMTimeout
 from search.api import router as search_router
 
 

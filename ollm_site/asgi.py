@@ -17,7 +17,7 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up first)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from chat.routing import websocket_urlpatterns  # noqa: E402
+from chat.web.routing import websocket_urlpatterns  # noqa: E402
 from ollm_site.origins import SameOriginValidator  # noqa: E402
 
 application = ProtocolTypeRouter(

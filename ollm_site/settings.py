@@ -16,7 +16,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 from dotenv import load_dotenv
 
-from contextmgr.core.backoff import DEFAULT_RETRY_SECONDS, Backoff
+from engine.core.backoff import DEFAULT_RETRY_SECONDS, Backoff
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 load_dotenv(os.environ.get("OLLM_ENV_FILE", BASE_DIR / ".env"))

@@ -5,7 +5,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from accounts.views import LoginView
-from chat import ollama_api, openai_api
+from chat.dropin import ollama_api, openai_api
 from ollm_site.api import api
 
 admin.site.site_header = "ollm-site review"
@@ -20,7 +20,7 @@ urlpatterns = [
     path("ollama/", include(ollama_api.urlpatterns)),
     path("v1/", include(openai_api.urlpatterns)),
     path("account/", include("accounts.urls")),
-    path("", include("contextmgr.urls")),
-    path("", include("chat.urls")),
+    path("", include("chat.web.context_urls")),
+    path("", include("chat.web.urls")),
     path("", include("search.urls")),
 ]

@@ -30,8 +30,8 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 from chat.models import Message, Session
-from chat.selectors import HISTORY_WINDOW
-from contextmgr.core.text import storable_text
+from chat.selectors.sessions import HISTORY_WINDOW
+from engine.core.text import storable_text
 from search.models import SearchDocument
 from search.query import ParsedQuery, Term, fts5_query, parse_query, tsquery
 
@@ -279,7 +279,7 @@ def _url(document: SearchDocument, last_positions: dict[UUID, int]) -> str:
         old = (document.position or 0) <= last_positions.get(document.session_id, 0) - HISTORY_WINDOW
         return f"{chat}?around={document.ref_id}#msg-{document.ref_id}" if old else f"{chat}#msg-{document.ref_id}"
     if document.kind == SearchDocument.Kind.CHECKPOINT:
-        return reverse("contextmgr:timeline", args=[document.session_id]) + f"#checkpoint-{document.ref_id}"
+        return reverse("context:timeline", args=[document.session_id]) + f"#checkpoint-{document.ref_id}"
     if document.kind == SearchDocument.Kind.GOAL:
         return f"{chat}#goal-{document.ref_id}"
     if document.kind == SearchDocument.Kind.DECISION:

@@ -7,8 +7,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from chat.export import sessions_zip_response
-from chat.selectors import sessions_for_user
+from chat.selectors.sessions import sessions_for_user
+from chat.services.export import sessions_zip_response
 from search.forms import SearchForm
 from search.selectors import search_history, sessions_matching
 

@@ -20,7 +20,7 @@ def app_model_server(model_server):
     suites (tests/integration, tests/spec) use it for every test."""
     from django.conf import settings
 
-    from contextmgr.llm import get_gateway
+    from chat.gateway import get_gateway
 
     previous = settings.OLLM_MODEL_SERVER_URL
     settings.OLLM_MODEL_SERVER_URL = model_server.url
@@ -33,7 +33,7 @@ def app_model_server(model_server):
 @pytest.fixture(scope="session")
 def embedded_backend(model_server):
     """The embedded backend, as the app makes it: a client of the bundled model server."""
-    from contextmgr.llm.embedded import EmbeddedBackend
+    from engine.llm.embedded import EmbeddedBackend
 
     return EmbeddedBackend(host=model_server.url, timeout=120)
 
@@ -49,8 +49,8 @@ def fake_ollama(model_server):
 @pytest.fixture
 def gateway(fake_ollama):
     """A gateway to Ollama's stand-in, passed to what a test calls (no app code is patched)."""
-    from contextmgr.llm.gateway import Gateway
-    from contextmgr.llm.ollama_backend import OllamaBackend
+    from engine.llm.gateway import Gateway
+    from engine.llm.ollama_backend import OllamaBackend
 
     return Gateway(mode="ollama", embedded=None, ollama=OllamaBackend(host=fake_ollama.url, timeout=180))
 
@@ -77,7 +77,7 @@ def other_user(django_user_model):
 
 @pytest.fixture
 def chat_session(user):
-    from chat.services import session_create
+    from chat.services.sessions import session_create
 
     return session_create(owner=user, model="llama3.2:3b", context_size=16384, system_prompt="You are helpful.")
 

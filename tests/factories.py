@@ -24,18 +24,18 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import Client, override_settings
 
-from chat.messages import message_create
 from chat.models import Checkpoint, ContextEvent, Message, Session
-from chat.selectors import model_facts
-from chat.services import session_create, session_start
-from contextmgr.core.aging import MIN_TARGET_TOKENS, Level
-from contextmgr.core.config import SAMPLING_RANGES
-from contextmgr.core.reliability import is_small_model
-from contextmgr.core.selection import ContextMessage, select_for_compression
-from contextmgr.core.window import chat_messages
-from contextmgr.selectors import active_checkpoints, active_messages, session_budget, session_window
-from contextmgr.services.compression import CompressionOutcome, compression_run, session_effective_limits
-from contextmgr.snapshot_state import session_state
+from chat.selectors.context import active_checkpoints, active_messages, session_budget, session_window
+from chat.selectors.sessions import model_facts
+from chat.selectors.snapshot_state import session_state
+from chat.services.compression import CompressionOutcome, compression_run, session_effective_limits
+from chat.services.messages import message_create
+from chat.services.sessions import session_create, session_start
+from engine.core.aging import MIN_TARGET_TOKENS, Level
+from engine.core.config import SAMPLING_RANGES
+from engine.core.reliability import is_small_model
+from engine.core.selection import ContextMessage, select_for_compression
+from engine.core.window import chat_messages
 from tests.support.model_server import SERVED_MODEL, UNTAGGED_MODEL, Hold, ModelServerProcess
 from tests.support.timing import scaled
 from tests.system.support import (
@@ -207,7 +207,7 @@ def until_due(session: Session, *, start: int = 0) -> int:
 
 
 # Plain, varied prose (no phrase of six words twice, no facts) to cut summaries of a given size from:
-# a canned summary made of it is never taken for a loop (contextmgr/core/repetition.py).
+# a canned summary made of it is never taken for a loop (engine/core/repetition.py).
 PROSE = (
     "The team reviewed the onboarding flow and agreed that new users should see a short welcome screen before "
     "anything else. Designers sketched three variants of the screen, each with a different tone, and the writers "

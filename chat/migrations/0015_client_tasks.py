@@ -20,7 +20,7 @@ class Migration(migrations.Migration):
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('client', models.CharField(blank=True, help_text='The client that sent it.', max_length=200)),
-                ('kind', models.CharField(help_text='What it asked for (contextmgr.core.client_tasks.TASK_KINDS).', max_length=20)),
+                ('kind', models.CharField(help_text='What it asked for (engine.core.client_tasks.TASK_KINDS).', max_length=20)),
                 ('model', models.CharField(max_length=200)),
                 ('prompt', models.TextField(help_text="The request's messages, as sent.")),
                 ('response', models.TextField(blank=True, help_text="The model's answer, or the part it gave before a failure.")),

@@ -5,8 +5,8 @@ so no database operation runs; contextmgr 0010 deletes the models from contextmg
 0017 moves their content types.
 """
 
-import contextmgr.core.aging
-import contextmgr.core.text
+import engine.core.aging
+import engine.core.text
 import django.db.models.deletion
 from django.db import migrations, models
 
@@ -27,7 +27,7 @@ class Migration(migrations.Migration):
                     fields=[
                         ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                         ('number', models.PositiveIntegerField(help_text='The compression that created it (1 = first).')),
-                        ('level', models.PositiveSmallIntegerField(choices=[(0, 'ultra'), (1, '1 (ancient)'), (2, '2 (old)'), (3, '3 (recent)')], default=contextmgr.core.aging.Level['RECENT'])),
+                        ('level', models.PositiveSmallIntegerField(choices=[(0, 'ultra'), (1, '1 (ancient)'), (2, '2 (old)'), (3, '3 (recent)')], default=engine.core.aging.Level['RECENT'])),
                         ('first_position', models.PositiveIntegerField(blank=True, help_text="Position of the oldest message it stands for; empty when it holds none of its session's.", null=True)),
                         ('last_position', models.PositiveIntegerField(blank=True, help_text='Position of the newest message it stands for; empty with the first.', null=True)),
                         ('origin', models.CharField(blank=True, help_text='What it stands for besides its session\'s messages, for example "Carried over from “Plans”".', max_length=250)),
@@ -36,12 +36,12 @@ class Migration(migrations.Migration):
                         ('original_tokens', models.PositiveIntegerField()),
                         ('current_tokens', models.PositiveIntegerField()),
                         ('compression_count', models.PositiveIntegerField(default=1, help_text='How many times it was compressed.')),
-                        ('key_decisions', models.JSONField(blank=True, default=list, encoder=contextmgr.core.text.StorableJSONEncoder)),
-                        ('files_modified', models.JSONField(blank=True, default=list, encoder=contextmgr.core.text.StorableJSONEncoder)),
-                        ('next_steps', models.JSONField(blank=True, default=list, encoder=contextmgr.core.text.StorableJSONEncoder)),
+                        ('key_decisions', models.JSONField(blank=True, default=list, encoder=engine.core.text.StorableJSONEncoder)),
+                        ('files_modified', models.JSONField(blank=True, default=list, encoder=engine.core.text.StorableJSONEncoder)),
+                        ('next_steps', models.JSONField(blank=True, default=list, encoder=engine.core.text.StorableJSONEncoder)),
                         ('retention', models.FloatField(blank=True, help_text='Measured share of key facts kept; null if unmeasured.', null=True)),
-                        ('facts', models.JSONField(blank=True, default=list, encoder=contextmgr.core.text.StorableJSONEncoder, help_text='The key facts of the messages it stands for, as [kind, text] pairs; retention is measured on them.')),
-                        ('ledger', models.JSONField(blank=True, default=list, encoder=contextmgr.core.text.StorableJSONEncoder, help_text='The facts kept verbatim in the prompt beside the summary, as [kind, text] pairs.')),
+                        ('facts', models.JSONField(blank=True, default=list, encoder=engine.core.text.StorableJSONEncoder, help_text='The key facts of the messages it stands for, as [kind, text] pairs; retention is measured on them.')),
+                        ('ledger', models.JSONField(blank=True, default=list, encoder=engine.core.text.StorableJSONEncoder, help_text='The facts kept verbatim in the prompt beside the summary, as [kind, text] pairs.')),
                         ('retired', models.BooleanField(default=False, help_text='Created after the snapshot that was restored; out of the active context.')),
                         ('created_at', models.DateTimeField(auto_now_add=True)),
                         ('compressed_at', models.DateTimeField(blank=True, help_text='When it was last aged.', null=True)),
@@ -69,8 +69,8 @@ class Migration(migrations.Migration):
                         ('retention', models.FloatField(blank=True, null=True)),
                         ('facts_total', models.PositiveIntegerField(default=0)),
                         ('facts_kept', models.PositiveIntegerField(default=0)),
-                        ('missing_facts', models.JSONField(blank=True, default=list, encoder=contextmgr.core.text.StorableJSONEncoder, help_text='The facts the next prompt lost with this version, [kind, text].')),
-                        ('ledger_dropped', models.JSONField(blank=True, default=list, encoder=contextmgr.core.text.StorableJSONEncoder, help_text='Facts the ledger had no room for at this version, [kind, text]; the full history keeps them.')),
+                        ('missing_facts', models.JSONField(blank=True, default=list, encoder=engine.core.text.StorableJSONEncoder, help_text='The facts the next prompt lost with this version, [kind, text].')),
+                        ('ledger_dropped', models.JSONField(blank=True, default=list, encoder=engine.core.text.StorableJSONEncoder, help_text='Facts the ledger had no room for at this version, [kind, text]; the full history keeps them.')),
                         ('created_at', models.DateTimeField(auto_now_add=True)),
                         ('checkpoint', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='revisions', to='chat.checkpoint')),
                     ],
@@ -84,7 +84,7 @@ class Migration(migrations.Migration):
                     fields=[
                         ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                         ('type', models.CharField(choices=[('compressed', 'Compressed'), ('compression-skipped', 'Compression Skipped'), ('compression-error', 'Compression Error'), ('rollover-complete', 'Rollover Complete'), ('checkpoint-created', 'Checkpoint Created'), ('checkpoint-aged', 'Checkpoint Aged'), ('snapshot-created', 'Snapshot Created'), ('snapshot-restored', 'Snapshot Restored'), ('snapshot-error', 'Snapshot Error'), ('auto-snapshot-created', 'Auto Snapshot Created'), ('prompt-truncated', 'Prompt Truncated')], max_length=32)),
-                        ('payload', models.JSONField(blank=True, default=dict, encoder=contextmgr.core.text.StorableJSONEncoder)),
+                        ('payload', models.JSONField(blank=True, default=dict, encoder=engine.core.text.StorableJSONEncoder)),
                         ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
                         ('session', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='events', to='chat.session')),
                     ],
@@ -163,7 +163,7 @@ class Migration(migrations.Migration):
                         ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                         ('kind', models.CharField(choices=[('auto', 'Auto'), ('manual', 'Manual')], max_length=8)),
                         ('reason', models.CharField(blank=True, max_length=200)),
-                        ('state', models.JSONField(encoder=contextmgr.core.text.StorableJSONEncoder)),
+                        ('state', models.JSONField(encoder=engine.core.text.StorableJSONEncoder)),
                         ('token_count', models.PositiveIntegerField()),
                         ('message_count', models.PositiveIntegerField()),
                         ('checkpoint_count', models.PositiveIntegerField()),

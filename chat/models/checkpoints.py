@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from django.db import models
 
-from contextmgr.core.aging import Level
-from contextmgr.core.ranges import MessageRange
-from contextmgr.core.text import StorableJSONEncoder
+from engine.core.aging import Level
+from engine.core.ranges import MessageRange
+from engine.core.text import StorableJSONEncoder
 
 LEVEL_CHOICES = [(level.value, f"{level.value} ({level.label})" if level else "ultra") for level in Level]
 
@@ -95,7 +95,7 @@ class Checkpoint(models.Model):
 
     @property
     def range_label(self) -> str:
-        """The range as shown, for example "Messages 1-50" (``contextmgr.core.ranges``)."""
+        """The range as shown, for example "Messages 1-50" (``engine.core.ranges``)."""
         return self.message_range.label
 
     @property

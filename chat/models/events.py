@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from contextmgr.core.text import StorableJSONEncoder
+from engine.core.text import StorableJSONEncoder
 
 
 class EventType(models.TextChoices):

@@ -10,7 +10,7 @@ from django.db import models
 from django.utils import timezone
 
 from chat.models.sessions import MAX_MESSAGE_CHARS
-from contextmgr.core.text import StorableJSONEncoder
+from engine.core.text import StorableJSONEncoder
 
 
 class Message(models.Model):

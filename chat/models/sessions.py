@@ -10,9 +10,9 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
-from contextmgr.core.text import StorableJSONEncoder
-from contextmgr.core.tiers import ContextProfile
-from contextmgr.resources import context_profile, context_profiles
+from engine.core.text import StorableJSONEncoder
+from engine.core.tiers import ContextProfile
+from engine.resources import context_profile, context_profiles
 
 MAX_TITLE_LENGTH = 200
 MAX_MODEL_NAME_LENGTH = 200
@@ -67,7 +67,7 @@ class Session(models.Model):
     compression_started_at = models.DateTimeField(
         null=True, blank=True, help_text="Set while a compression runs: at most one per session (a lease)."
     )
-    # Kept with the inputs it is computed from (see contextmgr.services) so the
+    # Kept with the inputs it is computed from (see chat.services) so the
     # session list and the admin can sort and filter on it.
     reliability_score = models.FloatField(default=1.0)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -93,8 +93,8 @@ class Session(models.Model):
         "its export writes it back.",
     )
 
-    # A session started through the Ollama or OpenAI endpoint (chat.drop_in): the client that sent it,
-    # and the digest of the history that client holds (contextmgr.core.client_history).
+    # A session started through the Ollama or OpenAI endpoint (chat.dropin.common): the client that sent it,
+    # and the digest of the history that client holds (engine.core.client_history).
     client = models.CharField(
         max_length=MAX_SOURCE_FIELD_LENGTH,
         blank=True,
@@ -109,7 +109,7 @@ class Session(models.Model):
         "continues this session.",
     )
 
-    # A branch (chat.services.session_branch) shares its parent's history up to the fork and starts
+    # A branch (chat.services.sessions.session_branch) shares its parent's history up to the fork and starts
     # from the parent's managed state there; the parent is never changed by it.
     parent = models.ForeignKey(
         "self",
@@ -167,7 +167,7 @@ class Session(models.Model):
 
 class ClientTask(models.Model):
     """A background task an outside client asked for through the Ollama or OpenAI endpoint (a chat's
-    title, tags, follow-up questions…, ``contextmgr.core.client_tasks``): answered by the model from
+    title, tags, follow-up questions…, ``engine.core.client_tasks``): answered by the model from
     the request as sent, kept here for review instead of as a session of its own."""
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="client_tasks")
@@ -180,7 +180,7 @@ class ClientTask(models.Model):
         help_text="The API token the request came with.",
     )
     client = models.CharField(max_length=MAX_SOURCE_FIELD_LENGTH, blank=True, help_text="The client that sent it.")
-    kind = models.CharField(max_length=20, help_text="What it asked for (contextmgr.core.client_tasks.TASK_KINDS).")
+    kind = models.CharField(max_length=20, help_text="What it asked for (engine.core.client_tasks.TASK_KINDS).")
     model = models.CharField(max_length=MAX_MODEL_NAME_LENGTH)
     prompt = models.TextField(help_text="The request's messages, as sent.")
     response = models.TextField(blank=True, help_text="The model's answer, or the part it gave before a failure.")

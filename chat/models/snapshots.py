@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db import models
 
-from contextmgr.core.text import StorableJSONEncoder
+from engine.core.text import StorableJSONEncoder
 
 
 class ImmutableError(RuntimeError):

@@ -4,11 +4,18 @@ from django import template
 from django.utils.safestring import SafeString
 
 from chat.models import Message
-from chat.rendering import render_markdown
-from chat.selectors import VersionSwitch
-from contextmgr import presentation
+from chat.selectors import presentation
+from chat.selectors.sessions import VersionSwitch, client_tasks_recent
+from chat.web.rendering import render_markdown
 
 register = template.Library()
+
+
+@register.inclusion_tag("chat/_client_tasks.html", takes_context=True)
+def client_tasks_recent_table(context: template.Context) -> dict[str, object]:
+    """The newest background tasks of the user's clients, for the API tokens page (accounts), which
+    knows nothing of chat."""
+    return {"tasks": client_tasks_recent(user=context["request"].user)}
 
 
 @register.filter(name="markdown")

@@ -153,7 +153,7 @@
     connection.textContent = "";
     document.body.dataset.socket = "open";
     // Whether a reply streams is the server's to say: a reply in flight catches the page up in the
-    // socket's first frames (chat/live.py), and a page rendered during a reply that has ended since
+    // socket's first frames (chat/web/live.py), and a page rendered during a reply that has ended since
     // gets the history and the idle state.
   });
   // The server closes with 4401 when the login is gone (a logout, here or in another tab) and 4404

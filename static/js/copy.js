@@ -1,5 +1,5 @@
 // Copying to the clipboard, for every page: each code block's Copy button (data-action=copy-code,
-// rendered by chat/rendering.py) copies its code, and chat.js copies whole messages through
+// rendered by chat/web/rendering.py) copies its code, and chat.js copies whole messages through
 // window.ollmCopy.
 (function () {
   "use strict";

@@ -7,10 +7,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from contextmgr.llm.embedded import MODEL_NAME
-from contextmgr.llm.gateway import Gateway
-from contextmgr.llm.ollama_backend import OllamaBackend
-from contextmgr.selectors import session_budget
+from chat.selectors.context import session_budget
+from engine.llm.embedded import MODEL_NAME
+from engine.llm.gateway import Gateway
+from engine.llm.ollama_backend import OllamaBackend
 from tests.factories import E2E_USERNAME, LOGIN_ANSWER, LOGIN_QUESTION, TIER2, converse, small_session
 from tests.support.drop_in import DropIn
 from tests.support.live_server import manage, serve
@@ -37,12 +37,12 @@ def ollama_backend(fake_ollama):
 # The gateway of the REST API, the pages and the socket in their tests.
 
 API_GATEWAY_USERS = (
-    "chat.selectors.get_gateway",
-    "chat.imports.get_gateway",
-    "chat.turn.get_gateway",
-    "chat.conversations.get_gateway",
-    "contextmgr.selectors.get_gateway",
-    "contextmgr.services.compression_run.get_gateway",
+    "chat.selectors.sessions.get_gateway",
+    "chat.services.imports.get_gateway",
+    "chat.services.turn.get_gateway",
+    "chat.services.conversations.get_gateway",
+    "chat.selectors.context.get_gateway",
+    "chat.services.compression_run.get_gateway",
 )
 
 

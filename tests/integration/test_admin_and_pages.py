@@ -25,11 +25,11 @@ from chat.models import (
     Session,
     Snapshot,
 )
-from chat.revisions import message_leave_context
-from chat.services import session_create
-from contextmgr.core.aging import Level
-from contextmgr.selectors import session_budget
-from contextmgr.services.events import event_record
+from chat.selectors.context import session_budget
+from chat.services.events import event_record
+from chat.services.revisions import message_leave_context
+from chat.services.sessions import session_create
+from engine.core.aging import Level
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]

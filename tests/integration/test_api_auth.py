@@ -13,11 +13,11 @@ from django.test import Client
 
 from accounts.models import ApiToken
 from accounts.services import api_token_create, api_token_revoke
-from chat.messages import message_create
 from chat.models import Session, Snapshot
-from chat.services import session_create
-from contextmgr.services.goals import decision_record, goal_checkpoint_set, goal_create
-from contextmgr.services.snapshots import snapshot_create
+from chat.services.goals import decision_record, goal_checkpoint_set, goal_create
+from chat.services.messages import message_create
+from chat.services.sessions import session_create
+from chat.services.snapshots import snapshot_create
 
 pytestmark = pytest.mark.django_db
 

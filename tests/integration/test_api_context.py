@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from chat.messages import message_create
 from chat.models import Checkpoint, ContextEvent, Decision, Goal, Snapshot
-from chat.services import session_create
-from contextmgr.llm.embedded import MODEL_NAME
-from contextmgr.selectors import session_budget
-from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
-from contextmgr.services.goals import goal_create
+from chat.selectors.context import session_budget
+from chat.services.checkpoints import CheckpointDraft, compression_commit
+from chat.services.goals import goal_create
+from chat.services.messages import message_create
+from chat.services.sessions import session_create
+from engine.llm.embedded import MODEL_NAME
 
 pytestmark = pytest.mark.django_db
 JSON = "application/json"
@@ -229,7 +229,7 @@ def test_snapshots_and_restore(api, talk):
 
 
 def test_a_restore_while_a_compression_holds_the_session_is_409(api, talk):
-    from contextmgr.services.lease import lease_acquire
+    from chat.services.lease import lease_acquire
 
     session, _ = talk
     snapshot = api.post(f"/api/sessions/{session.id}/snapshots", {}, content_type=JSON).json()

@@ -20,14 +20,14 @@ from ninja.responses import NinjaJSONEncoder
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
-from chat.messages import message_create
 from chat.models import Goal, Session, Snapshot
-from chat.services import session_create
-from contextmgr.llm.embedded import MODEL_NAME
-from contextmgr.llm.gateway import Gateway
-from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
-from contextmgr.services.goals import artifact_record, decision_record, goal_checkpoint_set, goal_create
-from contextmgr.services.snapshots import snapshot_create
+from chat.services.checkpoints import CheckpointDraft, compression_commit
+from chat.services.goals import artifact_record, decision_record, goal_checkpoint_set, goal_create
+from chat.services.messages import message_create
+from chat.services.sessions import session_create
+from chat.services.snapshots import snapshot_create
+from engine.llm.embedded import MODEL_NAME
+from engine.llm.gateway import Gateway
 from ollm_site.api import api as ninja_api
 
 # The document as /api/openapi.json serves it to a logged-in user (anonymous callers are sent to log in).

@@ -7,12 +7,12 @@ import time
 import pytest
 from django.test import AsyncClient, override_settings
 
-from chat.messages import message_create
 from chat.models import ContextEvent, Message
-from chat.revisions import message_leave_context
-from chat.services import session_create
-from contextmgr.llm.embedded import MODEL_NAME
-from contextmgr.selectors import session_budget
+from chat.selectors.context import session_budget
+from chat.services.messages import message_create
+from chat.services.revisions import message_leave_context
+from chat.services.sessions import session_create
+from engine.llm.embedded import MODEL_NAME
 from tests.factories import GREEDY_REPLIES
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -60,7 +60,7 @@ def test_a_message_taken_out_of_the_context_during_the_turn_is_answered_as_it_is
 ):
     """Something else changes the context while the reply streams (here the user's message leaves
     it, as a restore in another tab would): the answer is the stored state, not the turn's."""
-    from chat import turn
+    from chat.services import turn
 
     after_reply = turn._after_reply
 

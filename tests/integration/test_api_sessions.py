@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from chat.messages import message_create
 from chat.models import Session
-from chat.services import session_create
-from contextmgr.llm.embedded import MODEL_NAME
-from contextmgr.llm.gateway import Gateway
-from contextmgr.llm.ollama_backend import OllamaBackend
-from contextmgr.resources import context_profiles
+from chat.services.messages import message_create
+from chat.services.sessions import session_create
+from engine.llm.embedded import MODEL_NAME
+from engine.llm.gateway import Gateway
+from engine.llm.ollama_backend import OllamaBackend
+from engine.resources import context_profiles
 from tests.support.model_server import UNTAGGED_MODEL
 
 pytestmark = pytest.mark.django_db
@@ -82,7 +82,7 @@ def test_the_embedded_models_own_context_caps_max_tokens(api):
 def test_a_smaller_context_re_evaluates_the_budget_at_once(api, chat_session, monkeypatch):
     scheduled = []
     monkeypatch.setattr(
-        "contextmgr.services.compression.compression_schedule", lambda **kwargs: scheduled.append(kwargs)
+        "chat.services.compression.compression_schedule", lambda **kwargs: scheduled.append(kwargs)
     )
     # About 7,700 tokens: under the 16K trigger (10,880), over the 8K one (5,436).
     for n in range(30):

@@ -11,24 +11,24 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from chat.archive import session_archive, session_archive_import
-from chat.export import session_file
-from chat.file_checks import MAX_IMPORT_BYTES
-from chat.messages import message_create
+from chat.formats.file_checks import MAX_IMPORT_BYTES
+from chat.formats.session_file import MAX_IMPORT_ENTRIES
 from chat.models import Checkpoint, CheckpointRevision, ContextEvent, Decision, Goal, Message, Session, Snapshot
-from chat.services import session_create
-from chat.session_file import MAX_IMPORT_ENTRIES
-from contextmgr.selectors import session_budget
-from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
-from contextmgr.services.compression import compression_run
-from contextmgr.services.goals import (
+from chat.selectors.context import session_budget
+from chat.services.archive import session_archive, session_archive_import
+from chat.services.checkpoints import CheckpointDraft, compression_commit
+from chat.services.compression import compression_run
+from chat.services.export import session_file
+from chat.services.goals import (
     artifact_record,
     decision_record,
     goal_checkpoint_set,
     goal_create,
     goal_delete,
 )
-from contextmgr.services.snapshots import snapshot_create, snapshot_restore
+from chat.services.messages import message_create
+from chat.services.sessions import session_create
+from chat.services.snapshots import snapshot_create, snapshot_restore
 from tests.factories import converse, event_types, prompt, small_session, until_due
 
 pytestmark = pytest.mark.django_db
@@ -576,7 +576,7 @@ def test_two_copies_racing_for_one_session_id_make_the_second_a_copy_of_its_own(
     first = session_archive_import(owner=other_user, data=archive)
     assert first.source_session_id == archive["session"]["sessionId"]
     # The second looked before the first was stored: the database refuses the same sessionId for the same owner.
-    monkeypatch.setattr("chat.archive.session_for_file", lambda **kwargs: None)
+    monkeypatch.setattr("chat.services.archive.session_for_file", lambda **kwargs: None)
     second = session_archive_import(owner=other_user, data=archive)
     assert second.pk != first.pk
     assert second.source_session_id == ""

@@ -1,4 +1,4 @@
-"""Branches (chat.services.session_branch): a new session sharing its parent's history up to a message,
+"""Branches (chat.services.sessions.session_branch): a new session sharing its parent's history up to a message,
 starting from the managed state the parent had there; from the service, the chat page and the REST API.
 The outside clients' Regenerate and Edit: test_drop_in_branches.py."""
 
@@ -12,14 +12,14 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from chat.messages import NewMessage, message_create
 from chat.models import Checkpoint, Decision, Goal, Message, Session, Snapshot
-from chat.services import session_branch
-from contextmgr.core.tokens import TokenCount
-from contextmgr.selectors import pinned_block
-from contextmgr.services.compression import compression_run
-from contextmgr.services.goals import decision_record, decision_update, goal_checkpoint_set, goal_create
-from contextmgr.services.snapshots import snapshot_create
+from chat.selectors.context import pinned_block
+from chat.services.compression import compression_run
+from chat.services.goals import decision_record, decision_update, goal_checkpoint_set, goal_create
+from chat.services.messages import NewMessage, message_create
+from chat.services.sessions import session_branch
+from chat.services.snapshots import snapshot_create
+from engine.core.tokens import TokenCount
 from tests.factories import converse, frozen, prompt
 from tests.support.timing import scaled
 

@@ -9,10 +9,10 @@ from django.core.management.base import CommandError
 from django.test import override_settings
 
 from chat.models import Message, Session
-from contextmgr.llm.embedded import MODEL_NAME
-from contextmgr.llm.gateway import Gateway
-from contextmgr.llm.ollama_backend import OllamaBackend
-from contextmgr.selectors import session_budget
+from chat.selectors.context import session_budget
+from engine.llm.embedded import MODEL_NAME
+from engine.llm.gateway import Gateway
+from engine.llm.ollama_backend import OllamaBackend
 from tests.factories import GREEDY_REPLIES, converse, small_session
 
 pytestmark = pytest.mark.django_db(transaction=True)

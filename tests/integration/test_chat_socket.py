@@ -15,11 +15,11 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client, override_settings
 from django.utils import timezone
 
-from chat.messages import message_create
 from chat.models import Message, Session
-from chat.rendering import render_markdown
-from chat.services import session_create
-from contextmgr.llm.embedded import MODEL_NAME
+from chat.services.messages import message_create
+from chat.services.sessions import session_create
+from chat.web.rendering import render_markdown
+from engine.llm.embedded import MODEL_NAME
 from tests.factories import GREEDY_REPLIES, SOCKET_TIMEOUT, frames_until, socket
 from tests.support.timing import wait_until
 
@@ -81,8 +81,8 @@ async def test_a_reply_streams_in_order_and_is_stored(small_session, user, app_g
 
 async def fake_ollama_chat(user, use_gateway, fake_ollama) -> tuple[Session, WebsocketCommunicator]:
     """A session on the fake Ollama server (its behaviour scripts the replies) and a connected socket."""
-    from contextmgr.llm.gateway import Gateway
-    from contextmgr.llm.ollama_backend import OllamaBackend
+    from engine.llm.gateway import Gateway
+    from engine.llm.ollama_backend import OllamaBackend
     from tests.support.model_server import SERVED_MODEL
 
     use_gateway(Gateway(mode="ollama", embedded=None, ollama=OllamaBackend(host=fake_ollama.url, timeout=60)))
@@ -152,7 +152,7 @@ async def test_a_streamed_reply_ends_rendered_as_the_stored_one_is(user, use_gat
 
 async def test_a_goal_set_elsewhere_while_the_reply_streams_comes_with_the_turn(user, use_gateway, fake_ollama):
     """Another tab sets a goal during the reply: the meter counts it and the goals panel shows it."""
-    from contextmgr.services.goals import goal_create
+    from chat.services.goals import goal_create
 
     session, communicator = await fake_ollama_chat(user, use_gateway, fake_ollama)
     fake_ollama.behaviour.canned_reply = "First the form, then the audit log, then the tests."
@@ -173,7 +173,7 @@ async def test_a_goal_set_elsewhere_while_the_reply_streams_comes_with_the_turn(
 async def test_a_history_change_while_a_reply_streams_resends_the_history_at_its_end(small_session, user, app_gateway):
     from channels.layers import get_channel_layer
 
-    from contextmgr.services.events import session_group
+    from chat.services.events import session_group
 
     communicator = await socket(small_session.pk, user)
     assert (await communicator.connect())[0]
@@ -250,11 +250,11 @@ async def test_malformed_frames_get_an_error_and_the_socket_stays_usable(small_s
 async def test_an_unreachable_backend_keeps_the_message_and_retry_does_not_duplicate_it(
     user, monkeypatch, closed_port_url
 ):
-    from contextmgr.llm.gateway import Gateway
-    from contextmgr.llm.ollama_backend import OllamaBackend
+    from engine.llm.gateway import Gateway
+    from engine.llm.ollama_backend import OllamaBackend
 
     gateway = Gateway(mode="ollama", embedded=None, ollama=OllamaBackend(host=closed_port_url, timeout=5))
-    monkeypatch.setattr("chat.turn.get_gateway", lambda: gateway)
+    monkeypatch.setattr("chat.services.turn.get_gateway", lambda: gateway)
     session = await sync_to_async(session_create)(owner=user, model="llama3.2:3b", context_size=4096)
     communicator = await socket(session.pk, user)
     assert (await communicator.connect())[0]
@@ -323,7 +323,7 @@ async def _compressible_session(user):
 async def _compress_now(session) -> None:
     from django.db import transaction
 
-    from contextmgr.services.compression import compression_schedule
+    from chat.services.compression import compression_schedule
 
     def schedule() -> None:
         with transaction.atomic():
@@ -335,7 +335,7 @@ async def _compress_now(session) -> None:
 async def _until_idle(session) -> None:
     """Until the compression has let go of the session (it may go on to a rollover after
     its events): its last writes must land before the test's database is emptied."""
-    from contextmgr.services.compression import compression_wait
+    from chat.services.compression import compression_wait
 
     assert await compression_wait(session_id=session.pk, timeout=SOCKET_TIMEOUT), "the compression holds the session"
 
@@ -385,7 +385,7 @@ async def test_a_brokered_compression_runs_in_the_celery_worker_and_reaches_the_
         await _until_idle(session)
     finally:
         task_prerun.disconnect(record)
-    assert runs == [("contextmgr.tasks.compress_session", False, "celery")]
+    assert runs == [("chat.tasks.compress_session", False, "celery")]
     assert celery_worker_when_brokered is not None
 
 
@@ -476,7 +476,7 @@ async def test_a_message_older_than_a_compression_cannot_be_edited(chat_session_
 
 @pytest.fixture
 def chat_session_with_checkpoint(user):
-    from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
+    from chat.services.checkpoints import CheckpointDraft, compression_commit
 
     session = session_create(owner=user, model="llama3.2:3b", context_size=16384)
     question = message_create(session=session, role="user", content="q1")

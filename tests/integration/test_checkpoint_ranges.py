@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 
 from chat.models import Checkpoint, ContextEvent, Snapshot
-from contextmgr.core.aging import Level
-from contextmgr.core.ranges import MessageRange, carried_over
-from contextmgr.services.checkpoints import CheckpointDraft, MergedSummary, compression_commit, rollover_commit
-from contextmgr.services.snapshots import snapshot_create, snapshot_restore
+from chat.services.checkpoints import CheckpointDraft, MergedSummary, compression_commit, rollover_commit
+from chat.services.snapshots import snapshot_create, snapshot_restore
+from engine.core.aging import Level
+from engine.core.ranges import MessageRange, carried_over
 from tests.factories import converse
 
 pytestmark = pytest.mark.django_db

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from chat.client_tasks import ClientTaskRequest, client_task_answer
 from chat.models import ClientTask
-from contextmgr.core.client_history import ClientMessage
-from contextmgr.llm import Sampling
-from contextmgr.llm.embedded import MODEL_NAME
+from chat.services.client_tasks import ClientTaskRequest, client_task_answer
+from engine.core.client_history import ClientMessage
+from engine.llm import Sampling
+from engine.llm.embedded import MODEL_NAME
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,19 +14,19 @@ from django.db import connections
 from django.test import override_settings
 from django.utils import timezone
 
-from chat.messages import message_create
 from chat.models import Checkpoint, ContextEvent, Message, Session, Snapshot
-from chat.services import session_create, session_delete
-from contextmgr.core.aging import Level
-from contextmgr.core.prompts import INJECTION_GUARD
-from contextmgr.core.window import chat_messages
-from contextmgr.llm.gateway import Gateway
-from contextmgr.llm.ollama_backend import OllamaBackend
-from contextmgr.selectors import active_checkpoints, session_budget, session_window
-from contextmgr.services.compression import compression_maybe_schedule, compression_run, compression_wait
-from contextmgr.services.events import event_record
-from contextmgr.services.goals import decision_record, goal_create
-from contextmgr.tasks import compress_session
+from chat.selectors.context import active_checkpoints, session_budget, session_window
+from chat.services.compression import compression_maybe_schedule, compression_run, compression_wait
+from chat.services.events import event_record
+from chat.services.goals import decision_record, goal_create
+from chat.services.messages import message_create
+from chat.services.sessions import session_create, session_delete
+from chat.tasks import compress_session
+from engine.core.aging import Level
+from engine.core.prompts import INJECTION_GUARD
+from engine.core.window import chat_messages
+from engine.llm.gateway import Gateway
+from engine.llm.ollama_backend import OllamaBackend
 from tests.factories import LOGIN_ANSWER, WRITER_SIZE_B, event_types, frozen, summary_requests, until_due
 from tests.support.model_server import SERVED_MODEL
 
@@ -246,7 +246,7 @@ def test_a_database_error_in_the_final_transaction_changes_nothing(due_session, 
             raise RuntimeError("disk I/O error")
         return event_record(**kwargs)
 
-    monkeypatch.setattr("contextmgr.services.checkpoints.event_record", failing)
+    monkeypatch.setattr("chat.services.checkpoints.event_record", failing)
     before = frozen(due_session)
     outcome = compression_run(session_id=due_session.pk, gateway=gateway)
     assert (outcome.status, outcome.reason) == ("error", "disk I/O error")
@@ -297,13 +297,13 @@ def test_turned_off_compression_is_not_run(due_session, gateway):
 @pytest.mark.django_db
 def test_the_celery_task_runs_a_compression(due_session, fake_ollama, monkeypatch, gateway):
     fake_ollama.behaviour.canned_reply = "Logins are validated and audited."
-    monkeypatch.setattr("contextmgr.services.compression_run.get_gateway", lambda: gateway)
+    monkeypatch.setattr("chat.services.compression_run.get_gateway", lambda: gateway)
     assert compress_session.apply(args=[str(due_session.pk), "test"]).get() == "compressed"
 
 
 @pytest.mark.django_db
 def test_no_second_compression_is_queued_while_one_runs(due_session, django_capture_on_commit_callbacks):
-    from contextmgr.services.lease import lease_acquire, lease_release
+    from chat.services.lease import lease_acquire, lease_release
 
     token = lease_acquire(session_id=due_session.pk)
     assert token is not None
@@ -343,7 +343,7 @@ def test_goal_and_locked_decisions_survive_and_steer_the_summary(due_session, ga
 
 @pytest.mark.django_db
 def test_a_lease_is_given_back_only_by_its_holder(due_session):
-    from contextmgr.services.lease import lease_acquire, lease_held, lease_release
+    from chat.services.lease import lease_acquire, lease_held, lease_release
 
     first = lease_acquire(session_id=due_session.pk)
     assert first is not None
@@ -366,9 +366,9 @@ def test_a_failed_rollover_after_a_compression_keeps_the_compression(due_session
     def failing_rollover(*args, **kwargs):
         raise RuntimeError("rollover broke")
 
-    monkeypatch.setattr("contextmgr.services.compression_run._rollover", failing_rollover)
+    monkeypatch.setattr("chat.services.compression_run._rollover", failing_rollover)
     # No room after the compression: a rollover is due.
-    monkeypatch.setattr("contextmgr.services.compression_run.rollover_due", lambda budget: True)
+    monkeypatch.setattr("chat.services.compression_run.rollover_due", lambda budget: True)
     outcome = compression_run(session_id=due_session.pk, gateway=gateway)
     assert outcome.status == "compressed"
     assert Checkpoint.objects.filter(session=due_session).count() == 1
@@ -378,7 +378,7 @@ def test_a_failed_rollover_after_a_compression_keeps_the_compression(due_session
 
 @pytest.mark.django_db(transaction=True)
 def test_a_renewed_lease_outlives_its_timeout_and_an_abandoned_one_expires(due_session):
-    from contextmgr.services.lease import LeaseHeartbeat, lease_acquire, lease_held, lease_release
+    from chat.services.lease import LeaseHeartbeat, lease_acquire, lease_held, lease_release
 
     with override_settings(OLLM_COMPRESSION_LEASE_SECONDS=2):
         token = lease_acquire(session_id=due_session.pk)

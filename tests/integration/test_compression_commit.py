@@ -4,20 +4,20 @@ from functools import partial
 
 import pytest
 
-from chat.messages import message_create
 from chat.models import Checkpoint, CheckpointRevision, ContextEvent, Message
-from contextmgr.core.aging import Level
-from contextmgr.core.retention import Fact
-from contextmgr.selectors import active_checkpoints, session_budget
-from contextmgr.services.checkpoints import (
+from chat.selectors.context import active_checkpoints, session_budget
+from chat.selectors.snapshot_state import session_state
+from chat.services.checkpoints import (
     AgedSummary,
     CheckpointDraft,
     CompressionConflict,
     MergedSummary,
     compression_commit,
 )
-from contextmgr.services.events import event_record
-from contextmgr.snapshot_state import session_state
+from chat.services.events import event_record
+from chat.services.messages import message_create
+from engine.core.aging import Level
+from engine.core.retention import Fact
 from tests.factories import converse
 
 pytestmark = pytest.mark.django_db
@@ -122,7 +122,7 @@ def state_of(session):
 
 @pytest.mark.parametrize("case", ["user message", "already compressed", "other session", "gone checkpoint"])
 def test_conflicts_change_nothing(chat_session, user, case):
-    from chat.services import session_create
+    from chat.services.sessions import session_create
 
     replies = long_answers(chat_session, 2)
     done = compression_commit(session=chat_session, message_ids=[replies[0].id], draft=CheckpointDraft(summary="x"))
@@ -151,7 +151,7 @@ def test_a_failure_inside_the_transaction_leaves_everything_as_it_was(chat_sessi
             raise RuntimeError("database went away")
         return event_record(**kwargs)
 
-    monkeypatch.setattr("contextmgr.services.checkpoints.event_record", fail_on_compressed)
+    monkeypatch.setattr("chat.services.checkpoints.event_record", fail_on_compressed)
     with pytest.raises(RuntimeError, match="database went away"):
         compression_commit(
             session=chat_session,

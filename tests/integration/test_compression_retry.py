@@ -15,8 +15,8 @@ from django.db import transaction
 from django.test import override_settings
 
 from chat.models import Checkpoint, ContextEvent, Session
-from contextmgr.presentation import describe_event
-from contextmgr.services.compression import (
+from chat.selectors.presentation import describe_event
+from chat.services.compression import (
     compression_attempt,
     compression_maybe_schedule,
     compression_retry_pending,
@@ -139,7 +139,7 @@ def test_a_failure_that_asking_again_cannot_mend_is_not_retried(due_session, gat
     def broken(*args, **kwargs):
         raise ValueError("a bug, not the model")
 
-    monkeypatch.setattr("contextmgr.services.compression_run._compress", broken)
+    monkeypatch.setattr("chat.services.compression_run._compress", broken)
     outcome = compression_attempt(session_id=due_session.pk, reason="test")
     assert (outcome.status, outcome.retry_in) == ("error", None)
     (error,) = _errors(due_session)

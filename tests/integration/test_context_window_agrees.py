@@ -7,15 +7,15 @@ import re
 import pytest
 from django.urls import reverse
 
-from chat.messages import message_create
 from chat.models import Checkpoint
-from chat.services import session_create
-from contextmgr.core.aging import Level
-from contextmgr.core.window import CheckpointView, render_checkpoint, window_budget
-from contextmgr.llm.embedded import MODEL_NAME
-from contextmgr.resources import count_text_tokens
-from contextmgr.selectors import pinned_block, session_budget, session_prompt, session_window
-from contextmgr.services.goals import artifact_record, decision_record, goal_apply_markers, goal_create
+from chat.selectors.context import pinned_block, session_budget, session_prompt, session_window
+from chat.services.goals import artifact_record, decision_record, goal_apply_markers, goal_create
+from chat.services.messages import message_create
+from chat.services.sessions import session_create
+from engine.core.aging import Level
+from engine.core.window import CheckpointView, render_checkpoint, window_budget
+from engine.llm.embedded import MODEL_NAME
+from engine.resources import count_text_tokens
 
 pytestmark = pytest.mark.django_db
 
@@ -55,7 +55,7 @@ def _checkpoint(session, number: int, summary: str) -> Checkpoint:
 def test_an_artifact_recorded_in_the_side_panel_is_pinned_without_a_goal(owner_client, chat_session):
     before = session_budget(session=chat_session).system_prompt_tokens
     response = owner_client.post(
-        reverse("contextmgr:artifact_new", args=[chat_session.pk]), {"path": "src/panel.py", "action": "created"}
+        reverse("context:artifact_new", args=[chat_session.pk]), {"path": "src/panel.py", "action": "created"}
     )
     assert response.status_code == 200
     block = pinned_block(session=chat_session)
@@ -71,7 +71,7 @@ def test_artifacts_of_the_panel_the_api_and_markers_all_reach_the_goal_block(own
     artifact_record(session=session, path="docs/schema.md", action="created", goal=old_goal)
     goal = goal_create(session=session, description="Ship the login page")  # pauses the first goal
     owner_client.post(
-        reverse("contextmgr:artifact_new", args=[session.pk]), {"path": "src/panel.py", "action": "created"}
+        reverse("context:artifact_new", args=[session.pk]), {"path": "src/panel.py", "action": "created"}
     )
     assert (
         api.post(
@@ -122,7 +122,7 @@ def test_the_context_window_page_and_the_meter_agree_to_the_token(owner_client, 
     decision_record(session=session, description="Keep PostgreSQL 16", locked=True)
     decision_record(session=session, description="Maybe add a replica")
     owner_client.post(
-        reverse("contextmgr:artifact_new", args=[session.pk]), {"path": "db/plan.sql", "action": "created"}
+        reverse("context:artifact_new", args=[session.pk]), {"path": "db/plan.sql", "action": "created"}
     )
     goal_apply_markers(session=session, text="[ARTIFACT] Modified deploy/billing.yaml")
     page = agree()

@@ -8,13 +8,13 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from chat.messages import message_create
 from chat.models import Checkpoint, Decision, Goal, GoalCheckpoint, Message, Session, Snapshot
-from chat.services import session_create
-from contextmgr.core.aging import Level
-from contextmgr.selectors import context_meter, session_reliability
-from contextmgr.services.goals import decision_record, goal_checkpoint_set, goal_create
-from contextmgr.services.snapshots import snapshot_create
+from chat.selectors.context import context_meter, session_reliability
+from chat.services.goals import decision_record, goal_checkpoint_set, goal_create
+from chat.services.messages import message_create
+from chat.services.sessions import session_create
+from chat.services.snapshots import snapshot_create
+from engine.core.aging import Level
 
 pytestmark = pytest.mark.django_db
 
@@ -47,7 +47,7 @@ def page_urls(session):
         reverse("chat:context_meter", args=[session.pk]),
         reverse("chat:session_export", args=[session.pk]),
         reverse("chat:session_remove", args=[session.pk]),
-        reverse("contextmgr:timeline", args=[session.pk]),
+        reverse("context:timeline", args=[session.pk]),
     ]
 
 
@@ -59,17 +59,17 @@ def action_urls(session, goal):
         reverse("chat:session_new"),
         reverse("chat:session_rename", args=[session.pk]),
         reverse("chat:session_remove", args=[session.pk]),
-        reverse("contextmgr:compress_now", args=[session.pk]),
-        reverse("contextmgr:goal_new", args=[session.pk]),
-        reverse("contextmgr:decision_new", args=[session.pk]),
-        reverse("contextmgr:artifact_new", args=[session.pk]),
-        reverse("contextmgr:snapshot_new", args=[session.pk]),
-        reverse("contextmgr:goal_edit", args=[goal.pk]),
-        reverse("contextmgr:goal_remove", args=[goal.pk]),
-        reverse("contextmgr:goal_checkpoint_new", args=[goal.pk]),
-        reverse("contextmgr:goal_checkpoint_edit", args=[checkpoint.pk]),
-        reverse("contextmgr:decision_edit", args=[decision.pk]),
-        reverse("contextmgr:snapshot_restore", args=[snapshot.pk]),
+        reverse("context:compress_now", args=[session.pk]),
+        reverse("context:goal_new", args=[session.pk]),
+        reverse("context:decision_new", args=[session.pk]),
+        reverse("context:artifact_new", args=[session.pk]),
+        reverse("context:snapshot_new", args=[session.pk]),
+        reverse("context:goal_edit", args=[goal.pk]),
+        reverse("context:goal_remove", args=[goal.pk]),
+        reverse("context:goal_checkpoint_new", args=[goal.pk]),
+        reverse("context:goal_checkpoint_edit", args=[checkpoint.pk]),
+        reverse("context:decision_edit", args=[decision.pk]),
+        reverse("context:snapshot_restore", args=[snapshot.pk]),
     ]
 
 
@@ -108,13 +108,13 @@ def test_staff_may_look_but_not_touch(session, django_user_model):
     assert b'id="composer"' not in page.content
     assert b"Read-only" in page.content
     assert b"ws-connect" not in page.content
-    assert client.post(reverse("contextmgr:goal_new", args=[session.pk]), {"description": "x"}).status_code == 404
+    assert client.post(reverse("context:goal_new", args=[session.pk]), {"description": "x"}).status_code == 404
 
 
 def test_unsafe_requests_need_the_csrf_token(session, user):
     client = Client(enforce_csrf_checks=True)
     client.force_login(user)
-    url = reverse("contextmgr:goal_new", args=[session.pk])
+    url = reverse("context:goal_new", args=[session.pk])
     assert client.post(url, {"description": "No token"}).status_code == 403
     page = client.get(reverse("chat:chat", args=[session.pk]))
     token = page.cookies["csrftoken"].value
@@ -253,7 +253,7 @@ def test_the_session_list_reads_its_rows_together_and_right(user, owner_client, 
 
 
 def test_goal_forms_answer_with_the_panel_and_the_meter(session, goal, owner_client):
-    url = reverse("contextmgr:goal_checkpoint_new", args=[goal.pk])
+    url = reverse("context:goal_checkpoint_new", args=[goal.pk])
     response = owner_client.post(url, {"description": "Write the form"}, HTTP_HX_REQUEST="true")
     content = response.content.decode()
     assert response.status_code == 200
@@ -263,33 +263,33 @@ def test_goal_forms_answer_with_the_panel_and_the_meter(session, goal, owner_cli
     assert 'id="context-meter" class="meter" hx-swap-oob="true"' in content
 
     checkpoint = GoalCheckpoint.objects.get()
-    owner_client.post(reverse("contextmgr:goal_checkpoint_edit", args=[checkpoint.pk]), {"status": "completed"})
+    owner_client.post(reverse("context:goal_checkpoint_edit", args=[checkpoint.pk]), {"status": "completed"})
     checkpoint.refresh_from_db()
     assert checkpoint.status == "completed"
 
-    owner_client.post(reverse("contextmgr:goal_edit", args=[goal.pk]), {"priority": "high", "status": "paused"})
+    owner_client.post(reverse("context:goal_edit", args=[goal.pk]), {"priority": "high", "status": "paused"})
     goal.refresh_from_db()
     assert (goal.priority, goal.status) == ("high", "paused")
 
-    bad = owner_client.post(reverse("contextmgr:goal_new", args=[session.pk]), {"description": "x", "priority": "asap"})
+    bad = owner_client.post(reverse("context:goal_new", args=[session.pk]), {"description": "x", "priority": "asap"})
     assert bad.status_code == 422
     assert b"priority must be one of" in bad.content
 
     owner_client.post(
-        reverse("contextmgr:artifact_new", args=[session.pk]), {"path": "src/login.py", "action": "created"}
+        reverse("context:artifact_new", args=[session.pk]), {"path": "src/login.py", "action": "created"}
     )
     assert b"src/login.py" in owner_client.get(reverse("chat:chat", args=[session.pk])).content
-    owner_client.post(reverse("contextmgr:goal_remove", args=[goal.pk]))
+    owner_client.post(reverse("context:goal_remove", args=[goal.pk]))
     assert not Goal.objects.exists()
 
 
 def test_locking_a_decision_pins_it_and_marks_it(session, owner_client):
-    owner_client.post(reverse("contextmgr:decision_new", args=[session.pk]), {"description": "Use JWT"})
+    owner_client.post(reverse("context:decision_new", args=[session.pk]), {"description": "Use JWT"})
     decision = Decision.objects.get()
     assert not decision.locked
     before = owner_client.get(reverse("chat:context_window", args=[session.pk])).content
     assert b"Use JWT" not in before
-    response = owner_client.post(reverse("contextmgr:decision_edit", args=[decision.pk]), {"locked": "1"})
+    response = owner_client.post(reverse("context:decision_edit", args=[decision.pk]), {"locked": "1"})
     assert 'class="decision locked"' in response.content.decode()
     decision.refresh_from_db()
     assert decision.locked
@@ -300,12 +300,12 @@ def test_locking_a_decision_pins_it_and_marks_it(session, owner_client):
 
 def test_snapshot_create_and_restore_with_a_confirmation(session, owner_client):
     message_create(session=session, role="user", content="first")
-    owner_client.post(reverse("contextmgr:snapshot_new", args=[session.pk]), HTTP_HX_REQUEST="true")
+    owner_client.post(reverse("context:snapshot_new", args=[session.pk]), HTTP_HX_REQUEST="true")
     snapshot = Snapshot.objects.get(kind="manual")
     message_create(session=session, role="user", content="second")
-    confirm = owner_client.get(reverse("contextmgr:snapshot_restore", args=[snapshot.pk])).content.decode()
+    confirm = owner_client.get(reverse("context:snapshot_restore", args=[snapshot.pk])).content.decode()
     assert "1 message written since stays in the full history" in confirm
-    response = owner_client.post(reverse("contextmgr:snapshot_restore", args=[snapshot.pk]))
+    response = owner_client.post(reverse("context:snapshot_restore", args=[snapshot.pk]))
     assert response.status_code == 302
     assert response["Location"] == f"/sessions/{session.pk}/"
     chat = owner_client.get(response["Location"]).content.decode()
@@ -314,10 +314,10 @@ def test_snapshot_create_and_restore_with_a_confirmation(session, owner_client):
 
 
 def test_compress_now_reports_a_running_compression(session, owner_client):
-    from contextmgr.services.lease import lease_acquire
+    from chat.services.lease import lease_acquire
 
     assert lease_acquire(session_id=session.pk) is not None
-    response = owner_client.post(reverse("contextmgr:compress_now", args=[session.pk]), HTTP_HX_REQUEST="true")
+    response = owner_client.post(reverse("context:compress_now", args=[session.pk]), HTTP_HX_REQUEST="true")
     assert b"already running" in response.content
     assert b'id="progress"' in response.content
 
@@ -328,7 +328,7 @@ def test_context_window_and_timeline_show_blocks_revisions_and_events(session, g
     window = owner_client.get(reverse("chat:context_window", args=[session.pk])).content.decode()
     for title in ("System prompt", "Pinned: goal, locked decisions, artifacts", "#1 user"):
         assert title in window
-    timeline = owner_client.get(reverse("contextmgr:timeline", args=[session.pk])).content.decode()
+    timeline = owner_client.get(reverse("context:timeline", args=[session.pk])).content.decode()
     assert "snapshot-created" in timeline
     assert "<svg" in timeline
     assert "No compression yet." in timeline
@@ -339,7 +339,7 @@ def test_the_timeline_chart_has_labelled_axes_and_thresholds(session, owner_clie
 
     for n, score in enumerate((0.2, 0.12), start=1):
         ContextEvent.objects.create(session=session, type=EventType.COMPRESSED, payload={"reliability": score, "n": n})
-    chart = owner_client.get(reverse("contextmgr:timeline", args=[session.pk])).content.decode()
+    chart = owner_client.get(reverse("context:timeline", args=[session.pk])).content.decode()
     svg = chart[chart.index('<svg class="chart"') : chart.index("</svg>")]
     for label in ("Reliability", "Compressions", "0%", "100%", "High ≥ 85%", "Low &lt; 60%", "Critical &lt; 40%"):
         assert f">{label}</text>" in svg
@@ -349,7 +349,7 @@ def test_the_timeline_chart_has_labelled_axes_and_thresholds(session, owner_clie
 
 
 def test_the_meter_adds_up_to_what_the_prompt_holds(session, goal):
-    from contextmgr.selectors import context_meter, session_budget
+    from chat.selectors.context import context_meter, session_budget
 
     for n in range(3):
         message_create(session=session, role="user", content=f"question {n} " * 5)
@@ -372,7 +372,7 @@ def test_a_crafted_around_is_no_message_not_an_error(session, owner_client, arou
 
 
 def test_the_chat_page_shows_the_specs_warning_for_a_7b_model_from_two_compressions(user, owner_client, app_gateway):
-    from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
+    from chat.services.checkpoints import CheckpointDraft, compression_commit
 
     session = session_create(owner=user, model="mistral:7b", context_size=16384, parameter_size_b=7.0)
     url = reverse("chat:chat", args=[session.pk])

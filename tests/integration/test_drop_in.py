@@ -13,9 +13,9 @@ from django.test import Client
 
 from accounts.services import api_token_create
 from chat.models import Message, Session
-from chat.services import session_create
-from contextmgr.llm.embedded import MODEL_NAME
-from contextmgr.services.goals import goal_create
+from chat.services.goals import goal_create
+from chat.services.sessions import session_create
+from engine.llm.embedded import MODEL_NAME
 from tests.support.timing import scaled, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -382,7 +382,7 @@ def test_an_unexpected_failure_is_a_500_in_the_apis_shape(ollama, api_token, mon
     def broken(**kwargs: Any) -> None:
         raise RuntimeError("the database went away")
 
-    monkeypatch.setattr("chat.drop_in.conversation_resolve", broken)
+    monkeypatch.setattr("chat.dropin.common.conversation_resolve", broken)
     body = json.dumps({"model": MODEL_NAME, "messages": [{"role": "user", "content": "Hi"}]})
     ollama_answer = ollama.post("/ollama/api/chat", body, content_type="application/json")
     assert ollama_answer.status_code == 500

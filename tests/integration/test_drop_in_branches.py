@@ -7,7 +7,7 @@ from typing import Any
 
 import openai
 
-from contextmgr.llm.embedded import MODEL_NAME
+from engine.llm.embedded import MODEL_NAME
 from tests.support.drop_in import DECISION, GOAL, DropIn
 from tests.support.model_server import ModelServerProcess
 from tests.support.timing import scaled

@@ -14,7 +14,7 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
-from contextmgr.llm.embedded import MODEL_NAME
+from engine.llm.embedded import MODEL_NAME
 from tests.factories import sampled_options
 from tests.support.drop_in import DECISION, GOAL, DropIn
 from tests.support.model_server import ModelServerProcess

@@ -11,8 +11,8 @@ from django.test import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chat.file_checks import MAX_IMPORT_BYTES, MAX_IMPORT_DEPTH
-from contextmgr.llm.embedded import MODEL_NAME
+from chat.formats.file_checks import MAX_IMPORT_BYTES, MAX_IMPORT_DEPTH
+from engine.llm.embedded import MODEL_NAME
 
 pytestmark = pytest.mark.django_db
 CHAT_PATHS = ("/ollama/api/chat", "/v1/chat/completions")

@@ -11,7 +11,7 @@ import pytest
 from django.test import Client, override_settings
 
 from chat.models import Message, Session
-from contextmgr.llm.embedded import MODEL_NAME
+from engine.llm.embedded import MODEL_NAME
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -10,7 +10,7 @@ import ollama
 import openai
 import pytest
 
-from contextmgr.llm.embedded import MODEL_NAME
+from engine.llm.embedded import MODEL_NAME
 from tests.support.drop_in import DropIn
 from tests.support.model_server import ModelServerProcess
 from tests.support.timing import scaled, wait_until

@@ -11,8 +11,8 @@ import pytest
 from django.test import Client
 
 from chat.models import Message, Session
-from chat.services import session_create
-from contextmgr.llm.embedded import MODEL_NAME
+from chat.services.sessions import session_create
+from engine.llm.embedded import MODEL_NAME
 from tests.factories import sampled_options
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -15,7 +15,7 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
-from contextmgr.llm.embedded import MODEL_NAME
+from engine.llm.embedded import MODEL_NAME
 from tests.support.drop_in import DropIn
 from tests.support.model_server import ModelServerProcess
 from tests.support.timing import scaled

@@ -13,7 +13,7 @@ import ollama
 import openai
 import pytest
 
-from contextmgr.llm.embedded import MODEL_NAME
+from engine.llm.embedded import MODEL_NAME
 from tests.factories import E2E_USERNAME
 from tests.support.drop_in import DropIn
 from tests.support.live_server import manage, serve

@@ -8,7 +8,7 @@ from django.core.exceptions import PermissionDenied
 from django.test import RequestFactory
 from django.views import defaults
 
-from chat.services import session_create
+from chat.services.sessions import session_create
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,7 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
 from chat.models import EventType
-from contextmgr.services.events import event_record, session_group
+from chat.services.events import event_record, session_group
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -48,11 +48,11 @@ async def test_an_event_rolled_back_is_never_published(chat_session):
 async def test_a_compression_reports_its_progress_and_events_live(fake_ollama, user):
     from django.test import override_settings
 
-    from chat.messages import message_create
-    from chat.services import session_create
-    from contextmgr.llm.gateway import Gateway
-    from contextmgr.llm.ollama_backend import OllamaBackend
-    from contextmgr.services.compression import compression_run
+    from chat.services.compression import compression_run
+    from chat.services.messages import message_create
+    from chat.services.sessions import session_create
+    from engine.llm.gateway import Gateway
+    from engine.llm.ollama_backend import OllamaBackend
     from tests.support.model_server import SERVED_MODEL
 
     fake_ollama.behaviour.canned_reply = "Short summary."
@@ -90,11 +90,11 @@ async def test_a_compression_waiting_for_the_model_shows_as_queued(fake_ollama, 
 
     from django.test import override_settings
 
-    from chat.messages import message_create
-    from chat.services import session_create
-    from contextmgr.llm.gateway import Gateway
-    from contextmgr.llm.ollama_backend import OllamaBackend
-    from contextmgr.services.compression import compression_run
+    from chat.services.compression import compression_run
+    from chat.services.messages import message_create
+    from chat.services.sessions import session_create
+    from engine.llm.gateway import Gateway
+    from engine.llm.ollama_backend import OllamaBackend
     from tests.support.model_server import SERVED_MODEL
 
     fake_ollama.behaviour.canned_reply = "Short summary."

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from chat.export import session_file
-from chat.messages import message_create
-from chat.services import session_create
-from chat.session_file import SessionFile
-from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
+from chat.formats.session_file import SessionFile
+from chat.services.checkpoints import CheckpointDraft, compression_commit
+from chat.services.export import session_file
+from chat.services.messages import message_create
+from chat.services.sessions import session_create
 
 pytestmark = pytest.mark.django_db
 CLI_FILE = Path(__file__).parent.parent / "data" / "ollm_cli_session.json"

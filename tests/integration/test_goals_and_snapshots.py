@@ -8,11 +8,9 @@ from django.core.exceptions import ValidationError
 from django.template.loader import render_to_string
 from django.utils import timezone
 
-from chat.messages import message_create
 from chat.models import Artifact, ContextEvent, Decision, Goal, GoalCheckpoint, ImmutableError, Session, Snapshot
-from contextmgr.resources import count_text_tokens
-from contextmgr.selectors import active_goal, pinned_block, session_budget
-from contextmgr.services.goals import (
+from chat.selectors.context import active_goal, pinned_block, session_budget
+from chat.services.goals import (
     artifact_record,
     decision_record,
     decision_update,
@@ -23,7 +21,9 @@ from contextmgr.services.goals import (
     goal_delete,
     goal_update,
 )
-from contextmgr.services.snapshots import snapshot_create
+from chat.services.messages import message_create
+from chat.services.snapshots import snapshot_create
+from engine.resources import count_text_tokens
 
 pytestmark = pytest.mark.django_db
 
@@ -216,20 +216,20 @@ def test_every_write_to_the_goal_block_raises_the_context_version(chat_session):
 def test_with_snapshots_off_the_pages_and_the_api_say_so(chat_session, owner_client, api):
     from django.urls import reverse
 
-    from contextmgr.services.session_settings import session_set_context_settings
+    from chat.services.session_settings import session_set_context_settings
 
     earlier = snapshot_create(session=chat_session, kind=Snapshot.Kind.MANUAL)
     session_set_context_settings(session=chat_session, settings={"snapshots": {"enabled": False}})
     chat = owner_client.get(reverse("chat:chat", args=[chat_session.pk])).content.decode()
     assert "Snapshots are off in this session's settings" in chat
     assert "Snapshot now</button>" not in chat
-    refused = owner_client.post(reverse("contextmgr:snapshot_new", args=[chat_session.pk]), HTTP_HX_REQUEST="true")
+    refused = owner_client.post(reverse("context:snapshot_new", args=[chat_session.pk]), HTTP_HX_REQUEST="true")
     assert refused.status_code == 409
     assert "no snapshot was taken: snapshots are off" in refused.content.decode()
     assert (
         api.post(f"/api/sessions/{chat_session.pk}/snapshots", {}, content_type="application/json").status_code == 409
     )
-    confirm = owner_client.get(reverse("contextmgr:snapshot_restore", args=[earlier.pk])).content.decode()
+    confirm = owner_client.get(reverse("context:snapshot_restore", args=[earlier.pk])).content.decode()
     assert "This restore cannot be undone" in confirm
     restored = api.post(f"/api/snapshots/{earlier.pk}/restore").json()
     assert restored["undo_snapshot"] is None

@@ -1,4 +1,4 @@
-"""A reply belongs to the session, not to the socket (chat/live.py): it outlives the page that asked
+"""A reply belongs to the session, not to the socket (chat/web/live.py): it outlives the page that asked
 for it, a page opened meanwhile joins it, and Stop from any page of the session ends it."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from chat.live import STILL_COMING, reply_in_flight
-from chat.messages import message_create
 from chat.models import Checkpoint, Message, Session
-from chat.services import session_create
+from chat.services.messages import message_create
+from chat.services.sessions import session_create
+from chat.web.live import STILL_COMING, reply_in_flight
 from tests.factories import SOCKET_TIMEOUT, frames_until, socket
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -29,8 +29,8 @@ DELTA = '<div id="reply-1-body" hx-swap-oob="beforeend">'
 @pytest.fixture
 def slow_chat(user, use_gateway, fake_ollama):
     """A session on Ollama's stand-in, whose replies are LONG_REPLY streamed slowly."""
-    from contextmgr.llm.gateway import Gateway
-    from contextmgr.llm.ollama_backend import OllamaBackend
+    from engine.llm.gateway import Gateway
+    from engine.llm.ollama_backend import OllamaBackend
     from tests.support.model_server import SERVED_MODEL
 
     use_gateway(Gateway(mode="ollama", embedded=None, ollama=OllamaBackend(host=fake_ollama.url, timeout=60)))
@@ -193,7 +193,7 @@ async def test_a_logout_closes_the_socket_and_the_reply_goes_on(slow_chat, user)
 
 
 async def test_a_goal_set_anywhere_reaches_every_page_of_the_session(slow_chat, user):
-    from contextmgr.services.goals import goal_create
+    from chat.services.goals import goal_create
 
     pages = [await connected(slow_chat, user), await connected(slow_chat, user)]
     await sync_to_async(goal_create)(session=slow_chat, description="Ship the <b>pier</b>")
@@ -205,7 +205,7 @@ async def test_a_goal_set_anywhere_reaches_every_page_of_the_session(slow_chat, 
 
 
 async def test_a_turn_through_the_api_reaches_the_open_pages(user, api, fake_ollama):
-    from contextmgr.llm.embedded import MODEL_NAME
+    from engine.llm.embedded import MODEL_NAME
 
     fake_ollama.behaviour.canned_reply = "Noted: <i>twelve</i> piles."
     session = await sync_to_async(session_create)(owner=user, model=MODEL_NAME, context_size=4096)
@@ -243,8 +243,8 @@ async def test_a_turn_through_the_api_reaches_the_open_pages(user, api, fake_oll
 
 
 async def test_messages_a_compression_moved_come_with_the_whole_history(user, fake_ollama):
-    from chat.fragments import APPEND_AT_MOST, appended_groups
-    from contextmgr.llm.embedded import MODEL_NAME
+    from chat.web.fragments import APPEND_AT_MOST, appended_groups
+    from engine.llm.embedded import MODEL_NAME
 
     session = await sync_to_async(session_create)(owner=user, model=MODEL_NAME, context_size=4096)
     for number in range(4):
@@ -270,7 +270,7 @@ async def test_messages_a_compression_moved_come_with_the_whole_history(user, fa
 
 
 async def test_a_drop_in_retry_appends_only_its_reply_to_the_open_pages(user, api, fake_ollama):
-    from contextmgr.llm.embedded import MODEL_NAME
+    from engine.llm.embedded import MODEL_NAME
 
     session = await sync_to_async(session_create)(owner=user, model=MODEL_NAME, context_size=4096)
     page = await connected(session, user)

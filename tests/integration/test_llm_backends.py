@@ -5,11 +5,11 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from contextmgr.llm.embedded import MODEL_NAME as EMBEDDED_MODEL
-from contextmgr.llm.embedded import TOKENIZE_BATCH, EmbeddedBackend
-from contextmgr.llm.gateway import Gateway
-from contextmgr.llm.ollama_backend import OllamaBackend, parse_parameter_size
-from contextmgr.llm.types import (
+from engine.llm.embedded import MODEL_NAME as EMBEDDED_MODEL
+from engine.llm.embedded import TOKENIZE_BATCH, EmbeddedBackend
+from engine.llm.gateway import Gateway
+from engine.llm.ollama_backend import OllamaBackend, parse_parameter_size
+from engine.llm.types import (
     BackendUnavailable,
     ChatMessage,
     ChatRequest,
@@ -20,7 +20,7 @@ from contextmgr.llm.types import (
     Sampling,
     ToolCall,
 )
-from contextmgr.resources import count_text_tokens
+from engine.resources import count_text_tokens
 from tests.support.model_server import SERVED_MODEL
 
 HELLO = [ChatMessage("user", "Say hello.")]

@@ -6,10 +6,9 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from contextmgr import llm
-from contextmgr.llm.embedded import MODEL_NAME as EMBEDDED_MODEL
-from contextmgr.llm.gateway import Gateway
-from contextmgr.llm.ollama_backend import OllamaBackend
+from engine.llm.embedded import MODEL_NAME as EMBEDDED_MODEL
+from engine.llm.gateway import Gateway
+from engine.llm.ollama_backend import OllamaBackend
 from tests.support.model_server import SERVED_MODEL
 
 
@@ -17,8 +16,7 @@ from tests.support.model_server import SERVED_MODEL
 def gateway_at(monkeypatch, embedded_backend):
     def use(mode: str, host: str) -> None:
         gateway = Gateway(mode=mode, embedded=embedded_backend, ollama=OllamaBackend(host=host))
-        monkeypatch.setattr(llm, "get_gateway", lambda: gateway)
-        monkeypatch.setattr("contextmgr.management.commands.llm_check.get_gateway", lambda: gateway)
+        monkeypatch.setattr("chat.management.commands.llm_check.get_gateway", lambda: gateway)
 
     return use
 

@@ -8,8 +8,8 @@ import asyncio
 
 import pytest
 
-from contextmgr.llm.embedded import MODEL_NAME as EMBEDDED_MODEL
-from contextmgr.llm.types import GREEDY, ChatMessage, ChatRequest, ChatResult, ModelNotFound, Sampling
+from engine.llm.embedded import MODEL_NAME as EMBEDDED_MODEL
+from engine.llm.types import GREEDY, ChatMessage, ChatRequest, ChatResult, ModelNotFound, Sampling
 from tests.support.model_server import SERVED_MODEL, UNTAGGED_MODEL
 from tests.support.timing import wait_until
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from contextmgr.llm.embedded import MODEL_NAME
+from engine.llm.embedded import MODEL_NAME
 from tests.support.live_server import serve
 from tests.support.load import load_run, users_with_tokens
 from tests.support.model_server import ModelServerProcess

@@ -8,16 +8,16 @@ from asgiref.sync import async_to_sync
 from django.test import override_settings
 
 from chat.models import Checkpoint, CheckpointRevision, ContextEvent, Message, Session
-from chat.services import session_create
-from chat.turn import TurnSend, turn_take
-from contextmgr.core.aging import Level
-from contextmgr.llm.embedded import MODEL_NAME
-from contextmgr.llm.gateway import Gateway
-from contextmgr.llm.hosts import OnQueued
-from contextmgr.llm.types import ChatMessage, ChatRequest, ChatStream
-from contextmgr.selectors import session_last_event_id
-from contextmgr.services.compression import compression_wait
-from contextmgr.services.goals import decision_record, goal_create
+from chat.selectors.context import session_last_event_id
+from chat.services.compression import compression_wait
+from chat.services.goals import decision_record, goal_create
+from chat.services.sessions import session_create
+from chat.services.turn import TurnSend, turn_take
+from engine.core.aging import Level
+from engine.llm.embedded import MODEL_NAME
+from engine.llm.gateway import Gateway
+from engine.llm.hosts import OnQueued
+from engine.llm.types import ChatMessage, ChatRequest, ChatStream
 from tests.factories import GREEDY_REPLIES
 from tests.support.timing import scaled
 
@@ -45,8 +45,8 @@ class RecordingGateway(Gateway):
 def recording_gateway(embedded_backend, monkeypatch):
     """A ``RecordingGateway`` to the embedded model, also for the turns' compressions."""
     gateway = RecordingGateway(embedded_backend)
-    monkeypatch.setattr("contextmgr.services.compression_run.get_gateway", lambda: gateway)
-    monkeypatch.setattr("chat.turn.get_gateway", lambda: gateway)
+    monkeypatch.setattr("chat.services.compression_run.get_gateway", lambda: gateway)
+    monkeypatch.setattr("chat.services.turn.get_gateway", lambda: gateway)
     return gateway
 
 

@@ -11,9 +11,9 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from chat.models import Checkpoint, ContextEvent, EventType, Message, Snapshot
-from chat.selectors import HISTORY_WINDOW
-from contextmgr.services.snapshots import snapshot_create
-from contextmgr.views import TIMELINE_PAGE
+from chat.selectors.sessions import HISTORY_WINDOW
+from chat.services.snapshots import snapshot_create
+from chat.web.context_views import TIMELINE_PAGE
 
 pytestmark = pytest.mark.django_db
 
@@ -94,7 +94,7 @@ def test_the_timeline_shows_the_newest_page_of_events_and_checkpoints_and_links_
 ):
     count = TIMELINE_PAGE * 2 + 7
     _compressions(chat_session, count)
-    url = reverse("contextmgr:timeline", args=[chat_session.pk])
+    url = reverse("context:timeline", args=[chat_session.pk])
     html = owner_client.get(url).content.decode()
     shown = [int(n) for n in re.findall(r"<h3>Checkpoint #(\d+) ", html)]
     assert shown == list(range(2 * TIMELINE_PAGE + 1, count + 2))  # the newest page, the ultra one last
@@ -114,7 +114,7 @@ def test_the_timeline_shows_the_newest_page_of_events_and_checkpoints_and_links_
 @pytest.mark.parametrize("value", ["0", "99", "x", "-1"])
 def test_a_timeline_page_that_does_not_exist_shows_a_page_that_does(owner_client, chat_session, value):
     _compressions(chat_session, TIMELINE_PAGE + 1)
-    response = owner_client.get(reverse("contextmgr:timeline", args=[chat_session.pk]), {"events_page": value})
+    response = owner_client.get(reverse("context:timeline", args=[chat_session.pk]), {"events_page": value})
     assert response.status_code == 200
     assert 'class="event-compressed"' in response.content.decode()
 

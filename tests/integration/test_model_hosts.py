@@ -9,10 +9,10 @@ import json
 import pytest
 
 from chat.models import Session
-from contextmgr.llm.gateway import Gateway
-from contextmgr.llm.hosts import HostQueue
-from contextmgr.llm.ollama_backend import OllamaBackend
-from contextmgr.llm.types import GREEDY, BackendUnavailable, ChatMessage, ChatRequest
+from engine.llm.gateway import Gateway
+from engine.llm.hosts import HostQueue
+from engine.llm.ollama_backend import OllamaBackend
+from engine.llm.types import GREEDY, BackendUnavailable, ChatMessage, ChatRequest
 from tests.support.model_server import SERVED_MODEL, ModelServerProcess
 from tests.support.timing import scaled
 

@@ -15,11 +15,11 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import override_settings
 
-from chat.messages import message_create
 from chat.models import Checkpoint, ContextEvent, Message
-from chat.services import session_create
-from contextmgr.llm.embedded import MODEL_NAME
-from contextmgr.services.compression import CompressionOutcome, compression_run
+from chat.services.compression import CompressionOutcome, compression_run
+from chat.services.messages import message_create
+from chat.services.sessions import session_create
+from engine.llm.embedded import MODEL_NAME
 from tests.factories import LOGIN_ANSWER, frames_until, frozen, socket
 from tests.support.timing import scaled, wait_until
 

@@ -14,10 +14,10 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import override_settings
 
 from chat.models import Message, Session
-from chat.selectors import models_served_key
-from contextmgr.llm.embedded import MODEL_NAME
-from contextmgr.llm.gateway import Gateway
-from contextmgr.llm.ollama_backend import OllamaBackend
+from chat.selectors.sessions import models_served_key
+from engine.llm.embedded import MODEL_NAME
+from engine.llm.gateway import Gateway
+from engine.llm.ollama_backend import OllamaBackend
 from tests.factories import CLI_FILE, GREEDY_REPLIES, cli_file, cli_file_history, frames_until, socket
 from tests.support.model_server import SERVED_MODEL
 

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from contextmgr.llm.embedded import MODEL_NAME
+from engine.llm.embedded import MODEL_NAME
 from tests.support.timing import scaled
 
 # Without a repeat penalty the bundled model writes this fact on every line of the list.

@@ -13,15 +13,15 @@ from django.core.cache import cache
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chat.archive import session_archive
-from chat.archive_file import ArchiveState
-from chat.file_checks import within_ranges
-from chat.messages import message_create
+from chat.formats.archive_file import ArchiveState
+from chat.formats.file_checks import within_ranges
 from chat.models import Session, Snapshot
-from chat.services import session_create
-from contextmgr.llm.embedded import MODEL_NAME
-from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
-from contextmgr.services.snapshots import snapshot_create
+from chat.services.archive import session_archive
+from chat.services.checkpoints import CheckpointDraft, compression_commit
+from chat.services.messages import message_create
+from chat.services.sessions import session_create
+from chat.services.snapshots import snapshot_create
+from engine.llm.embedded import MODEL_NAME
 
 pytestmark = pytest.mark.django_db
 JSON = "application/json"

@@ -472,7 +472,7 @@ def test_the_compose_worker_command_starts_a_worker_with_the_compression_task(tm
         output = wait_for_line(process, log, " ready.")
     finally:
         stop(process)
-    assert "contextmgr.tasks.compress_session" in output
+    assert "chat.tasks.compress_session" in output
     assert "concurrency: 2 (prefork)" in output
 
 

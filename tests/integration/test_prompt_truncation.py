@@ -14,11 +14,11 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.test import override_settings
 
-from chat.messages import message_create
 from chat.models import Checkpoint, ContextEvent, Message, Session
-from chat.turn import TurnSend, turn_take
-from contextmgr.selectors import session_budget
-from contextmgr.services.compression import compression_run
+from chat.selectors.context import session_budget
+from chat.services.compression import compression_run
+from chat.services.messages import message_create
+from chat.services.turn import TurnSend, turn_take
 from tests.factories import GREEDY_REPLIES, converse, small_session, until_due
 from tests.support.model_server import SERVED_MODEL
 

@@ -7,12 +7,12 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from chat.messages import message_create
 from chat.models import Checkpoint, ContextEvent, Message, Session
-from chat.services import session_create
-from contextmgr.core.aging import Level
-from contextmgr.selectors import session_reliability, session_window
-from contextmgr.services.compression import compression_run
+from chat.selectors.context import session_reliability, session_window
+from chat.services.compression import compression_run
+from chat.services.messages import message_create
+from chat.services.sessions import session_create
+from engine.core.aging import Level
 from tests.factories import LOGIN_QUESTION, SMALL_CONTEXTS, TIER2, WRITER_SIZE_B, converse, small_session
 from tests.support.model_server import SERVED_MODEL
 

@@ -10,11 +10,11 @@ import pytest
 from django.test import override_settings
 from django.urls import reverse
 
-from chat.services import session_continue, session_create, session_update
-from chat.turn import TurnSend, turn_take
-from contextmgr.llm.embedded import MODEL_NAME
-from contextmgr.llm.types import Sampling
-from contextmgr.selectors import session_sampling
+from chat.selectors.context import session_sampling
+from chat.services.sessions import session_continue, session_create, session_update
+from chat.services.turn import TurnSend, turn_take
+from engine.llm.embedded import MODEL_NAME
+from engine.llm.types import Sampling
 from tests.factories import sampled_options, settings_form
 
 JSON = "application/json"

@@ -10,11 +10,11 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from chat.messages import message_create
 from chat.models import Message
-from chat.services import session_create, session_delete
-from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
-from contextmgr.services.goals import artifact_record, decision_record, decision_update, goal_create
+from chat.services.checkpoints import CheckpointDraft, compression_commit
+from chat.services.goals import artifact_record, decision_record, decision_update, goal_create
+from chat.services.messages import message_create
+from chat.services.sessions import session_create, session_delete
 from search.models import SearchDocument
 from search.selectors import SearchFilters, search_history, search_session_ids, sessions_matching
 

@@ -11,10 +11,10 @@ from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
-from chat.messages import message_create
-from chat.services import session_create
-from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
-from contextmgr.services.goals import decision_record
+from chat.services.checkpoints import CheckpointDraft, compression_commit
+from chat.services.goals import decision_record
+from chat.services.messages import message_create
+from chat.services.sessions import session_create
 
 pytestmark = pytest.mark.django_db
 

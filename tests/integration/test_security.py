@@ -33,10 +33,7 @@ from ninja.operation import PathView
 
 from accounts.models import ApiToken
 from accounts.services import api_token_create
-from chat.client_tasks import ClientTaskRequest, client_task_record
-from chat.fragments import chat_fragments
 from chat.management.commands.seed_demo import seed_demo_session
-from chat.messages import message_create
 from chat.models import (
     Artifact,
     Checkpoint,
@@ -49,20 +46,23 @@ from chat.models import (
     Session,
     Snapshot,
 )
-from chat.services import session_create, session_update
-from contextmgr.core.client_history import ClientMessage
-from contextmgr.core.retention import Fact
-from contextmgr.llm.types import Sampling
-from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
-from contextmgr.services.events import event_record
-from contextmgr.services.goals import (
+from chat.services.checkpoints import CheckpointDraft, compression_commit
+from chat.services.client_tasks import ClientTaskRequest, client_task_record
+from chat.services.events import event_record
+from chat.services.goals import (
     artifact_record,
     decision_record,
     goal_apply_markers,
     goal_checkpoint_set,
     goal_create,
 )
-from contextmgr.services.snapshots import snapshot_create
+from chat.services.messages import message_create
+from chat.services.sessions import session_create, session_update
+from chat.services.snapshots import snapshot_create
+from chat.web.fragments import chat_fragments
+from engine.core.client_history import ClientMessage
+from engine.core.retention import Fact
+from engine.llm.types import Sampling
 from ollm_site.api import api as ninja_api
 from tests.factories import socket
 

@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from accounts.models import ApiToken
 from accounts.services import api_token_create
-from chat.messages import message_create
+from chat.services.messages import message_create
 
 pytestmark = pytest.mark.django_db
 

@@ -5,7 +5,9 @@ from django.core.exceptions import ValidationError
 from django.db import connection
 from django.test.utils import override_settings
 
-from chat.messages import (
+from chat.models import MAX_MESSAGE_CHARS, Message
+from chat.selectors.context import session_budget, session_context_line
+from chat.services.messages import (
     MessageRefused,
     NewMessage,
     ToolResult,
@@ -13,11 +15,9 @@ from chat.messages import (
     message_create_many,
     message_tool_results,
 )
-from chat.models import MAX_MESSAGE_CHARS, Message
-from chat.services import session_create, session_update
-from contextmgr.core.tokens import PER_MESSAGE_OVERHEAD, TokenCount
-from contextmgr.resources import count_text_tokens
-from contextmgr.selectors import session_budget, session_context_line
+from chat.services.sessions import session_create, session_update
+from engine.core.tokens import PER_MESSAGE_OVERHEAD, TokenCount
+from engine.resources import count_text_tokens
 
 pytestmark = pytest.mark.django_db
 
@@ -187,7 +187,7 @@ def test_session_update_refuses_bad_values_and_changes_nothing(user):
 
 
 def test_session_delete_removes_its_history(user):
-    from chat.services import session_delete
+    from chat.services.sessions import session_delete
 
     session = session_create(owner=user, model="llama3.2:3b", context_size=16384)
     message_create(session=session, role="user", content="hello")

@@ -7,15 +7,15 @@ from django.core.exceptions import ValidationError
 from django.test import Client
 from django.urls import reverse
 
-from chat.messages import message_create
 from chat.models import Checkpoint, ContextEvent, Decision, Goal, Session
-from chat.services import session_continue, session_create
-from contextmgr.core.budget import Budget
-from contextmgr.selectors import session_budget, session_config, session_prompt
-from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
-from contextmgr.services.compression import compression_run, session_effective_limits
-from contextmgr.services.goals import decision_record, goal_checkpoint_set, goal_create
-from contextmgr.services.session_settings import session_set_context_settings
+from chat.selectors.context import session_budget, session_config, session_prompt
+from chat.services.checkpoints import CheckpointDraft, compression_commit
+from chat.services.compression import compression_run, session_effective_limits
+from chat.services.goals import decision_record, goal_checkpoint_set, goal_create
+from chat.services.messages import message_create
+from chat.services.session_settings import session_set_context_settings
+from chat.services.sessions import session_continue, session_create
+from engine.core.budget import Budget
 from tests.factories import settings_form as form
 from tests.support.model_server import SERVED_MODEL
 

@@ -7,12 +7,12 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.urls import reverse
 
-from chat.messages import message_create
 from chat.models import Checkpoint, ContextEvent, Decision, Message, Snapshot
-from contextmgr.selectors import session_budget
-from contextmgr.services.compression import compression_run
-from contextmgr.services.goals import artifact_record, decision_record, decision_update, goal_create
-from contextmgr.services.snapshots import SnapshotError, snapshot_create, snapshot_restore
+from chat.selectors.context import session_budget
+from chat.services.compression import compression_run
+from chat.services.goals import artifact_record, decision_record, decision_update, goal_create
+from chat.services.messages import message_create
+from chat.services.snapshots import SnapshotError, snapshot_create, snapshot_restore
 from tests.factories import prompt
 
 pytestmark = pytest.mark.django_db

@@ -11,7 +11,7 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client, override_settings
 
 from chat.models import Message, Snapshot
-from contextmgr.services.snapshots import snapshot_create
+from chat.services.snapshots import snapshot_create
 from tests.factories import SOCKET_TIMEOUT, session_cookie, socket
 
 pytestmark = pytest.mark.django_db(transaction=True)

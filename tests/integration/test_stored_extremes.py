@@ -14,10 +14,10 @@ from django.core.management import call_command
 from django.db import connection, models
 from django.urls import reverse
 
-from chat.archive import session_archive_import
-from chat.archive_file import CHECKPOINT_KEYS, CHECKPOINT_LIST_KEYS, SNAPSHOT_KEYS
+from chat.formats.archive_file import CHECKPOINT_KEYS, CHECKPOINT_LIST_KEYS, SNAPSHOT_KEYS
 from chat.models import Checkpoint, CheckpointRevision, ContextEvent, Message, Session, Snapshot
-from contextmgr.core.config import MAX_CONTEXT_TOKENS
+from chat.services.archive import session_archive_import
+from engine.core.config import MAX_CONTEXT_TOKENS
 
 pytestmark = pytest.mark.django_db
 
@@ -94,11 +94,11 @@ def _pages(session: Session) -> list[str]:
         "session_export",
         "session_archive",
     ]
-    pages = ["/", "/search/?q=JWT", reverse("contextmgr:timeline", args=[session.pk])]
+    pages = ["/", "/search/?q=JWT", reverse("context:timeline", args=[session.pk])]
     pages += [reverse(f"chat:{name}", args=[session.pk]) for name in names]
     snapshot = session.snapshots.first()
     assert snapshot is not None
-    pages.append(reverse("contextmgr:snapshot_restore", args=[snapshot.pk]))
+    pages.append(reverse("context:snapshot_restore", args=[snapshot.pk]))
     return pages
 
 

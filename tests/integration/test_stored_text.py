@@ -11,11 +11,11 @@ import pytest
 from django.core.management import call_command
 
 from accounts.models import ApiToken
-from chat.messages import message_create
 from chat.models import ContextEvent, EventType, Goal, Message, Snapshot
-from contextmgr.services.events import event_record
-from contextmgr.services.goals import goal_apply_markers
-from contextmgr.services.snapshots import snapshot_create
+from chat.services.events import event_record
+from chat.services.goals import goal_apply_markers
+from chat.services.messages import message_create
+from chat.services.snapshots import snapshot_create
 
 pytestmark = pytest.mark.django_db
 

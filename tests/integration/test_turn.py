@@ -10,19 +10,19 @@ from django.core.exceptions import ValidationError
 from django.test import override_settings
 from django.utils import timezone
 
-from chat.messages import message_create
 from chat.models import Checkpoint, ContextEvent, Goal, Message, Session
-from chat.revisions import message_leave_context
-from chat.turn import TurnContinue, TurnRetry, TurnSend, turn_take
-from chat.turn_room import EXTRACTIVE_AFTER_FAILURE, EXTRACTIVE_AFTER_WAIT, WAITING_FOR_COMPRESSION
-from contextmgr.core.budget import prompt_room
-from contextmgr.llm.embedded import MODEL_NAME
-from contextmgr.llm.gateway import Gateway
-from contextmgr.llm.ollama_backend import OllamaBackend
-from contextmgr.llm.types import ContextOverflow, LLMError, ModelNotFound
-from contextmgr.selectors import session_budget, session_context
-from contextmgr.services.compression import CompressionOutcome, compression_wait
-from contextmgr.services.goals import goal_create
+from chat.selectors.context import session_budget, session_context
+from chat.services.compression import CompressionOutcome, compression_wait
+from chat.services.goals import goal_create
+from chat.services.messages import message_create
+from chat.services.revisions import message_leave_context
+from chat.services.turn import TurnContinue, TurnRetry, TurnSend, turn_take
+from chat.services.turn_room import EXTRACTIVE_AFTER_FAILURE, EXTRACTIVE_AFTER_WAIT, WAITING_FOR_COMPRESSION
+from engine.core.budget import prompt_room
+from engine.llm.embedded import MODEL_NAME
+from engine.llm.gateway import Gateway
+from engine.llm.ollama_backend import OllamaBackend
+from engine.llm.types import ContextOverflow, LLMError, ModelNotFound
 from tests.factories import GREEDY_REPLIES, LOGIN_ANSWER, LOGIN_QUESTION
 from tests.support.model_server import SERVED_MODEL
 from tests.support.timing import scaled
@@ -59,7 +59,7 @@ async def test_markers_that_cannot_be_applied_do_not_fail_a_stored_reply(small_s
     def broken(**options):
         raise ValidationError({"description": "too long"})
 
-    monkeypatch.setattr("chat.turn.goal_apply_markers", broken)
+    monkeypatch.setattr("chat.services.turn.goal_apply_markers", broken)
     outcome = await turn_take(session_id=small_session.pk, variant=TurnSend("Say hello."), gateway=embedded_gateway)
     assert outcome.markers_applied == 0
     roles = [m.role async for m in Message.objects.filter(session=small_session).order_by("position")]
@@ -121,14 +121,14 @@ async def test_a_compression_that_fails_even_extractively_keeps_the_message_in_t
 ):
     await sync_to_async(message_create)(session=small_session, role="user", content="Some background. " * 250)
     # Only the turn's own attempts to make room run, and every one fails (a bug, not the model).
-    monkeypatch.setattr("chat.turn.compression_maybe_schedule", lambda **options: False)
+    monkeypatch.setattr("chat.services.turn.compression_maybe_schedule", lambda **options: False)
     asked: list[str | None] = []
 
     def failing(**options) -> CompressionOutcome:
         asked.append(options["extractive"])
         return CompressionOutcome("error", "boom")
 
-    monkeypatch.setattr("chat.turn_room._compress_now", failing)
+    monkeypatch.setattr("chat.services.turn_room._compress_now", failing)
     text = "A long question. " * 300  # fits alone, not beside the background
     with pytest.raises(LLMError, match=r"the extractive compression failed \(boom\); your message is saved"):
         await turn_take(session_id=small_session.pk, variant=TurnSend(text), gateway=embedded_gateway)

@@ -11,13 +11,13 @@ from django.core.exceptions import ValidationError
 from django.test import Client, override_settings
 from django.urls import reverse
 
-from chat.archive import session_archive, session_archive_import
-from chat.messages import message_create
 from chat.models import Checkpoint, Message, Session
-from chat.revisions import message_edit, message_version_choose, messages_supersede
-from chat.selectors import session_version_layout
-from chat.services import session_branch, session_create
-from chat.turn import TurnContinue, TurnRegenerate, TurnSend, turn_take
+from chat.selectors.sessions import session_version_layout
+from chat.services.archive import session_archive, session_archive_import
+from chat.services.messages import message_create
+from chat.services.revisions import message_edit, message_version_choose, messages_supersede
+from chat.services.sessions import session_branch, session_create
+from chat.services.turn import TurnContinue, TurnRegenerate, TurnSend, turn_take
 from tests.factories import GREEDY_REPLIES, frames_until, prompt, socket
 
 pytestmark = pytest.mark.django_db

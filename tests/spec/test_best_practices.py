@@ -14,9 +14,9 @@ import pytest
 from django.urls import reverse
 
 from chat.models import Checkpoint, Decision, Message, Session, Snapshot
-from contextmgr.selectors import active_checkpoints, active_messages, session_budget
-from contextmgr.services.compression import compression_maybe_schedule, compression_run
-from contextmgr.services.goals import goal_checkpoint_set
+from chat.selectors.context import active_checkpoints, active_messages, session_budget
+from chat.services.compression import compression_maybe_schedule, compression_run
+from chat.services.goals import goal_checkpoint_set
 from tests.factories import (
     converse,
     event_types,
@@ -172,7 +172,7 @@ def test_a_decision_marked_never_compress_stays_verbatim(user, client, gateway, 
     decision = "Use argon2id for every stored password, never bcrypt"
     converse(session, 1, answer=f"We talked it through and settled it: {decision}. The reasons follow at length. " * 3)
     response = client.post(
-        reverse("contextmgr:decision_new", args=[session.pk]), {"description": decision, "locked": "on"}
+        reverse("context:decision_new", args=[session.pk]), {"description": decision, "locked": "on"}
     )
     assert response.status_code == 200
     assert Decision.objects.get(session=session).locked
@@ -274,7 +274,7 @@ def test_a_snapshot_before_an_experiment_restores_the_conversation_and_is_kept(u
     turn = _compress(session, gateway, 1)
     converse(session, 1, start=turn)
     before = (prompt(session), list(active_messages(session=session).values_list("id", flat=True)))
-    response = client.post(reverse("contextmgr:snapshot_new", args=[session.pk]))
+    response = client.post(reverse("context:snapshot_new", args=[session.pk]))
     assert response.status_code == 200
     snapshot = Snapshot.objects.get(session=session, kind=Snapshot.Kind.MANUAL)
 
@@ -282,12 +282,12 @@ def test_a_snapshot_before_an_experiment_restores_the_conversation_and_is_kept(u
     _compress(session, gateway, 1, start=turn + 4)
     assert prompt(session) != before[0]
 
-    page = client.get(reverse("contextmgr:snapshot_restore", args=[snapshot.pk]))
+    page = client.get(reverse("context:snapshot_restore", args=[snapshot.pk]))
     assert page.status_code == 200
-    restored = client.post(reverse("contextmgr:snapshot_restore", args=[snapshot.pk]))
+    restored = client.post(reverse("context:snapshot_restore", args=[snapshot.pk]))
     assert restored.status_code == 302
     assert (prompt(session), list(active_messages(session=session).values_list("id", flat=True))) == before
     assert Message.objects.filter(session=session, content__startswith="Off-track question").count() == 3
     assert event_types(session)[-1] == "snapshot-restored"
     assert Snapshot.objects.filter(pk=snapshot.pk).exists(), "kept for reference"
-    assert f"{reverse('contextmgr:snapshot_restore', args=[snapshot.pk])}" in _page(client, session)
+    assert f"{reverse('context:snapshot_restore', args=[snapshot.pk])}" in _page(client, session)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from chat.models import Checkpoint, ContextEvent, Message
-from contextmgr.core.aging import Level
-from contextmgr.core.prompts import build_aging_prompt, build_merge_prompt
-from contextmgr.selectors import active_checkpoints
-from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
-from contextmgr.services.compression import compression_run, session_effective_limits
+from chat.selectors.context import active_checkpoints
+from chat.services.checkpoints import CheckpointDraft, compression_commit
+from chat.services.compression import compression_run, session_effective_limits
+from engine.core.aging import Level
+from engine.core.prompts import build_aging_prompt, build_merge_prompt
 from tests.factories import (
     WRITER_SIZE_B,
     compress_with_model_summaries,
@@ -34,7 +34,7 @@ def test_checkpoint_structure(chat_session):
     """Spec: "interface CompressionCheckpoint" with "level: 1 | 2 | 3", "range: string; // Message range
     (e.g., "Messages 1-50")", "originalTokens", "currentTokens", "compressionCount", "compressionNumber",
     "keyDecisions", "filesModified", "nextSteps", "createdAt", "compressedAt?"."""
-    from chat.messages import message_create
+    from chat.services.messages import message_create
 
     message_create(session=chat_session, role="user", content="Plan the login?")
     first = message_create(session=chat_session, role="assistant", content="Here is a plan for the login. " * 10)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from chat.messages import message_create
 from chat.models import Checkpoint, ContextEvent, Message
-from contextmgr.core.aging import Level
-from contextmgr.core.window import chat_messages
-from contextmgr.selectors import session_budget, session_window
-from contextmgr.services.checkpoints import CheckpointDraft, CompressionConflict, compression_commit
-from contextmgr.services.compression import compression_run
-from contextmgr.services.goals import artifact_record, decision_record, goal_checkpoint_set, goal_create
+from chat.selectors.context import session_budget, session_window
+from chat.services.checkpoints import CheckpointDraft, CompressionConflict, compression_commit
+from chat.services.compression import compression_run
+from chat.services.goals import artifact_record, decision_record, goal_checkpoint_set, goal_create
+from chat.services.messages import message_create
+from engine.core.aging import Level
+from engine.core.window import chat_messages
 from tests.factories import (
     ANSWER,
     SMALL_CONTEXTS,

@@ -7,12 +7,12 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from chat.messages import message_create
 from chat.models import Session
-from contextmgr.resources import count_text_tokens
-from contextmgr.selectors import active_checkpoints, active_messages, pinned_block, session_budget
-from contextmgr.services.compression import compression_maybe_schedule, compression_run
-from contextmgr.services.goals import goal_create
+from chat.selectors.context import active_checkpoints, active_messages, pinned_block, session_budget
+from chat.services.compression import compression_maybe_schedule, compression_run
+from chat.services.goals import goal_create
+from chat.services.messages import message_create
+from engine.resources import count_text_tokens
 from tests.factories import converse, event_types, small_session, until_due
 
 pytestmark = pytest.mark.django_db

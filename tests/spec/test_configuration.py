@@ -7,18 +7,18 @@ from django.core.exceptions import ValidationError
 from django.test import override_settings
 
 from chat.models import Snapshot
-from chat.services import session_create, session_update
-from contextmgr.core.config import (
+from chat.selectors.context import session_budget, session_config
+from chat.services.compression import compression_run
+from chat.services.sessions import session_create, session_update
+from engine.core.config import (
     DEFAULT_CONFIG,
     CompressionConfig,
     ConfigError,
     context_config_from_mapping,
     effective_preserve_recent,
 )
-from contextmgr.core.selection import ContextMessage, select_for_compression
-from contextmgr.resources import count_text_tokens
-from contextmgr.selectors import session_budget, session_config
-from contextmgr.services.compression import compression_run
+from engine.core.selection import ContextMessage, select_for_compression
+from engine.resources import count_text_tokens
 from tests.factories import converse, created, event_types, small_session, until_due
 
 
@@ -200,8 +200,8 @@ def test_auto_snapshot_at_80_percent_of_available(due_session, gateway, fake_oll
 @pytest.mark.django_db
 def test_auto_threshold_sets_when_the_automatic_snapshot_is_taken(user, gateway, fake_ollama):
     """Spec: "autoThreshold: number; // Trigger at % of context"."""
-    from contextmgr.selectors import session_budget
-    from contextmgr.services.compression import compression_maybe_schedule
+    from chat.selectors.context import session_budget
+    from chat.services.compression import compression_maybe_schedule
 
     fake_ollama.behaviour.canned_reply = "Recap."
     session = small_session(user, compression={"summary_max_tokens": 128}, snapshots={"auto_threshold": 0.5})

@@ -7,13 +7,13 @@ import itertools
 import pytest
 from django.test import Client
 
-from chat.messages import message_create
 from chat.models import Checkpoint
-from chat.services import session_create
-from contextmgr.resources import context_profiles, count_text_tokens
-from contextmgr.selectors import active_checkpoints, session_budget
-from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
-from contextmgr.services.compression import compression_run
+from chat.selectors.context import active_checkpoints, session_budget
+from chat.services.checkpoints import CheckpointDraft, compression_commit
+from chat.services.compression import compression_run
+from chat.services.messages import message_create
+from chat.services.sessions import session_create
+from engine.resources import context_profiles, count_text_tokens
 from tests.factories import WRITER_SIZE_B, compress_with_model_summaries, event_types, small_session, until_due
 
 pytestmark = pytest.mark.django_db

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from chat.models import ContextEvent, EventType, Snapshot
-from contextmgr.services.compression import compression_run
-from contextmgr.services.lease import lease_acquire, lease_release
-from contextmgr.services.snapshots import SnapshotError, snapshot_create, snapshot_restore
+from chat.services.compression import compression_run
+from chat.services.lease import lease_acquire, lease_release
+from chat.services.snapshots import SnapshotError, snapshot_create, snapshot_restore
 from tests.factories import event_types, small_session, until_due
 
 pytestmark = pytest.mark.django_db

@@ -5,8 +5,18 @@ from __future__ import annotations
 import pytest
 
 from chat.models import Artifact, Checkpoint, ContextEvent, Decision, Goal
-from chat.services import session_update
-from contextmgr.core.prompts import (
+from chat.selectors.context import session_window
+from chat.services.compression import compression_run
+from chat.services.events import event_record
+from chat.services.goals import (
+    artifact_record,
+    decision_record,
+    goal_checkpoint_set,
+    goal_create,
+    goal_update,
+)
+from chat.services.sessions import session_update
+from engine.core.prompts import (
     SUMMARY_MARKERS_REQUEST,
     DecisionView,
     GoalCheckpointView,
@@ -14,17 +24,7 @@ from contextmgr.core.prompts import (
     PromptMessage,
     build_goal_summary_prompt,
 )
-from contextmgr.core.window import chat_messages
-from contextmgr.selectors import session_window
-from contextmgr.services.compression import compression_run
-from contextmgr.services.events import event_record
-from contextmgr.services.goals import (
-    artifact_record,
-    decision_record,
-    goal_checkpoint_set,
-    goal_create,
-    goal_update,
-)
+from engine.core.window import chat_messages
 from tests.factories import created, until_due
 
 GOAL = GoalView(
@@ -259,7 +259,7 @@ def test_a_failed_compression_leaves_the_goal_as_it_was(due_session, gateway, fa
             raise RuntimeError("database went away")
         return event_record(**kwargs)
 
-    monkeypatch.setattr("contextmgr.services.checkpoints.event_record", fail_on_compressed)
+    monkeypatch.setattr("chat.services.checkpoints.event_record", fail_on_compressed)
     outcome = compression_run(session_id=due_session.pk, gateway=gateway)
     assert outcome.status == "error"
     assert not Checkpoint.objects.filter(session=due_session).exists()

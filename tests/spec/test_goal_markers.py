@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from chat.models import Artifact, Decision, Goal
-from contextmgr.core.markers import (
+from chat.services.goals import decision_record, goal_apply_markers
+from engine.core.markers import (
     ArtifactRecord,
     CheckpointUpdate,
     DecisionUpdate,
@@ -13,7 +14,6 @@ from contextmgr.core.markers import (
     NextStep,
     parse_markers,
 )
-from contextmgr.services.goals import decision_record, goal_apply_markers
 
 SPEC_EXAMPLE = """\
 [GOAL] Implement user authentication system

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from chat.models import Checkpoint, ContextEvent, Message
-from contextmgr.core.prompts import PromptMessage, build_summary_prompt
-from contextmgr.selectors import session_window
-from contextmgr.services.compression import compression_run
+from chat.selectors.context import session_window
+from chat.services.compression import compression_run
+from engine.core.prompts import PromptMessage, build_summary_prompt
 from tests.factories import created, event_types, summary_requests
 
 pytestmark = pytest.mark.django_db

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from contextmgr.services.compression import compression_run
+from chat.services.compression import compression_run
 from tests.factories import session_on_model_of_size, until_due
 from tests.support.model_server import UNTAGGED_MODEL
 

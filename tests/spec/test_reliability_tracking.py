@@ -5,10 +5,13 @@ from __future__ import annotations
 import pytest
 from django.template.loader import render_to_string
 
-from chat.messages import message_create
-from chat.services import session_create
-from contextmgr.core.aging import Level
-from contextmgr.core.reliability import (
+from chat.selectors.context import session_reliability
+from chat.services.checkpoints import CheckpointDraft, compression_commit
+from chat.services.messages import message_create
+from chat.services.sessions import session_create
+from chat.web.panels import context_panel
+from engine.core.aging import Level
+from engine.core.reliability import (
     LEVEL_PRIOR_RETENTION,
     WARNING_HEADING,
     CheckpointRetention,
@@ -23,9 +26,6 @@ from contextmgr.core.reliability import (
     parameter_size_from_tag,
     reliability_level,
 )
-from contextmgr.panels import context_panel
-from contextmgr.selectors import session_reliability
-from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
 
 
 @pytest.mark.parametrize(
@@ -174,7 +174,7 @@ def test_model_size_is_read_from_the_tag():
 @pytest.mark.django_db
 def test_session_reliability_falls_with_each_compression(user):
     """Spec: "The system tracks conversation reliability based on model size and compression count."."""
-    from chat.messages import message_create
+    from chat.services.messages import message_create
 
     session = session_create(owner=user, model="llama3:70b", context_size=16384)
     assert session.reliability_score == pytest.approx(0.95)

@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from chat.export import session_file
-from chat.imports import session_file_import
-from chat.messages import message_create
 from chat.models import Message
-from contextmgr.core.window import chat_messages
-from contextmgr.selectors import session_budget, session_window
-from contextmgr.services.compression import compression_run
+from chat.selectors.context import session_budget, session_window
+from chat.services.compression import compression_run
+from chat.services.export import session_file
+from chat.services.imports import session_file_import
+from chat.services.messages import message_create
+from engine.core.window import chat_messages
 from tests.factories import until_due
 
 pytestmark = pytest.mark.django_db

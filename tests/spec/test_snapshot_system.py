@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from django.db import transaction
 
-from chat.messages import message_create
 from chat.models import Checkpoint, ContextEvent, ImmutableError, Message, Session, Snapshot
-from chat.services import session_delete
-from contextmgr.selectors import session_budget, session_snapshots
-from contextmgr.services.compression import compression_run
-from contextmgr.services.goals import decision_record, goal_create
-from contextmgr.services.snapshots import SnapshotError, snapshot_create, snapshot_restore
+from chat.selectors.context import session_budget, session_snapshots
+from chat.services.compression import compression_run
+from chat.services.goals import decision_record, goal_create
+from chat.services.messages import message_create
+from chat.services.sessions import session_delete
+from chat.services.snapshots import SnapshotError, snapshot_create, snapshot_restore
 from tests.factories import converse, event_types, prompt, small_session, until_due
 
 pytestmark = pytest.mark.django_db
@@ -165,7 +165,7 @@ def test_snapshot_config_enabled_false_means_no_snapshot_of_any_kind(user, gatew
     """Spec: "interface SnapshotConfig { enabled: boolean; autoCreate: boolean; ... }": ``enabled``
     switches snapshots off, ``autoCreate`` only the automatic ones. Off, neither a compression nor
     "Snapshot now" takes one, and a restore of an earlier snapshot takes no undo snapshot and says so."""
-    from contextmgr.services.session_settings import session_set_context_settings
+    from chat.services.session_settings import session_set_context_settings
 
     fake_ollama.behaviour.canned_reply = "Recap."
     session = small_session(user, compression={"summary_max_tokens": 128})

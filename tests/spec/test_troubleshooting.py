@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from django.template.loader import render_to_string
 
-from chat.messages import message_create
 from chat.models import Checkpoint, ContextEvent
-from contextmgr.core.reliability import ReliabilityLevel, compute_reliability
-from contextmgr.panels import context_panel
-from contextmgr.selectors import active_checkpoints, session_budget
-from contextmgr.services.checkpoints import CheckpointDraft, compression_commit
-from contextmgr.services.compression import compression_run
+from chat.selectors.context import active_checkpoints, session_budget
+from chat.services.checkpoints import CheckpointDraft, compression_commit
+from chat.services.compression import compression_run
+from chat.services.messages import message_create
+from chat.web.panels import context_panel
+from engine.core.reliability import ReliabilityLevel, compute_reliability
 from tests.factories import event_types, small_session, until_due
 
 pytestmark = pytest.mark.django_db
@@ -31,7 +31,7 @@ def test_poor_reliability_shows_the_solutions(user):
 
     Differs, see docs/conformance.md: "The reliability warning" — shown for a Low or Critical score only once
     the session has been compressed."""
-    from chat.services import session_create
+    from chat.services.sessions import session_create
 
     session = session_create(owner=user, model="llama3.2:3b", context_size=16384)
     assert not context_panel(session)["reliability_low"], "nothing compressed yet"

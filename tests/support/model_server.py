@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from contextmgr.llm.embedded import MODEL_NAME as EMBEDDED_MODEL
+from engine.llm.embedded import MODEL_NAME as EMBEDDED_MODEL
 from tests.support.timing import scaled, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]

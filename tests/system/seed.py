@@ -19,8 +19,8 @@ def main(argv: list[str]) -> dict[str, Any]:
     django.setup()
     from django.contrib.auth import get_user_model
 
-    from chat.messages import message_create
-    from chat.services import session_create
+    from chat.services.messages import message_create
+    from chat.services.sessions import session_create
 
     order = json.loads(argv[1])
     if "user" in order:

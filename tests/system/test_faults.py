@@ -169,7 +169,7 @@ def worker_via_db_proxy(
     worker = start_worker("db-fault-worker", env, logdir, queue=queue)
     wait_worker(worker)
     client = Celery(broker=base_env["REDIS_URL"])
-    yield worker, proxy, lambda *args: client.send_task("contextmgr.tasks.compress_session", args=args, queue=queue)
+    yield worker, proxy, lambda *args: client.send_task("chat.tasks.compress_session", args=args, queue=queue)
     worker.stop()
     proxy.stop()
 

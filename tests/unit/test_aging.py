@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from contextmgr.core.aging import AgingStep, CheckpointInfo, Level, MergeStep, level_target, plan_aging
+from engine.core.aging import AgingStep, CheckpointInfo, Level, MergeStep, level_target, plan_aging
 
 
 def cp(id_, level, tokens):

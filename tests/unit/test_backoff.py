@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from contextmgr.core.backoff import DEFAULT_RETRY_SECONDS, Backoff, seconds_text
+from engine.core.backoff import DEFAULT_RETRY_SECONDS, Backoff, seconds_text
 
 
 def test_the_default_waits_longer_each_time_then_gives_up():

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from contextmgr.core.budget import REPLY_MIN_TOKENS, Budget, compute_budget, prompt_room, shrink_shortfall
+from engine.core.budget import REPLY_MIN_TOKENS, Budget, compute_budget, prompt_room, shrink_shortfall
 
 
 @pytest.mark.parametrize(

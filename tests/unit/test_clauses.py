@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from contextmgr.core.clauses import (
+from engine.core.clauses import (
     Word,
     fact_clauses,
     is_specific,
@@ -16,7 +16,7 @@ from contextmgr.core.clauses import (
     split_clauses,
     states_fact,
 )
-from contextmgr.core.retention import Fact, measure_retention
+from engine.core.retention import Fact, measure_retention
 
 
 @pytest.mark.parametrize(

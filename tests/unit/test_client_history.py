@@ -1,10 +1,10 @@
-"""How a client's resent history is split and matched (contextmgr.core.client_history)."""
+"""How a client's resent history is split and matched (engine.core.client_history)."""
 
 from __future__ import annotations
 
 import pytest
 
-from contextmgr.core.client_history import (
+from engine.core.client_history import (
     ClientHistoryError,
     ClientMessage,
     ClientToolCall,

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from contextmgr.core.client_history import ClientMessage
-from contextmgr.core.client_tasks import OTHER, TASK_KINDS, client_label, task_kind
+from engine.core.client_history import ClientMessage
+from engine.core.client_tasks import OTHER, TASK_KINDS, client_label, task_kind
 
 RECORDED = json.loads((Path(__file__).parent.parent / "data" / "open_webui_tasks.json").read_text(encoding="utf-8"))
 

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from contextmgr.core.config import (
+from engine.core.config import (
     DEFAULT_CONFIG,
     MAX_CONTEXT_TOKENS,
     CompressionConfig,

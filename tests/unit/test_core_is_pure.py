@@ -1,4 +1,4 @@
-"""The core opens no file: the adapter (``contextmgr.resources``) reads the vocabulary and the
+"""The core opens no file: the adapter (``engine.resources``) reads the vocabulary and the
 profile table and hands their data to it. import-linter's "core is pure" contract forbids the
 framework and network modules; this looks for what an import contract cannot see."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-CORE = Path(__file__).resolve().parents[2] / "contextmgr" / "core"
+CORE = Path(__file__).resolve().parents[2] / "engine" / "core"
 # Modules through which code reads or writes files besides those the contract forbids.
 FILE_MODULES = frozenset({"builtins", "glob", "io", "os", "shutil", "tempfile"})
 # Calls that read or write a file whatever module the object came from (a Path, gzip.open).

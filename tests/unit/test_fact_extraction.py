@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from contextmgr.core.fact_extraction import MAX_FACTS, extract_facts
-from contextmgr.core.retention import Fact, facts_from_json, facts_to_json, normalize
+from engine.core.fact_extraction import MAX_FACTS, extract_facts
+from engine.core.retention import Fact, facts_from_json, facts_to_json, normalize
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 CASES = json.loads((DATA / "facts_corpus.json").read_text())["cases"]

@@ -1,10 +1,10 @@
 from __future__ import annotations
 
-from contextmgr.core.aging import Level
-from contextmgr.core.ledger import Ledger, build_ledger, ledger_budget, render_ledger
-from contextmgr.core.retention import Fact
-from contextmgr.core.window import CheckpointView, render_checkpoint
-from contextmgr.resources import context_profile
+from engine.core.aging import Level
+from engine.core.ledger import Ledger, build_ledger, ledger_budget, render_ledger
+from engine.core.retention import Fact
+from engine.core.window import CheckpointView, render_checkpoint
+from engine.resources import context_profile
 
 
 def words(text: str) -> int:

@@ -3,7 +3,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextmgr.core.markers import (
+from engine.core.markers import (
     ArtifactRecord,
     CheckpointUpdate,
     DecisionUpdate,
@@ -16,7 +16,7 @@ from contextmgr.core.markers import (
     parse_markers,
     split_summary,
 )
-from contextmgr.core.prompts import GoalCheckpointStatus
+from engine.core.prompts import GoalCheckpointStatus
 
 SPEC_EXAMPLE = """[GOAL] Implement user authentication system
 [CHECKPOINT] Design authentication flow - COMPLETED

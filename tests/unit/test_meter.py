@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from contextmgr.core.budget import Budget
-from contextmgr.core.meter import build_meter
+from engine.core.budget import Budget
+from engine.core.meter import build_meter
 
 
 def test_segments_are_shares_of_the_context_and_free_fills_the_rest():

@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextmgr.core.aging import Level
-from contextmgr.core.prompts import (
+from engine.core.aging import Level
+from engine.core.prompts import (
     INJECTION_GUARD,
     SUMMARY_MARKERS_REQUEST,
     ArtifactView,

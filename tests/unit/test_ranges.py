@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contextmgr.core.ranges import MessageRange, carried_over, join_ranges, range_from_label
+from engine.core.ranges import MessageRange, carried_over, join_ranges, range_from_label
 
 
 def test_a_range_of_messages_is_shown_as_the_spec_shows_it():

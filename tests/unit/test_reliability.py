@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from contextmgr.core.aging import Level
-from contextmgr.core.reliability import (
+from engine.core.aging import Level
+from engine.core.reliability import (
     LARGE_MODELS,
     MEDIUM_MODELS,
     RECOMMENDATIONS,

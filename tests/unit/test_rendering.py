@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from chat.rendering import render_markdown, sanitize_html
-from contextmgr.presentation import describe_event, describe_message_state, reliability_chart
+from chat.selectors.presentation import describe_event, describe_message_state, reliability_chart
+from chat.web.rendering import render_markdown, sanitize_html
 
 
 def test_everything_is_escaped_before_markup_is_added():

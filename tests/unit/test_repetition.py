@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contextmgr.core.repetition import (
+from engine.core.repetition import (
     LOOP_REPEATS,
     PHRASE_REPEATS,
     PHRASE_WORDS,

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from contextmgr.core.fact_extraction import extract_facts
-from contextmgr.core.retention import (
+from engine.core.fact_extraction import extract_facts
+from engine.core.retention import (
     Fact,
     facts_from_json,
     facts_to_json,

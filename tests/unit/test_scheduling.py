@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from contextmgr.core.scheduling import Waiting, next_to_run, overdue, wait_left
+from engine.core.scheduling import Waiting, next_to_run, overdue, wait_left
 
 TURN_AT_5 = Waiting(background=False, since=5.0)
 SUMMARY_AT_0 = Waiting(background=True, since=0.0)

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from contextmgr.core.budget import Budget
-from contextmgr.core.selection import (
+from engine.core.budget import Budget
+from engine.core.selection import (
     ContextMessage,
     RolloverPlan,
     nothing_to_compress_reason,

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 
-from contextmgr.core.text import StorableJSONEncoder, plural, storable_json, storable_text
+from engine.core.text import StorableJSONEncoder, plural, storable_json, storable_text
 
 
 def test_nul_bytes_and_lone_surrogates_become_replacement_characters():

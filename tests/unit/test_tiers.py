@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from contextmgr.core.tiers import UnknownContextSize, find_profile, profile_num_ctx, profiles_from_data
-from contextmgr.resources import PROFILES_FILE, context_profile, context_profiles, ollama_context_size
+from engine.core.tiers import UnknownContextSize, find_profile, profile_num_ctx, profiles_from_data
+from engine.resources import PROFILES_FILE, context_profile, context_profiles, ollama_context_size
 
 EXPECTED = {
     2048: (1700, 1, "Minimal", 0),

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 
-from contextmgr.core.times import iso_millis
+from engine.core.times import iso_millis
 
 
 def test_one_format_to_the_millisecond_as_the_cli_writes():

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextmgr.core import tokens
-from contextmgr.core.tokens import (
+from engine.core import tokens
+from engine.core.tokens import (
     PER_MESSAGE_OVERHEAD,
     VocabularyError,
     cl100k_from_ranks,
@@ -18,7 +18,7 @@ from contextmgr.core.tokens import (
     parse_ranks,
     prompt_truncated,
 )
-from contextmgr.resources import (
+from engine.resources import (
     TiktokenCounter,
     bundled_vocabulary_path,
     cl100k_encoding,

@@ -3,8 +3,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextmgr.core.truncate import fact_extract, shorten_extractive
-from contextmgr.resources import count_text_tokens
+from engine.core.truncate import fact_extract, shorten_extractive
+from engine.resources import count_text_tokens
 
 TEXT = (
     "We looked at three options for sessions. Cookies were simplest. "

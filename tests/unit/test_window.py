@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from contextmgr.core.aging import Level
-from contextmgr.core.window import (
+from engine.core.aging import Level
+from engine.core.window import (
     ActiveMessage,
     CheckpointView,
     PromptCall,

@@ -11,12 +11,12 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.http import Http404
 
 from chat.models import Session
-from chat.selectors import backend_status, session_for_owner
-from chat.services import session_start
-from chat.turn import TurnSend, turn_take
-from contextmgr.llm.types import LLMError
-from contextmgr.selectors import session_context_line, session_events, session_last_event_id
-from contextmgr.services.compression import compression_wait
+from chat.selectors.context import session_context_line, session_events, session_last_event_id
+from chat.selectors.sessions import backend_status, session_for_owner
+from chat.services.compression import compression_wait
+from chat.services.sessions import session_start
+from chat.services.turn import TurnSend, turn_take
+from engine.llm.types import LLMError
 
 
 class Command(BaseCommand):

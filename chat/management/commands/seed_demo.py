@@ -14,20 +14,20 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from chat.messages import message_create
 from chat.models import Checkpoint, Message, Session, Snapshot
-from chat.selectors import ModelFacts
-from chat.services import session_start
-from contextmgr.core.aging import CheckpointInfo, Level, plan_aging
-from contextmgr.core.config import context_config_from_mapping, effective_preserve_recent
-from contextmgr.core.markers import marker_facts
-from contextmgr.core.selection import ContextMessage, select_for_compression
-from contextmgr.core.truncate import shorten_extractive
-from contextmgr.resources import count_text_tokens
-from contextmgr.selectors import active_checkpoints, active_messages, session_budget
-from contextmgr.services.checkpoints import AgedSummary, CheckpointDraft, MergedSummary, compression_commit
-from contextmgr.services.goals import goal_apply_markers
-from contextmgr.services.snapshots import snapshot_create
+from chat.selectors.context import active_checkpoints, active_messages, session_budget
+from chat.selectors.sessions import ModelFacts
+from chat.services.checkpoints import AgedSummary, CheckpointDraft, MergedSummary, compression_commit
+from chat.services.goals import goal_apply_markers
+from chat.services.messages import message_create
+from chat.services.sessions import session_start
+from chat.services.snapshots import snapshot_create
+from engine.core.aging import CheckpointInfo, Level, plan_aging
+from engine.core.config import context_config_from_mapping, effective_preserve_recent
+from engine.core.markers import marker_facts
+from engine.core.selection import ContextMessage, select_for_compression
+from engine.core.truncate import shorten_extractive
+from engine.resources import count_text_tokens
 
 SYSTEM_PROMPT = "You are a careful senior engineer. Answer briefly and record progress with goal markers."
 

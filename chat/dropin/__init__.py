@@ -1,0 +1,1 @@
+"""The drop-in endpoints for Ollama and OpenAI clients: what both share (common) and each wire format."""

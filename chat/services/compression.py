@@ -1,0 +1,154 @@
+"""Compression in the background: scheduled after a message or on request, retried by itself
+when the model fails it; and the door to the compression services, whose parts are
+``compression_run`` (the run), ``summaries`` (what the model is asked for),
+``compression_retry`` (the backoff) and ``compression_wait`` (the one wait for a run).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+from uuid import UUID
+
+from celery import current_app
+from django.conf import settings
+from django.db import connections, transaction
+
+from chat.models import Session
+from chat.selectors.context import session_budget, session_config
+from chat.services.compression_retry import (
+    compression_retry_forget,
+    compression_retry_keep_timer,
+    compression_retry_pend,
+    compression_retry_pending,
+    compression_retry_superseded,
+)
+from chat.services.compression_run import CompressionOutcome, compression_run, session_effective_limits
+from chat.services.compression_wait import compression_failure_since, compression_running, compression_wait
+from chat.services.snapshots import snapshot_auto_create
+from engine.core.budget import Budget
+
+__all__ = [
+    "COMPRESS_TASK",
+    "CompressionOutcome",
+    "compression_attempt",
+    "compression_failure_since",
+    "compression_maybe_schedule",
+    "compression_retry_pending",
+    "compression_run",
+    "compression_running",
+    "compression_schedule",
+    "compression_wait",
+    "session_effective_limits",
+]
+
+# The Celery task (``chat.tasks``) is an entry point above this module: it is sent by name.
+COMPRESS_TASK = "chat.tasks.compress_session"
+
+
+def compression_schedule(*, session_id: UUID, reason: str, force: bool = False) -> None:
+    """Run a compression in the background once the current transaction commits
+    (``force``: even when the budget does not call for one, as "Compress now" asks); one the
+    model fails is tried again by itself (``compression_attempt``).
+
+    With a broker, a Celery worker runs the task ``COMPRESS_TASK``; without one (the
+    embedded default) it runs in a thread of this process, so the turn does not wait.
+    """
+
+    def enqueue() -> None:
+        if settings.CELERY_TASK_ALWAYS_EAGER:
+            _in_thread(session_id, name=f"compress-{session_id}", reason=reason, force=force).start()
+        else:
+            current_app.send_task(COMPRESS_TASK, args=[str(session_id), reason, force])
+
+    transaction.on_commit(enqueue)
+
+
+def _in_thread(session_id: UUID, *, name: str, delay: float = 0, **attempt: Any) -> threading.Timer:
+    """``compression_attempt`` in a daemon thread of this process, ``delay`` seconds after it starts."""
+
+    def run() -> None:
+        try:
+            compression_attempt(session_id=session_id, **attempt)
+        finally:
+            # This thread's database connection would otherwise stay open for good.
+            connections.close_all()
+
+    timer = threading.Timer(delay, run)
+    timer.daemon = True
+    timer.name = name
+    return timer
+
+
+def compression_attempt(
+    *, session_id: UUID, reason: str, force: bool = False, attempt: int = 1, token: str | None = None
+) -> CompressionOutcome:
+    """One attempt of a background compression: ``compression_run``, then, when the model failed
+    it and the backoff (``compression_retry.compression_backoff``) has a wait left, the next attempt, scheduled to run
+    after that wait, never forced (it runs only if the budget still calls for it).
+
+    One retry at most waits per session (the cache holds its ``token``): a retry whose token is no
+    longer the pending one was superseded (by a newer attempt, or a compression that succeeded)
+    and does nothing.
+    """
+    if token is not None and compression_retry_superseded(session_id=session_id, token=token):
+        return CompressionOutcome("skipped", "superseded: a newer attempt or a compression that succeeded")
+    compression_retry_forget(session_id=session_id)
+    outcome = compression_run(session_id=session_id, reason=reason, force=force, attempt=attempt)
+    if outcome.retry_in is not None:
+        _retry_schedule(session_id, reason=reason, attempt=attempt + 1, delay=outcome.retry_in)
+    return outcome
+
+
+def _retry_schedule(session_id: UUID, *, reason: str, attempt: int, delay: float) -> None:
+    """Attempt number ``attempt`` in ``delay`` seconds: a Celery task with that countdown, or a
+    timer thread of this process without a broker."""
+    token = compression_retry_pend(session_id=session_id, delay=delay)
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        timer = _in_thread(
+            session_id,
+            name=f"compress-retry-{session_id}",
+            delay=delay,
+            reason=reason,
+            force=False,
+            attempt=attempt,
+            token=token,
+        )
+        compression_retry_keep_timer(session_id=session_id, timer=timer)
+        timer.start()
+    else:
+        current_app.send_task(
+            COMPRESS_TASK,
+            args=[str(session_id), reason, False],
+            kwargs={"attempt": attempt, "token": token},
+            countdown=delay,
+        )
+
+
+def compression_maybe_schedule(*, session: Session, budget: Budget | None = None) -> bool:
+    """After a message is stored: take the automatic snapshot when usage reaches its threshold,
+    and schedule a compression when the budget says it is due.
+
+    ``session``: as read by the caller's request or turn (its settings decide); ``budget``: the
+    session's budget, when the caller has just read it (it is read here otherwise).
+    """
+    config = session_config(session)
+    if budget is None:
+        budget = session_budget(session=session)
+    usage = budget.usage_of_available
+    snapshot_auto_create(
+        session=session, config=config, reason=f"At {round(usage * 100)}% of the available budget", usage=usage
+    )
+    if not config.compression.enabled:
+        return False
+    if not budget.compression_due:
+        return False
+    if compression_running(session_id=session.pk):
+        # The running one is what the budget asks for; a second would only be skipped.
+        return False
+    if compression_retry_pending(session_id=session.pk):
+        # The model failed the last one: its retry waits out the backoff, rather than each new
+        # message asking the model again at once.
+        return False
+    compression_schedule(session_id=session.pk, reason=f"{budget.active_tokens:,} of {budget.trigger_at:,} tokens")
+    return True

@@ -1,0 +1,405 @@
+"""One chat turn, end to end.
+
+The user's message is stored first, before anything can fail. Then the turn
+makes sure the prompt leaves room for a reply (``chat.services.turn_room``: waiting for a
+running compression, or running one, or rolling over; extractively, without the
+model, when the model failed the compression or it takes too long), streams the
+reply with its length capped so prompt + reply never exceed ``num_ctx``, stores
+it, applies its goal markers and schedules a compression when the budget says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+from uuid import UUID
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.core.exceptions import ValidationError
+
+from chat.gateway import get_gateway
+from chat.models import Message, Session
+from chat.selectors.context import ContextReport, session_context, session_window
+from chat.selectors.sessions import model_require_available, session_latest_message
+from chat.services.compression import compression_maybe_schedule
+from chat.services.goals import goal_apply_markers
+from chat.services.messages import ToolResult, message_create, message_tool_results
+from chat.services.revisions import message_edit, messages_supersede
+from chat.services.sampling import reply_sampling
+from chat.services.sessions import session_prompt_truncated
+from chat.services.turn_room import OnWait, prompt_with_room, refuse_if_it_can_never_fit
+from engine.core.config import reply_max_tokens
+from engine.core.tokens import TokenCount, TokenCounter
+from engine.core.window import WindowBlock, window_budget
+from engine.llm import ChatRequest, ChatResult, Gateway, LLMError
+from engine.llm.types import ToolCall
+from engine.resources import TiktokenCounter
+
+logger = logging.getLogger(__name__)
+OnDelta = Callable[[str], Awaitable[None]]
+OnStored = Callable[[Message], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    user_message: Message
+    assistant_message: Message
+    result: ChatResult
+    prompt_tokens: int
+    prompt_exact: bool
+    # The context once the reply and its markers are stored: what the page and the API show after the turn,
+    # read at the session's ``context_version``.
+    context: ContextReport
+    context_version: int
+    markers_applied: int
+    # Something besides the reply changed the context during the turn (its goal markers, a goal
+    # set in another tab, a compression, a restore): what the goals panel shows may have changed.
+    context_changed_meanwhile: bool
+    # The reply the model continued (TurnContinue), which the stored one starts with.
+    continued_from: str = ""
+
+    @property
+    def new_text(self) -> str:
+        """What the model wrote in this turn."""
+        return self.assistant_message.content[len(self.continued_from) :]
+
+    @property
+    def cut_by_cap(self) -> bool:
+        return self.result.done_reason == "length"
+
+
+async def _count(counter: TokenCounter, text: str) -> TokenCount:
+    """Count in a thread of its own, not the one the consumers share for the database: a long
+    message takes a while, and the embedded tokenizer may have to load the model first. If the
+    model's counter fails, the estimate will do: nothing may stop a message being stored."""
+    try:
+        return await asyncio.to_thread(counter.count, text)
+    except Exception:
+        logger.exception("exact token count failed; storing the estimate")
+        return TiktokenCounter().count(text)
+
+
+def message_counter(gateway: Gateway, model: str) -> TokenCounter:
+    """How messages of ``model`` are counted when stored: exact on the embedded model, else the estimate."""
+    try:
+        return gateway.token_counter(model)
+    except LLMError:
+        # The model is unknown to every backend: the message is still stored, with the estimate.
+        return TiktokenCounter()
+
+
+def _call_text(call: ToolCall) -> str:
+    """A tool call as counted when stored: its name and arguments, as the model writes them."""
+    return json.dumps({"name": call.name, "arguments": call.arguments})
+
+
+@dataclass(frozen=True)
+class TurnSend:
+    """A new message of the user's: stored first, before anything can fail."""
+
+    content: str
+
+    async def message(self, session: Session, gateway: Gateway) -> Message:
+        count = await _count(message_counter(gateway, session.model), self.content)
+        # Its ``session`` is the session as the message was written, which the rest of the turn reads.
+        return await sync_to_async(message_create)(
+            session=session, role=Message.Role.USER, content=self.content, token_count=count
+        )
+
+
+@dataclass(frozen=True)
+class TurnRetry:
+    """The session's last message answered again when it is a user message left without a reply
+    (the backend failed, or the user stopped it); nothing is stored twice."""
+
+    async def message(self, session: Session, gateway: Gateway) -> Message:
+        last = await sync_to_async(session_latest_message)(session=session)
+        # A tool's result left without a reply is retried as a user message is.
+        unanswered = last is not None and (
+            last.role == Message.Role.USER or (last.role == Message.Role.TOOL and bool(last.content))
+        )
+        if last is None or not unanswered:
+            raise ValidationError({"content": "There is no unanswered message to retry."})
+        if last.excluded_from_context:
+            raise ValidationError(
+                {"content": "The last message does not fit this session's context: it is kept in the history only."}
+            )
+        last.session = session
+        return last
+
+
+async def _latest_reply_and_question(session: Session, done: str) -> tuple[Message, Message]:
+    """The session's latest reply, which must be in the context, and the user message in the context
+    it answers; ``done`` names what is to be done to the reply, for the error."""
+    reply = await sync_to_async(session_latest_message)(session=session)
+    if reply is None or reply.role != Message.Role.ASSISTANT or reply.excluded_from_context:
+        raise ValidationError({"content": f"Only the latest reply can be {done}."})
+    question = (
+        await session.messages.filter(role=Message.Role.USER, position__lt=reply.position, excluded_from_context=False)
+        .order_by("-position")
+        .afirst()
+    )
+    if question is None:
+        raise ValidationError({"content": "This reply answers no message of yours in the context."})
+    return reply, question
+
+
+@dataclass(frozen=True)
+class TurnRegenerate:
+    """The last user message answered again: the latest reply leaves the context (it stays in the full
+    history) and a new one is streamed after it."""
+
+    async def message(self, session: Session, gateway: Gateway) -> Message:
+        reply, question = await _latest_reply_and_question(session, "regenerated")
+        await sync_to_async(messages_supersede)(message=reply)
+        question.session = await Session.objects.aget(pk=session.pk)  # the reply's leaving moved the context version
+        return question
+
+
+@dataclass(frozen=True)
+class TurnEdit:
+    """``content`` in place of the user's message ``message_id`` (message_edit: the earlier version and
+    what followed it stay in the full history), answered as a new message is."""
+
+    message_id: int
+    content: str
+
+    async def message(self, session: Session, gateway: Gateway) -> Message:
+        original = await session.messages.filter(pk=self.message_id).afirst()
+        if original is None:
+            raise ValidationError({"content": "There is no such message in this session."})
+        original.session = session
+        count = await _count(message_counter(gateway, session.model), self.content)
+        return await sync_to_async(message_edit)(message=original, content=self.content, token_count=count)
+
+
+@dataclass(frozen=True)
+class TurnContinue:
+    """The latest reply continued: the prompt ends with it, so the model goes on from where it ends; it
+    then leaves the context (kept in the full history) for the whole."""
+
+    async def message(self, session: Session, gateway: Gateway) -> Message:
+        _, question = await _latest_reply_and_question(session, "continued")
+        question.session = session
+        return question
+
+
+@dataclass(frozen=True)
+class TurnToolResults:
+    """The results of the latest reply's tool calls, as a client of the drop-in APIs sends them: stored with
+    the calls they answer (``message_tool_results``), then answered by the model."""
+
+    results: tuple[ToolResult, ...]
+
+    async def message(self, session: Session, gateway: Gateway) -> Message:
+        counter = message_counter(gateway, session.model)
+        counted = [(result, await _count(counter, result.content)) for result in self.results]
+        return await sync_to_async(message_tool_results)(session=session, results=counted)
+
+
+# What a turn answers: each variant finds (or stores) the user's message the reply answers (the last tool
+# result, for TurnToolResults), whose ``session`` is the session as the reply must read it.
+TurnVariant: TypeAlias = TurnSend | TurnRetry | TurnRegenerate | TurnEdit | TurnContinue | TurnToolResults
+
+
+async def turn_take(
+    *,
+    session_id: UUID,
+    variant: TurnVariant,
+    gateway: Gateway | None = None,
+    on_delta: OnDelta | None = None,
+    on_stored: OnStored | None = None,
+    on_wait: OnWait | None = None,
+    tools: Sequence[dict[str, Any]] = (),
+) -> TurnOutcome:
+    """Run one turn as ``variant`` says; ``on_stored`` hears of the user's message once it is safe in
+    the history, ``on_wait`` why the reply waits (for a compression), ``on_delta`` receives the reply
+    as it streams. ``tools``: the tool definitions the model may call (only for a model with the "tools"
+    capability); the calls it makes are stored as tool messages awaiting their results, named by the ids
+    the outcome's ``result.tool_calls`` carry.
+
+    Raises a ValidationError for a variant the session's history does not allow, or bad input (nothing
+    stored), an LLMError when no reply can be had (the user's message stays stored).
+    """
+    gateway = gateway or get_gateway()
+    session = await Session.objects.aget(pk=session_id)
+    # The reply a regeneration replaces or a continuation goes on from, read before either changes anything.
+    latest = (
+        await sync_to_async(session_latest_message)(session=session)
+        if isinstance(variant, TurnContinue | TurnRegenerate)
+        else None
+    )
+    user_message = await variant.message(session, gateway)
+    if on_stored is not None:
+        await on_stored(user_message)
+    continued = latest if isinstance(variant, TurnContinue) else None
+    version_of_id = None
+    if latest is not None and isinstance(variant, TurnRegenerate):
+        version_of_id = latest.version_of_id or latest.pk
+    elif latest is not None and (latest.version_of_id or await latest.versions.aexists()):
+        # A continued version stays among its siblings; the text it went on from stays one too.
+        version_of_id = latest.version_of_id or latest.pk
+    return await _reply(
+        user_message.session, gateway, user_message, on_delta, on_wait, continued, version_of_id, tuple(tools)
+    )
+
+
+async def _reply(  # ``continued``: the reply a TurnContinue goes on from; ``version_of_id``: see message_create
+    session: Session, gateway: Gateway, user_message: Message, on_delta: OnDelta | None, on_wait: OnWait | None,
+    continued: Message | None = None, version_of_id: int | None = None, tools: tuple[dict[str, Any], ...] = (),
+) -> TurnOutcome:  # fmt: skip
+    await sync_to_async(model_require_available, thread_sensitive=False)(session=session, gateway=gateway)
+    await refuse_if_it_can_never_fit(session, user_message)
+    window = await sync_to_async(_window_before_reply)(session)
+    messages, prompt = await prompt_with_room(session, gateway, user_message, window, on_wait)
+    # The cap follows the context size: at most 15% of num_ctx (255 tokens on 2K), never past num_ctx.
+    max_tokens = min(
+        reply_max_tokens(session.max_tokens, settings.OLLM_REPLY_MAX_TOKENS), session.max_tokens - prompt.tokens
+    )
+    stream = gateway.send(
+        ChatRequest(
+            messages,
+            model=session.model,
+            num_ctx=session.max_tokens,
+            max_tokens=max_tokens,
+            sampling=reply_sampling(session),
+            tools=tools,
+        )
+    )
+    parts: list[str] = []
+    stopped = False
+    try:
+        async for delta in stream:
+            parts.append(delta)
+            if on_delta is not None:
+                await on_delta(delta)
+    except asyncio.CancelledError:
+        stopped = True
+    finally:
+        await stream.aclose()
+    text = "".join(parts)
+    counter = message_counter(gateway, session.model)
+    if continued is not None and (parts or not stopped):
+        await sync_to_async(messages_supersede)(message=continued)
+        text = continued.content + text
+        session = await Session.objects.aget(pk=session.pk)  # its leaving moved the context version
+    if stopped:
+        # The user saw this much of the reply and may refer to it: it is kept, marked as stopped.
+        if text.strip():
+            await sync_to_async(message_create)(
+                session=session,
+                role=Message.Role.ASSISTANT,
+                content=text,
+                token_count=await _count(counter, text),
+                done_reason="cancelled",
+                version_of_id=version_of_id,
+            )
+        raise asyncio.CancelledError
+    result = stream.result
+    if result is None:
+        raise LLMError("the reply ended without its final counts")
+    if result.sent_prompt_tokens is not None:
+        await sync_to_async(session_prompt_truncated)(
+            session=session, sent_tokens=result.sent_prompt_tokens, reported_tokens=result.prompt_tokens
+        )
+    count = await _count(counter, text)
+    # The calls are named here when the backend did not (Ollama does not): the client answers each by its id.
+    calls = tuple(dataclasses.replace(c, id=c.id or f"call_{uuid.uuid4().hex[:24]}") for c in result.tool_calls)
+    result = dataclasses.replace(result, tool_calls=calls)
+    call_counts = [await _count(counter, _call_text(call)) for call in calls]
+    # A stopped reply's markers were never applied; a finished one's were when it was stored.
+    applied = continued.content if continued is not None and continued.done_reason != "cancelled" else ""
+    after = await sync_to_async(_after_reply)(
+        session, text, count, result.done_reason, applied, version_of_id, list(zip(calls, call_counts, strict=True))
+    )
+    return TurnOutcome(
+        user_message,
+        after.message,
+        result,
+        prompt.tokens,
+        prompt.exact,
+        after.context,
+        after.context_version,
+        after.markers,
+        # Every write to the context raises the session's context version; the reply is one, or one a call.
+        context_changed_meanwhile=after.context_version > session.context_version + after.stored,
+        continued_from=continued.content if continued is not None else "",
+    )
+
+
+def _window_before_reply(session: Session) -> tuple[WindowBlock, ...]:
+    """The window the reply is asked from, and the budget check its counts make: the user's message
+    may have made a compression due (which runs in the background)."""
+    window = session_window(session=session)
+    compression_maybe_schedule(session=session, budget=window_budget(window, max_tokens=session.max_tokens))
+    return window
+
+
+@dataclass(frozen=True)
+class _AfterReply:
+    message: Message
+    context: ContextReport
+    markers: int
+    context_version: int
+    # Messages the reply was stored as: its text and its tool calls.
+    stored: int = 1
+
+
+def _after_reply(
+    session: Session,
+    text: str,
+    count: TokenCount,
+    done_reason: str,
+    applied: str,
+    version_of_id: int | None,
+    calls: Sequence[tuple[ToolCall, TokenCount]] = (),
+) -> _AfterReply:
+    """Store the reply (in its own transaction: it is kept whatever follows), apply its goal
+    markers, then read the context: it says whether a compression is due and is what the
+    page's meter and the API show after the turn. A reply's tool calls are tool messages after its
+    text, each awaiting its result (``message_tool_results``); a reply that is only calls has no
+    assistant message of its own (as ``history_entries`` stores a client's), its first call stands for it."""
+    stored = []
+    if text.strip() or not calls:
+        stored.append(
+            message_create(
+                session=session,
+                role=Message.Role.ASSISTANT,
+                content=text,
+                token_count=count,
+                done_reason=done_reason,
+                version_of_id=version_of_id,
+            )
+        )
+    stored += [
+        message_create(
+            session=session,
+            role=Message.Role.TOOL,
+            content="",
+            token_count=call_count,
+            done_reason=done_reason,
+            tool_call_id=call.id,
+            tool_name=call.name,
+            tool_args=call.arguments,
+        )
+        for call, call_count in calls
+    ]
+    message = stored[0]
+    try:
+        markers = goal_apply_markers(session=session, text=text, applied_before=applied)
+    except Exception:
+        # The reply is stored and answered the user; a marker it could not apply must not
+        # turn the turn into an error whose Retry would find nothing left to answer.
+        logger.exception("goal markers of a reply in session %s could not be applied", session.pk)
+        markers = 0
+    session = Session.objects.get(pk=session.pk)
+    report = session_context(session=session)
+    compression_maybe_schedule(session=session, budget=report.budget)
+    return _AfterReply(message, report, markers, session.context_version, len(stored))

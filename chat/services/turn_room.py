@@ -1,0 +1,176 @@
+"""Room in the prompt for a turn's reply.
+
+A turn's prompt must leave at least ``REPLY_MIN_TOKENS`` for the reply. Until it does, the turn waits
+for a running compression, or runs one, or rolls over; extractively, without the model, when the model
+failed the compression or it takes too long. A user message that can never fit leaves the context.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import connections
+
+from chat.models import Message, Session
+from chat.selectors.context import session_config, session_last_event_id, session_window
+from chat.services.compression import (
+    CompressionOutcome,
+    compression_failure_since,
+    compression_run,
+    compression_running,
+    compression_wait,
+)
+from chat.services.revisions import message_leave_context
+from engine.core.backoff import seconds_text
+from engine.core.budget import REPLY_MIN_TOKENS, prompt_room
+from engine.core.tokens import TokenCount
+from engine.core.window import WindowBlock, prompt_messages
+from engine.llm import ChatMessage, ContextOverflow, Gateway, LLMError
+
+# Hears why the reply has not started yet, when it is not the model thinking.
+OnWait = Callable[[str], Awaitable[None]]
+WAITING_FOR_COMPRESSION = "waiting for the compression to finish…"
+COMPRESSING_FOR_ROOM = "compressing to make room for the reply…"
+EXTRACTIVE_AFTER_FAILURE = "the model's compression failed; compressing extractively to make room…"
+EXTRACTIVE_AFTER_WAIT = "the compression is taking too long; compressing extractively to make room…"
+
+
+def _compress_now(**options: Any) -> CompressionOutcome:
+    """A compression in a worker thread of its own, which must not keep a database connection open."""
+    try:
+        return compression_run(**options)
+    finally:
+        connections.close_all()
+
+
+def _does_not_fit(session: Session, tokens: int) -> ContextOverflow:
+    return ContextOverflow(
+        f"Your message does not fit: the prompt would be {tokens:,} tokens and the context holds "
+        f"{session.max_tokens:,}, with {REPLY_MIN_TOKENS} kept for the reply. It is kept in the full history "
+        "but left out of the context; shorten it or choose a larger context size."
+    )
+
+
+# The ways to make room, in order: each at most once; the model's while it has not failed, then
+# the extract's (``compression_run(extractive=...)``).
+_MAKING_ROOM = (("compress", False), ("compress", True), ("rollover", False), ("rollover", True))
+
+
+@dataclass
+class _Room:
+    """What a turn has tried to make room for its reply."""
+
+    tried: set[tuple[str, bool]] = field(default_factory=set)
+    # Why the model cannot be counted on to make the room; then the extract does.
+    model_failed: str | None = None
+    # The last failure of a compression the turn ran, in a sentence.
+    failed: str | None = None
+    # The turn has waited its fill for a running compression: the extractive one takes over its lease.
+    take_over: bool = False
+
+    def next(self) -> tuple[str, bool] | None:
+        for way in _MAKING_ROOM:
+            if way not in self.tried and way[1] == (self.model_failed is not None):
+                return way
+        return None
+
+
+async def prompt_with_room(
+    session: Session,
+    gateway: Gateway,
+    user_message: Message,
+    blocks: tuple[WindowBlock, ...] | None,
+    on_wait: OnWait | None,
+) -> tuple[list[ChatMessage], TokenCount]:
+    """The next prompt, once it leaves at least REPLY_MIN_TOKENS for the reply; ``blocks``: the
+    window as just read, if it was.
+
+    A running compression is waited for (``OLLM_COMPRESSION_TURN_WAIT_SECONDS`` at most; the
+    wait is an await, which Stop cancels). Else the turn compresses, then rolls over. When the
+    model fails the compression, or the running one outlasts the wait, the extract makes the
+    room instead, without the model (taking the session's lease from a compression stuck on
+    it). A user message that cannot fit however much is compressed leaves the context (it
+    stays in the history) so the turns after it are not squeezed by it.
+    """
+    room = prompt_room(session.max_tokens)
+    wait_seconds = settings.OLLM_COMPRESSION_TURN_WAIT_SECONDS
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_seconds
+    state = _Room()
+    said = ""
+
+    async def say(why: str) -> None:
+        nonlocal said
+        if on_wait is not None and why != said:
+            said = why
+            await on_wait(why)
+
+    while True:
+        if blocks is None:
+            blocks = await sync_to_async(session_window)(session=session)
+        messages = [ChatMessage.of(m) for m in prompt_messages(blocks)]
+        count = await asyncio.to_thread(gateway.count_prompt, messages, session.model)
+        if count.tokens <= room:
+            return messages, count
+        blocks = None  # what follows changes the window, or waits for it to change
+        config = await sync_to_async(session_config)(session)
+        if not config.compression.enabled:
+            raise ContextOverflow(
+                f"The prompt would be {count.tokens:,} tokens, more than this session's context of "
+                f"{session.max_tokens:,} leaves room for, and compression is turned off for it. Your message "
+                "is saved: turn compression on, choose a larger context size, or start a new session."
+            )
+        # Read before looking, so that the outcome of the compression found running is after it.
+        since = await sync_to_async(session_last_event_id)(session=session)
+        if not state.take_over and await sync_to_async(compression_running)(session_id=session.pk):
+            await say(WAITING_FOR_COMPRESSION)
+            if not await compression_wait(session_id=session.pk, timeout=max(deadline - loop.time(), 0)):
+                state.model_failed = f"the model's compression did not finish within {seconds_text(wait_seconds)}"
+                state.take_over = True
+            elif failure := await sync_to_async(compression_failure_since)(session_id=session.pk, after_event_id=since):
+                state.model_failed = f"the model's compression failed ({failure})"
+            continue
+        way = state.next()
+        if way is None:
+            if state.failed is not None:
+                # Not the message's fault: it stays in the context, and Retry tries again.
+                raise LLMError(f"could not make room for a reply: {state.failed}; your message is saved")
+            await sync_to_async(message_leave_context)(message=user_message)
+            raise _does_not_fit(session, count.tokens)
+        state.tried.add(way)
+        mode, extractive = way
+        if not extractive:
+            await say(COMPRESSING_FOR_ROOM)
+        else:
+            await say(EXTRACTIVE_AFTER_WAIT if state.take_over else EXTRACTIVE_AFTER_FAILURE)
+        outcome = await sync_to_async(_compress_now, thread_sensitive=False)(
+            session_id=session.pk,
+            reason="no room for a reply",
+            force=True,
+            gateway=gateway,
+            rollover=mode == "rollover",
+            extractive=state.model_failed if extractive else None,
+            take_over=state.take_over and extractive,
+        )
+        state.take_over = False
+        state.failed = None
+        if outcome.status == "error":
+            if extractive:
+                state.failed = f"the extractive compression failed ({outcome.reason})"
+            else:
+                state.model_failed = f"the model's compression failed ({outcome.reason})"
+                state.failed = state.model_failed
+
+
+async def refuse_if_it_can_never_fit(session: Session, user_message: Message) -> None:
+    """A message that alone (with the system prompt) leaves no room for a reply leaves the context
+    at once, before any compression is scheduled: compressing the rest could never make room."""
+    tokens = user_message.tokens + session.system_prompt_tokens
+    if tokens > prompt_room(session.max_tokens):
+        await sync_to_async(message_leave_context)(message=user_message)
+        raise _does_not_fit(session, tokens)

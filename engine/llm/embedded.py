@@ -1,0 +1,116 @@
+"""The embedded backend: the bundled SmolLM2-135M, served by ``modelserver`` in a process of its own.
+
+The app talks to it as to Ollama (the same client, the same wire format), so a
+crash of the native library costs one request, never a web server or a worker.
+Two things Ollama lacks make it exact: ``/api/tokenize`` counts a prompt exactly
+as generation will, and the ``X-Ollm-Priority`` header lets chat turns go before
+summaries. ``make run``, the Docker image and the test fixtures start the server
+(``python -m modelserver --supervise``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+
+from engine.llm.ollama_backend import OllamaBackend, wire_message
+from engine.llm.types import (
+    BackendUnavailable,
+    ChatMessage,
+    ChatRequest,
+    ChatStream,
+    LLMRequestError,
+    ModelInfo,
+    ModelNotFound,
+)
+
+MODEL_NAME = "embedded/smollm2-135m"
+PARAMETER_SIZE_B = 0.135
+# Counting a prompt is quick (see docs/benchmarks.md); this only bounds a stuck server.
+TOKENIZE_TIMEOUT_SECONDS = 10.0
+# Texts counted in one request: about 0.2 MB of an import's messages, well inside that timeout.
+TOKENIZE_BATCH = 500
+
+
+class EmbeddedBackend(OllamaBackend):
+    """The bundled model server at ``host``, which serves ``MODEL_NAME``."""
+
+    name = "embedded"
+    label = "the bundled model server"
+
+    def __init__(self, *, host: str, timeout: float = 120.0, connect_timeout: float = 3.0) -> None:
+        super().__init__(host=host, timeout=timeout, connect_timeout=connect_timeout)
+        self._counting = httpx.Client(base_url=host, timeout=TOKENIZE_TIMEOUT_SECONDS)
+        self._message_overhead: int | None = None
+        self._overhead_lock = threading.Lock()
+
+    def unreachable(self) -> str:
+        return (
+            f"the bundled model server is not reachable at {self.host}: `make run` starts it "
+            "(python -m modelserver --supervise); if it just stopped, it is starting again"
+        )
+
+    def _check_model(self, model: str) -> None:
+        if model != MODEL_NAME:
+            raise ModelNotFound(f"model {model} is not available in the embedded backend (it has {MODEL_NAME})")
+
+    def chat(self, request: ChatRequest) -> ChatStream:
+        self._check_model(request.model)
+        return super().chat(request)
+
+    def _tokenize(self, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            response = self._counting.post("/api/tokenize", json={"model": MODEL_NAME, **body})
+        except httpx.HTTPError as exc:
+            raise BackendUnavailable(self.unreachable()) from exc
+        if response.status_code != 200:
+            raise LLMRequestError(f"{self.label} could not count tokens ({response.status_code}): {response.text}")
+        answer: dict[str, Any] = response.json()
+        with self._overhead_lock:
+            self._message_overhead = int(answer["message_overhead"])
+        return answer
+
+    def count_prompt_tokens(self, messages: Sequence[ChatMessage]) -> int:
+        """Exactly the tokens the server will evaluate for ``messages`` (its chat template included)."""
+        return int(self._tokenize({"messages": [wire_message(m) for m in messages]})["count"])
+
+    def count_text_tokens(self, text: str) -> int:
+        return int(self._tokenize({"text": text})["count"])
+
+    def count_texts_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each of ``texts``, TOKENIZE_BATCH of them a request (one request per message
+        made an import of 5,000 messages spend minutes on HTTP round trips)."""
+        counts: list[int] = []
+        for start in range(0, len(texts), TOKENIZE_BATCH):
+            answer = self._tokenize({"texts": list(texts[start : start + TOKENIZE_BATCH])})
+            counts.extend(int(count) for count in answer["counts"])
+        return counts
+
+    def message_overhead(self) -> int:
+        """Tokens the chat template adds around one message's content."""
+        if self._message_overhead is None:
+            self.count_text_tokens("")
+        assert self._message_overhead is not None
+        return self._message_overhead
+
+    async def list_models(self) -> list[ModelInfo]:
+        return [await self.model_info(MODEL_NAME)]
+
+    async def model_info(self, model: str) -> ModelInfo:
+        self._check_model(model)
+        info = await super().model_info(model)
+        return ModelInfo(
+            name=MODEL_NAME,
+            backend=self.name,
+            parameter_size_b=PARAMETER_SIZE_B,
+            context_length=info.context_length,
+            family=info.family,
+        )
+
+    async def count_tokens(self, text: str, model: str) -> int | None:
+        self._check_model(model)
+        return await asyncio.to_thread(self.count_text_tokens, text)
