@@ -13,7 +13,7 @@ from django.test import Client
 
 from accounts.models import ApiToken
 from accounts.services import api_token_create, api_token_revoke
-from chat.models import Session, Snapshot
+from chat.models import ClientTask, Session, Snapshot
 from chat.services.goals import decision_record, goal_checkpoint_set, goal_create
 from chat.services.messages import message_create
 from chat.services.sessions import session_create
@@ -274,3 +274,28 @@ def test_every_operation_refuses_missing_and_revoked_credentials_and_cookies_wit
             assert response.json() == {"detail": "CSRF check Failed"}
     assert Session.objects.filter(pk=objects["session"].pk).exists()
     assert objects["session"].messages.count() == 1
+
+
+def test_the_tokens_page_lists_the_users_own_background_tasks_escaped(user, other_user):
+    """The table is chat's (a template tag) on accounts' page: the user's tasks, escaped, never another's."""
+
+    token = api_token_create(user=user, name="open-webui")[0]
+    ClientTask.objects.create(
+        owner=user, token=token, client="Open WebUI", kind="title", model="m", prompt="p",
+        response="<b>Trip to Lyon</b>", prompt_tokens=12, completion_tokens=4,
+    )
+    ClientTask.objects.create(
+        owner=other_user, client="bob's client", kind="tags", model="m", prompt="p", response="secret"
+    )
+    client = Client()
+    client.force_login(user)
+
+    page = client.get("/account/tokens/").content.decode()
+
+    assert 'id="background-tasks"' in page
+    assert "&lt;b&gt;Trip to Lyon&lt;/b&gt;" in page
+    assert "<b>Trip to Lyon</b>" not in page
+    assert "12 → 4" in page
+    assert "open-webui" in page
+    assert "secret" not in page
+    assert "bob&#x27;s client" not in page
