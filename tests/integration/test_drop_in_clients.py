@@ -24,7 +24,7 @@ SYSTEM = "You are a travel planner. Answer in one sentence."
 TOPICS = ["Tokyo", "Kyoto", "Osaka", "Hiroshima", "Nara", "Sapporo", "Fukuoka", "Nagoya", "Kanazawa", "Nikko"]
 NUM_CTX = 2048
 SENT_NUM_CTX = 1700  # the 2K selection's num_ctx
-TURNS = 60
+TURNS = 40
 # Sends the conversation so far; returns the reply. ``stream``: as a stream of chunks.
 Send = Callable[[list[dict[str, str]], bool], str]
 
@@ -107,7 +107,7 @@ def assert_long_conversation_kept(
     assert [m["content"].strip() for m in stored] == [text.strip() for text in held[1:]]
     detail = drop_in.api.get(f"/api/sessions/{session['id']}").json()
     assert detail["max_tokens"] == SENT_NUM_CTX
-    assert detail["compression_count"] >= 1  # the conversation outgrew 2K: the context was managed
+    assert detail["compression_count"] >= 2  # the conversation outgrew 2K more than once: the context was managed
     # Every reply's prompt was the managed one: num_ctx of the session, the goal and decision pinned
     # (from the turn after they were set), and what the server evaluated fits num_ctx with the reply.
     replies = [
@@ -138,7 +138,7 @@ def assert_long_conversation_kept(
 @pytest.mark.parametrize(
     ("make_send", "client_prefix"), [(ollama_send, "ollama-python/"), (openai_send, "OpenAI/Python")]
 )
-def test_a_client_keeps_a_sixty_turn_conversation_inside_2k(drop_in, model_server, make_send, client_prefix):
+def test_a_client_keeps_a_forty_turn_conversation_inside_2k(drop_in, model_server, make_send, client_prefix):
     known = {s["id"] for s in drop_in.sessions()}
     model_server.behaviour.requests.clear()
     session_id: list[str] = []

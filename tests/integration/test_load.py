@@ -1,4 +1,4 @@
-"""Five people chatting at once at 2K on the default setup (a live server, the bundled model server,
+"""Three people chatting at once at 2K on the default setup (a live server, the bundled model server,
 compressions in the server's own threads), each asking for long answers: no compression fails, no
 context holds more than the model's context, every turn is answered. Timings are bench/load.py's."""
 
@@ -16,8 +16,8 @@ from tests.support.model_server import ModelServerProcess
 
 pytestmark = pytest.mark.long_model
 
-CLIENTS = 5
-TURNS = 8
+CLIENTS = 3
+TURNS = 6
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +28,7 @@ def live(tmp_path_factory: pytest.TempPathFactory, model_server: ModelServerProc
         yield url, work
 
 
-def test_five_clients_at_2k_lose_nothing(live, model_server):
+def test_three_clients_at_2k_lose_nothing(live, model_server):
     url, work = live
     tokens = users_with_tokens(work, model_server, CLIENTS)
     run = load_run(url, tokens, turns=TURNS, model=MODEL_NAME, context_size=2048)
