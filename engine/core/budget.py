@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 COMPRESSION_TRIGGER_RATIO = Fraction(4, 5)
+# How full a compression leaves the prompt: memory (checkpoints and ledgers) and the newest
+# messages take about this share of the context, so the room up to the trigger is the next turns'.
+TARGET_FILL = Fraction(3, 5)
 # A compression must make what it replaces at least this much smaller, or it is not committed.
 MIN_SHRINK = Fraction(3, 10)
 # The reply reserve: the fewest tokens a reply must have room for. A prompt that leaves less

@@ -1,20 +1,24 @@
 """The fact ledger: the facts of compressed messages, kept verbatim beside the summary.
 
 A summary by a small model loses facts; aging squeezes it further. The ledger
-is the part of a checkpoint no LLM writes: the fact-bearing clauses of the
-messages the checkpoint stands for (``core.clauses``), each verbatim and once,
-so a value reaches the prompt with what it is about ("the learning rate is
-5e-4", not "5e-4"). Aging never touches it; a merge joins the ledgers of the
-merged checkpoints.
+is the part of a checkpoint no LLM writes: the clauses of the messages the
+checkpoint stands for that say something (``core.salience``), each verbatim and
+once, so a value reaches the prompt with what it is about ("the learning rate is
+5e-4", not "5e-4"; "we adopted Biscuit last Saturday (20 May 2023)", not
+"Biscuit"). Aging never touches it; a merge joins the ledgers of the merged
+checkpoints.
 
-It has an explicit share of the context per tier. When the clauses do not
-fit, those of locked decisions go first, then the others by facts per token
-(the specific tokens a clause holds for what it costs), the newer weighing up
-to twice the oldest, so a long clause that says little is dropped before a
-short one that says much. A clause the checkpoint already shows (its summary,
-decisions, files) is not written twice. What is dropped is returned, so the
-caller records it. Facts of the older kinds (bare strings, from checkpoints
-made before clauses) are ranked the same way.
+It has an explicit share of the session's memory (``memory_budget``). When the
+clauses do not fit, those of locked decisions go first, then the others by
+salience: the words a clause holds that are rare in the conversation and new
+against what is kept, for what the clause costs. A clause the checkpoint already
+shows (its summary, decisions, files) is not written twice. What is dropped is
+returned, so the caller records it. Facts of the older kinds (bare strings, from
+checkpoints made before clauses) are ranked the same way.
+
+Entries say when and by whom they were said ("[20 May 2023, user] we adopted
+Biscuit"); the ledger as the model reads it writes each header once for the
+entries under it.
 """
 
 from __future__ import annotations
@@ -22,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from engine.core.clauses import specific_tokens
 from engine.core.retention import Fact, normalize
+from engine.core.salience import salience_order, split_said
 from engine.core.tiers import Tier
 
 LEDGER_LABEL = "Facts: "
@@ -37,24 +41,34 @@ class Ledger:
 
 
 def render_ledger(texts: Iterable[str]) -> str:
-    """The ledger as the model reads it ("" when empty)."""
-    texts = list(texts)
-    return LEDGER_LABEL + SEPARATOR.join(texts) if texts else ""
+    """The ledger as the model reads it ("" when empty): one line, or, once its entries say when
+    and by whom, a line per header (in the order each first comes) with the header written once."""
+    lines: dict[str | None, list[str]] = {}
+    for text in texts:
+        header, clause = split_said(text)
+        lines.setdefault(header, []).append(clause)
+    if not lines:
+        return ""
+    if list(lines) == [None]:
+        return LEDGER_LABEL + SEPARATOR.join(lines[None])
+    rendered = (_line_head(header) + SEPARATOR.join(clauses) for header, clauses in lines.items())
+    return LEDGER_LABEL.rstrip() + "\n" + "\n".join(rendered)
+
+
+def _line_head(header: str | None) -> str:
+    return f"{header}: " if header is not None else ""
+
+
+def memory_budget(*, max_tokens: int, tier: Tier) -> int:
+    """What the checkpoints of a session may take together, summaries and ledgers: the tier's
+    share of the context. The ultra checkpoint a rollover leaves has all of it."""
+    return int(max_tokens * tier.memory_share)
 
 
 def ledger_budget(*, max_tokens: int, tier: Tier) -> int:
-    """One checkpoint's share: the tier's ledger share of the context, split over the
-    checkpoints the tier keeps (its recent ones and the ultra checkpoint)."""
-    return int(max_tokens * tier.ledger_share) // (tier.max_checkpoints + 1)
-
-
-def _rank(fact: Fact, order: int, count: int, locked: Sequence[str], cost: Callable[[str], int]) -> tuple[int, float]:
-    """Locked decisions first, then facts per token, weighed by recency (the newest counts twice the oldest)."""
-    key = normalize(fact.text)
-    in_locked = any(key in decision or decision in key for decision in locked)
-    density = max(1, len(specific_tokens(fact.text))) / max(1, cost(fact.text))
-    recency = 1.0 + order / max(1, count - 1)
-    return (0 if in_locked else 1, -density * recency)
+    """One checkpoint's share of the memory, split over the checkpoints the tier keeps (its
+    recent ones and the ultra checkpoint)."""
+    return memory_budget(max_tokens=max_tokens, tier=tier) // (tier.max_checkpoints + 1)
 
 
 def build_ledger(
@@ -74,20 +88,30 @@ def build_ledger(
     shown = normalize(already_shown)
     unique: dict[str, tuple[int, Fact]] = {}
     for order, fact in enumerate(facts):
-        key = normalize(fact.text)
+        key = normalize(split_said(fact.text)[1])
         if key and key not in unique and key not in shown:
             unique[key] = (order, fact)
     # "Maria" when "Maria Lopez" is a candidate too: written once, inside the longer one.
     unique = {key: item for key, item in unique.items() if not any(key in other and key != other for other in unique)}
     locked = [normalize(decision) for decision in locked_decisions]
-    ranked = sorted(unique.values(), key=lambda item: _rank(item[1], item[0], len(facts), locked, cost))
+    candidates = list(unique.values())
+
+    def in_locked(fact: Fact) -> bool:
+        key = normalize(split_said(fact.text)[1])
+        return any(key in decision or decision in key for decision in locked)
+
+    ranked = [candidates[i] for i in salience_order([fact for _, fact in candidates], cost=cost, first=in_locked)]
     spent = cost(LEDGER_LABEL)
+    headers: set[str | None] = set()
     kept: list[tuple[int, Fact]] = []
     dropped: list[tuple[int, Fact]] = []
     for order, fact in ranked:
-        price = cost(fact.text + SEPARATOR)
+        header, clause = split_said(fact.text)
+        # A header is paid for once, with the first entry under it.
+        price = cost(clause + SEPARATOR) + (cost(_line_head(header) + "\n") if header not in headers else 0)
         if spent + price <= budget_tokens:
             spent += price
+            headers.add(header)
             kept.append((order, fact))
         else:
             dropped.append((order, fact))

@@ -11,9 +11,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import date
 from typing import Literal
 
 from engine.core.aging import Level
+from engine.core.dates import date_text
 
 GoalPriority = Literal["high", "medium", "low"]
 GoalStatus = Literal["active", "paused", "completed"]
@@ -48,6 +50,7 @@ def strip_scaffolding(summary: str) -> str:
 class PromptMessage:
     role: str
     content: str
+    said_on: date | None = None
 
 
 @dataclass(frozen=True)
@@ -79,17 +82,32 @@ class GoalView:
 
 
 def format_history(messages: Sequence[PromptMessage]) -> str:
-    return "\n".join(f"{m.role}: {m.content}" for m in messages)
+    """The messages one a line, each with its speaker, and its day when it is known."""
+    return "\n".join(
+        f"[{date_text(m.said_on)}] {m.role}: {m.content}" if m.said_on else f"{m.role}: {m.content}" for m in messages
+    )
 
 
-def build_summary_prompt(messages: Sequence[PromptMessage]) -> str:
-    """The spec's plain summarization prompt."""
+# What a model able to summarize (3B parameters or more) is asked for besides the spec's summary: the
+# facts of any conversation, not only a technical one, each with whom it is about and when.
+FACTS_REQUEST = (
+    "Keep every fact the people state about themselves and others: names of people, places, pets, works "
+    "(books, films, games, songs) and organisations; relations and roles, possessions, preferences, plans, "
+    "health; and events with when they happened. Write each fact with whom it is about and its date, turning "
+    'relative dates ("last Saturday") into calendar dates from the day the message was written. Leave out '
+    "greetings, thanks and small talk."
+)
+
+
+def build_summary_prompt(messages: Sequence[PromptMessage], *, facts: bool = False) -> str:
+    """The spec's plain summarization prompt; with ``facts`` (a model that can follow it), it asks
+    for the facts of any conversation too (``FACTS_REQUEST``)."""
     return (
         "Summarize the following conversation history, preserving key decisions, "
         "code changes, and important context:\n"
         f"{INJECTION_GUARD}\n\n"
         f"{format_history(messages)}\n\n"
-        "Provide a concise summary that maintains essential information."
+        "Provide a concise summary that maintains essential information." + (f"\n{FACTS_REQUEST}" if facts else "")
     )
 
 
@@ -97,8 +115,8 @@ def _lines(items: Sequence[str], mark: str) -> str:
     return "\n".join(f"{mark} {item}" for item in items)
 
 
-def build_goal_summary_prompt(goal: GoalView, messages: Sequence[PromptMessage]) -> str:
-    """The spec's goal-aware summarization prompt."""
+def build_goal_summary_prompt(goal: GoalView, messages: Sequence[PromptMessage], *, facts: bool = False) -> str:
+    """The spec's goal-aware summarization prompt; ``facts`` as for ``build_summary_prompt``."""
 
     def by_status(status: GoalCheckpointStatus) -> list[str]:
         return [cp.description for cp in goal.checkpoints if cp.status == status]
@@ -128,8 +146,9 @@ def build_goal_summary_prompt(goal: GoalView, messages: Sequence[PromptMessage])
         "- Exploratory conversations\n"
         "- Debugging steps that succeeded\n"
         "- Repeated information\n\n"
-        "Provide a concise summary that maintains essential information for continuing work on the goal.\n\n"
-        f"{SUMMARY_MARKERS_REQUEST}"
+        "Provide a concise summary that maintains essential information for continuing work on the goal.\n"
+        + (f"{FACTS_REQUEST}\n" if facts else "")
+        + f"\n{SUMMARY_MARKERS_REQUEST}"
     )
 
 
@@ -165,13 +184,13 @@ def build_aging_prompt(summary: str, *, to_level: Level, target_tokens: int) -> 
     )
 
 
-def build_merge_prompt(summaries: Sequence[str], *, target_tokens: int) -> str:
-    """Merge the oldest checkpoints (oldest first) into one ultra checkpoint."""
+def build_merge_prompt(summaries: Sequence[str], *, target_tokens: int, facts: bool = False) -> str:
+    """Merge the oldest checkpoints (oldest first) into one ultra checkpoint; ``facts`` as for
+    ``build_summary_prompt``."""
     numbered = "\n\n".join(f"PART {index}:\n{text}" for index, text in enumerate(summaries, start=1))
     return (
         f"Merge these summaries of consecutive parts of a conversation, oldest first, into {AGING_STYLE[Level.ULTRA]}. "
-        f"Use at most {target_tokens} tokens.\n"
-        f"{INJECTION_GUARD}\n\n"
+        f"Use at most {target_tokens} tokens.\n" + (f"{FACTS_REQUEST}\n" if facts else "") + f"{INJECTION_GUARD}\n\n"
         f"{numbered}\n\n"
         "Merged summary:"
     )

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from engine.core.budget import REPLY_MIN_TOKENS, Budget, prompt_room
+from engine.core.budget import REPLY_MIN_TOKENS, TARGET_FILL, Budget, prompt_room
 
 Role = Literal["user", "assistant", "system", "tool"]
 COMPRESSIBLE_ROLES: frozenset[str] = frozenset({"assistant", "tool"})
@@ -178,9 +178,11 @@ def select_for_rollover(messages: Sequence[ContextMessage], budget: Budget, *, u
     """What a rollover of the active ``messages`` takes (``plan_rollover``), planned against the
     trigger the session will have once its ultra checkpoint (``ultra_tokens``: its summary at its
     target and its ledger) stands in for the checkpoints, so that the rollover does not leave the
-    conversation over its next trigger; the goal is half that trigger."""
-    trigger_at = replace(budget, checkpoint_tokens=max(budget.checkpoint_tokens, ultra_tokens)).trigger_at
-    return plan_rollover(messages, goal_tokens=trigger_at // 2, trigger_at=trigger_at)
+    conversation over its next trigger. The goal is the prompt at ``TARGET_FILL`` of the context
+    (the newest messages fill what the memory leaves), and never under half that trigger."""
+    after = replace(budget, checkpoint_tokens=max(budget.checkpoint_tokens, ultra_tokens))
+    fill = int(budget.max_tokens * TARGET_FILL) - after.system_prompt_tokens - after.checkpoint_tokens
+    return plan_rollover(messages, goal_tokens=max(after.trigger_at // 2, fill), trigger_at=after.trigger_at)
 
 
 def rollover_skip_reason(plan: RolloverPlan, *, checkpoints: int) -> str | None:

@@ -26,7 +26,7 @@ class Tier:
     number: int
     name: str
     max_checkpoints: int
-    ledger_share: float = 0.0
+    memory_share: float = 0.0
 
     @property
     def label(self) -> str:
@@ -53,7 +53,7 @@ def profiles_from_data(data: Mapping[str, Any]) -> tuple[ContextProfile, ...]:
             number=row["tier"],
             name=row["name"],
             max_checkpoints=row["max_checkpoints"],
-            ledger_share=row["ledger_share"],
+            memory_share=row["memory_share"],
         )
         for row in data["tiers"]
     }

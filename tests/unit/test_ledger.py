@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from engine.core.aging import Level
-from engine.core.ledger import Ledger, build_ledger, ledger_budget, render_ledger
+from engine.core.ledger import Ledger, build_ledger, ledger_budget, memory_budget, render_ledger
 from engine.core.retention import Fact
 from engine.core.window import CheckpointView, render_checkpoint
 from engine.resources import context_profile
@@ -63,12 +63,14 @@ def test_a_fact_inside_a_kept_one_is_not_written_again():
     assert ledger.dropped == ()
 
 
-def test_each_tier_states_its_share_split_over_the_checkpoints_it_keeps():
-    # 2K: Tier 1, one ultra checkpoint, 20% of 1,700 (its clauses are the whole compressed history);
-    # 8K and 16K: three checkpoints and the ultra one, 12% of 6,800 and 6% of 13,600.
-    assert ledger_budget(max_tokens=1700, tier=context_profile(2048).tier) == 340
-    assert ledger_budget(max_tokens=13600, tier=context_profile(16384).tier) == 204
-    assert ledger_budget(max_tokens=6800, tier=context_profile(8192).tier) == 204
+def test_each_tier_states_its_memory_split_over_the_checkpoints_it_keeps():
+    # 2K: Tier 1, one ultra checkpoint, 40% of 1,700 (its clauses are the whole compressed history);
+    # 8K and 16K: three checkpoints and the ultra one, 40% of 6,800 and 35% of 13,600.
+    assert memory_budget(max_tokens=1700, tier=context_profile(2048).tier) == 680
+    assert ledger_budget(max_tokens=1700, tier=context_profile(2048).tier) == 680
+    assert memory_budget(max_tokens=6800, tier=context_profile(8192).tier) == 2720
+    assert ledger_budget(max_tokens=6800, tier=context_profile(8192).tier) == 680
+    assert ledger_budget(max_tokens=13600, tier=context_profile(16384).tier) == 1190
 
 
 def test_the_ledger_reaches_the_prompt_with_its_checkpoint():

@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+from datetime import date
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.core.aging import Level
 from engine.core.prompts import (
+    FACTS_REQUEST,
     INJECTION_GUARD,
     SUMMARY_MARKERS_REQUEST,
     ArtifactView,
@@ -17,6 +20,7 @@ from engine.core.prompts import (
     build_goal_summary_prompt,
     build_merge_prompt,
     build_summary_prompt,
+    format_history,
     latest_artifacts,
     render_pinned_block,
     strip_scaffolding,
@@ -163,3 +167,18 @@ def test_the_scaffolding_a_model_echoes_never_reaches_a_checkpoint():
     echoed = f"{INJECTION_GUARD}\nPART 1:\nThe rate is 5e-4.\nPART 2: Batch size 64.\nSUMMARY:\nSummary: done"
     assert strip_scaffolding(echoed) == "The rate is 5e-4.\nBatch size 64.\ndone"
     assert strip_scaffolding("Plain text stays.") == "Plain text stays."
+
+
+def test_a_model_that_can_summarize_is_asked_for_the_facts_of_any_conversation_with_whom_and_when():
+    said = [PromptMessage("user", "We adopted Biscuit last Saturday.", date(2023, 5, 25))]
+    plain = build_summary_prompt(said)
+    asked = build_summary_prompt(said, facts=True)
+    assert FACTS_REQUEST not in plain
+    assert asked.endswith(FACTS_REQUEST)
+    assert "[25 May 2023] user: We adopted Biscuit last Saturday." in asked
+    assert format_history([PromptMessage("assistant", "Hi")]) == "assistant: Hi"
+    assert FACTS_REQUEST in build_merge_prompt(["a", "b"], target_tokens=50, facts=True)
+    assert FACTS_REQUEST not in build_merge_prompt(["a", "b"], target_tokens=50)
+    goal = GoalView(description="Plan the move", priority="high", status="active")
+    assert FACTS_REQUEST in build_goal_summary_prompt(goal, said, facts=True)
+    assert FACTS_REQUEST not in build_goal_summary_prompt(goal, said)

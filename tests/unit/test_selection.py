@@ -177,14 +177,19 @@ def test_the_reply_reserve_of_the_rollover_predicate_is_the_callers():
 def test_a_rollover_is_planned_against_the_trigger_the_ultra_checkpoint_leaves():
     messages = [msg(i, "user" if i % 2 else "assistant") for i in range(1, 11)]
     # Without checkpoints: available 1,600, trigger 1,280; an ultra checkpoint of 400 lowers it to 960.
+    # The goal fills the prompt to 60% of the context: 1,020 - 100 (system) - 400 (ultra) = 520 for messages,
+    # more than half that trigger (480).
     plan = select_for_rollover(messages, budget(1_000), ultra_tokens=400)
-    assert (plan.trigger_at, plan.goal_tokens) == (960, 480)
-    assert plan == plan_rollover(messages, goal_tokens=480, trigger_at=960)
+    assert (plan.trigger_at, plan.goal_tokens) == (960, 520)
+    assert plan == plan_rollover(messages, goal_tokens=520, trigger_at=960)
     # Every reply but the newest message goes; the user messages are under the trigger and stay.
     assert plan.message_ids == (2, 4, 6, 8)
     assert plan.kept_tokens == 600
     # Checkpoints that already take more than the ultra checkpoint will keep the trigger where it is.
     assert select_for_rollover(messages, budget(1_000, checkpoints=600), ultra_tokens=400).trigger_at == 800
+    # A memory that fills 60% alone leaves the messages half the trigger, never less.
+    full = select_for_rollover(messages, budget(1_000), ultra_tokens=1_000)
+    assert (full.trigger_at, full.goal_tokens) == (480, 240)
 
 
 def test_a_rollover_with_nothing_to_take_says_why():

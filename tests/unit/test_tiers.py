@@ -31,7 +31,7 @@ def test_the_adapter_reads_the_table_next_to_the_core_once():
 
 def test_the_core_reads_a_table_it_is_given_smallest_first():
     data = {
-        "tiers": [{"tier": 9, "name": "Test", "max_checkpoints": 2, "ledger_share": 0.5}],
+        "tiers": [{"tier": 9, "name": "Test", "max_checkpoints": 2, "memory_share": 0.5}],
         "sizes": [
             {"size": 2000, "label": "2x", "ollama_context_size": 1500, "tier": 9},
             {"size": 1000, "label": "1x", "ollama_context_size": 800, "tier": 9},
@@ -40,7 +40,7 @@ def test_the_core_reads_a_table_it_is_given_smallest_first():
     profiles = profiles_from_data(data)
     assert [(p.size, p.ollama_context_size) for p in profiles] == [(1000, 800), (2000, 1500)]
     assert find_profile(profiles, 2000).tier.label == "Tier 9 Test"
-    assert profiles[0].tier.ledger_share == 0.5
+    assert profiles[0].tier.memory_share == 0.5
     with pytest.raises(UnknownContextSize, match=r"choose one of 1000 \(1x\), 2000 \(2x\)$"):
         find_profile(profiles, 3000)
 
