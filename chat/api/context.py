@@ -3,13 +3,14 @@
 # No `from __future__ import annotations` here: ninja reads the views' annotations
 # as real types to build their parameter models.
 
-from typing import Any
+from typing import Annotated, Any
 from uuid import UUID
 
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from ninja import Router, Status
 from ninja.pagination import paginate
+from ninja.params.functions import Query
 
 from accounts.auth import api_user
 from chat.api.context_schemas import (
@@ -50,6 +51,7 @@ from chat.selectors.context import (
     session_prompt,
     session_snapshots,
 )
+from chat.selectors.recall import DRAFT_MAX_CHARS, session_prompt_for
 from chat.selectors.sessions import session_for_owner
 from chat.services.compression import compression_run, compression_schedule
 from chat.services.goals import (
@@ -74,9 +76,18 @@ def context_detail(request: HttpRequest, session_id: UUID) -> ContextOut:
 
 
 @router.get("/sessions/{session_id}/prompt", response=PromptOut, summary="Get the next prompt")
-def prompt_detail(request: HttpRequest, session_id: UUID) -> PromptOut:
-    """The exact messages the next call sends (system, goal and checkpoint blocks travel as one system message)."""
-    return PromptOut.of(session_prompt(session=session_for_owner(user=api_user(request), session_id=session_id)))
+def prompt_detail(
+    request: HttpRequest,
+    session_id: UUID,
+    draft: Annotated[str | None, Query(None, max_length=DRAFT_MAX_CHARS, description="A message not sent yet.")] = None,
+) -> PromptOut:
+    """The exact messages the next call sends (system, goal and checkpoint blocks travel as one system message).
+    With ``draft``: the prompt the next turn would send for that message, with what the full history recalls
+    for it; nothing is stored and the model is not asked."""
+    session = session_for_owner(user=api_user(request), session_id=session_id)
+    if draft is None:
+        return PromptOut.of(session_prompt(session=session))
+    return PromptOut.of(session_prompt_for(session=session, draft=draft))
 
 
 @router.post(

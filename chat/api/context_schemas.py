@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
@@ -69,13 +69,25 @@ class PromptMessageOut(Schema):
     role: str
     content: str
     tokens: int
-    kind: Literal["system", "goal", "checkpoint", "message"]
+    kind: Literal["system", "goal", "checkpoint", "message", "recall", "draft"] = Field(
+        description="recall: what the history brings back for a draft, sent at the start of the draft's "
+        "message; draft: the draft itself (only with ?draft=)"
+    )
+
+
+class RecalledOut(Schema):
+    position: int = Field(description="The recalled message's position in the full history.")
+    role: str
+    said_on: date | None
+    score: float = Field(description="Its BM25 score against the draft.")
+    words: list[str] = Field(description="The draft's words it shares: why it was recalled.")
 
 
 class PromptOut(Schema):
     messages: list[PromptMessageOut]
     total_tokens: int
     exact: bool
+    recalled: list[RecalledOut] = Field(default_factory=list)
 
     @classmethod
     def of(cls, prompt: Prompt) -> PromptOut:
@@ -85,6 +97,16 @@ class PromptOut(Schema):
             ],
             total_tokens=prompt.total_tokens,
             exact=prompt.exact,
+            recalled=[
+                RecalledOut(
+                    position=item.candidate.position,
+                    role=item.candidate.role,
+                    said_on=item.candidate.said_on,
+                    score=round(item.score, 3),
+                    words=list(item.words),
+                )
+                for item in prompt.recall.items
+            ],
         )
 
 

@@ -20,6 +20,8 @@ class EventType(models.TextChoices):
     AUTO_SNAPSHOT_CREATED = "auto-snapshot-created"
     # Not the spec's: the model server evaluated only part of a prompt (Ollama's silent truncation).
     PROMPT_TRUNCATED = "prompt-truncated"
+    # Not the spec's: a turn's prompt brought messages that had left the context back from the history.
+    RECALLED = "recalled"
 
 
 class ContextEvent(models.Model):

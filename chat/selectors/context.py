@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
@@ -38,6 +38,7 @@ from engine.core.prompts import (
     GoalView,
     render_pinned_block,
 )
+from engine.core.recall import Recall
 from engine.core.reliability import CheckpointRetention, Reliability, compute_reliability, context_line
 from engine.core.retention import facts_from_json
 from engine.core.tokens import TokenCount
@@ -298,7 +299,7 @@ def session_context_line(*, session: Session) -> str:
 
 @dataclass(frozen=True)
 class PromptBlock:
-    kind: Literal["system", "goal", "checkpoint", "message"]
+    kind: Literal["system", "goal", "checkpoint", "message", "recall", "draft"]
     role: str
     content: str
     tokens: int
@@ -313,6 +314,7 @@ class Prompt:
     blocks: tuple[PromptBlock, ...]
     total_tokens: int
     exact: bool
+    recall: Recall = field(default_factory=Recall)  # what a draft recalled (``session_prompt_for``)
 
     @property
     def budget_tokens(self) -> int:

@@ -87,6 +87,13 @@ def describe_event(event_type: str, payload: Any) -> str:
             f"The model server evaluated {reported:,} of about {sent:,} prompt tokens: the model did not see "
             f"the whole context; this session's context is now {max_tokens:,} tokens"
         )
+    if event_type == "recalled":
+        items = [item for item in data.get("items", []) if isinstance(item, dict)]
+        said = ", ".join(
+            f"#{item.get('position')} for " + ", ".join(f"“{word}”" for word in item.get("words", [])) for item in items
+        )
+        answering = numbered("message", "message")
+        return f"Recalled {plural(len(items), 'message')} of the history into the prompt answering {answering}: {said}"
     if event_type == "compression-error":
         return str(data.get("reason", "no reason recorded")) + _retry(data)
     if event_type in ("compression-skipped", "snapshot-error"):

@@ -22,7 +22,7 @@ from chat.selectors.context import (
     session_window,
 )
 from chat.services.events import event_record
-from chat.services.facts import carried_facts, ledger_fit
+from chat.services.facts import carried_facts, ledger_fit, ultra_ledger_share
 from chat.services.reliability import session_refresh_reliability
 from engine.core.aging import Level
 from engine.core.budget import Budget
@@ -179,9 +179,11 @@ def _merge(
     how: str,
     counter: TokenCounter,
     target_tokens: int | None = None,
+    others_tokens: int = 0,
 ) -> _Revised:
-    """The oldest checkpoint carries the merged text and the joined ledgers; the others point at
-    it and leave the context."""
+    """The oldest checkpoint carries the merged text and the joined ledgers, within what the
+    session's memory leaves beside the ``others_tokens`` of the checkpoints that stay; the others
+    point at it and leave the context."""
     carrier, others = checkpoints[0], checkpoints[1:]
     tokens_before = sum(cp.current_tokens for cp in checkpoints)
     from_level = carrier.level
@@ -200,6 +202,9 @@ def _merge(
         session=session,
         facts=carried.ledger,
         shown=[carrier.summary, *carrier.key_decisions, *carrier.files_modified],
+        share=ultra_ledger_share(
+            session=session, summary_tokens=counter.count(carrier.summary).tokens, others_tokens=others_tokens
+        ),
     )
     carrier.ledger = facts_to_json(ledger.entries)
     carrier.current_tokens = tokens = _count(carrier, counter)
@@ -304,6 +309,10 @@ def compression_commit(
                 how=merged.how,
                 target_tokens=merged.target_tokens,
                 counter=counter,
+                # The checkpoints that stay, and the new one with its ledger's share.
+                others_tokens=sum(cp.current_tokens for i, cp in current.items() if i not in merged.checkpoint_ids)
+                + counter.count(draft.summary).tokens
+                + sum(counter.count(fact.text).tokens for fact in draft.ledger.entries),
             )
         )
 

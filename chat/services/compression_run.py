@@ -31,7 +31,7 @@ from chat.selectors.context import (
 from chat.services.checkpoints import AgedSummary, MergedSummary, compression_commit, rollover_commit
 from chat.services.compression_retry import compression_retry_forget, compression_retry_plan
 from chat.services.events import event_record, progress_publish
-from chat.services.facts import carried_facts, clause_facts
+from chat.services.facts import carried_facts, clause_facts, ultra_ledger_share
 from chat.services.goals import goal_apply_summary
 from chat.services.lease import (
     LeaseHeartbeat,
@@ -46,7 +46,7 @@ from engine.core.aging import CheckpointInfo, Level, plan_aging
 from engine.core.budget import Budget, shrink_shortfall
 from engine.core.clauses import reference_facts
 from engine.core.config import ContextConfig, SessionLimits, session_limits
-from engine.core.ledger import ledger_budget
+from engine.core.ledger import memory_budget
 from engine.core.markers import SummaryOutput, marker_facts, split_summary
 from engine.core.prompts import (
     PromptMessage,
@@ -54,6 +54,7 @@ from engine.core.prompts import (
     build_goal_summary_prompt,
     build_merge_prompt,
     build_summary_prompt,
+    format_history,
 )
 from engine.core.selection import (
     ContextMessage,
@@ -214,7 +215,7 @@ def _joined(first: Iterable[str], second: Iterable[str]) -> tuple[str, ...]:
 
 
 def _transcript(messages: Sequence[Message]) -> list[PromptMessage]:
-    return [PromptMessage(m.role, m.content) for m in messages]
+    return [PromptMessage(m.role, m.content, m.created_at.date()) for m in messages]
 
 
 def _context_messages(messages: Sequence[Message]) -> list[ContextMessage]:
@@ -246,7 +247,14 @@ def _compress(
     chosen = [m for m in active if m.id in set(selection.message_ids)]
     transcript = _transcript(chosen)
     goal = active_goal(session=session)
-    prompt = build_goal_summary_prompt(goal_view(goal=goal), transcript) if goal else build_summary_prompt(transcript)
+    # A model that can summarize is asked for the facts of any conversation, with whom and when; a small
+    # one copies the request, and its extract stands in anyway.
+    capable = not summarizer.small
+    prompt = (
+        build_goal_summary_prompt(goal_view(goal=goal), transcript, facts=capable)
+        if goal
+        else build_summary_prompt(transcript, facts=capable)
+    )
     target = limits.summary_max_tokens
     how = " extractively" if extractive is not None else ""
     progress_publish(
@@ -271,7 +279,7 @@ def _compress(
             next_steps=_joined(markers.next_steps, output.next_steps),
         ),
         facts,
-        ledger_facts=clause_facts(m.content for m in chosen),
+        ledger_facts=clause_facts(chosen),
         shrunk=shrunk,
         replaced_tokens=selection.tokens,
         count=summarizer.tokens,
@@ -354,22 +362,22 @@ def _rollover(
     checkpoints = list(active_checkpoints(session=session))
     active = list(active_messages(session=session))
     target = session_effective_limits(session, config, budget).rollover_target
-    ultra_tokens = target + ledger_budget(max_tokens=session.max_tokens, tier=session.profile.tier)
-    plan = select_for_rollover(_context_messages(active), budget, ultra_tokens=ultra_tokens)
+    memory = memory_budget(max_tokens=session.max_tokens, tier=session.profile.tier)
+    plan = select_for_rollover(_context_messages(active), budget, ultra_tokens=max(memory, target))
     skip = rollover_skip_reason(plan, checkpoints=len(checkpoints))
     if skip is not None:
         return _record_skip(session, skip)
     taken = set(plan.message_ids)
     moved = [m for m in active if m.id in taken]
     snapshot_auto_create(session=session, config=config, reason="Before rollover")
-    parts = [cp.summary for cp in checkpoints] + ["\n".join(f"{m.role}: {m.content}" for m in moved)]
+    parts = [cp.summary for cp in checkpoints] + [format_history(_transcript(moved))]
     parts = [part for part in parts if part]
     progress_publish(
         session_id=session.pk,
         text=f"Rolling over: {plural(len(checkpoints), 'checkpoint')} and {plural(len(moved), 'message')}"
         f" ({plan.user_messages:,} of them yours)…",
     )
-    prompt = build_merge_prompt(parts, target_tokens=target)
+    prompt = build_merge_prompt(parts, target_tokens=target, facts=not summarizer.small)
     shrunk = summarizer.shrink(
         [cp.summary for cp in checkpoints] + [m.content for m in moved],
         prompt,
@@ -377,7 +385,7 @@ def _rollover(
         strategy=config.compression.strategy,
     )
     markers = marker_facts(m.content for m in moved)
-    carried = carried_facts(checkpoints, moved, with_summaries=True)
+    carried = carried_facts(checkpoints, moved, with_history=True)
     replaced = sum(cp.current_tokens for cp in checkpoints) + sum(m.tokens for m in moved)
     kept = keep_facts(
         session,
@@ -399,6 +407,7 @@ def _rollover(
         shrunk=shrunk,
         replaced_tokens=replaced,
         count=summarizer.tokens,
+        share=ultra_ledger_share(session=session, summary_tokens=target),
     )
     skipped = _shrink_skip(session, kept, summarizer, before_tokens=replaced, reason=reason)
     if skipped is not None:

@@ -9,7 +9,9 @@ from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import transaction
 
-from chat.models import ContextEvent, EventType, Session
+from chat.models import ContextEvent, EventType, Message, Session
+from engine.core.recall import Recall
+from engine.resources import count_text_tokens
 
 logger = logging.getLogger(__name__)
 PUBLISH_TIMEOUT_SECONDS = 5
@@ -107,12 +109,35 @@ def goals_publish(*, session_id: UUID) -> None:
         logger.exception("could not publish a goal change of session %s", session_id)
 
 
-def event_record(*, session: Session, type: EventType, payload: dict[str, Any] | None = None) -> ContextEvent:
+def event_record(
+    *, session: Session, type: EventType, payload: dict[str, Any] | None = None, publish: bool = True
+) -> ContextEvent:
     """Persist one of the spec's events (inside the caller's transaction, if any) and, once that
-    commits, publish it to the session's group so open pages see it as it happens."""
+    commits and ``publish`` says so, publish it to the session's group so open pages see it as it happens."""
     event = ContextEvent.objects.create(session=session, type=type, payload=payload or {})
-    transaction.on_commit(lambda: _publish(event))
+    if publish:
+        transaction.on_commit(lambda: _publish(event))
     return event
+
+
+def recall_record(*, session: Session, message: Message, found: Recall) -> ContextEvent:
+    """Record that the prompt answering ``message`` recalled ``found`` from the history: which
+    messages, with the words of ``message`` each was recalled for. Not published: the turn's own
+    frames tell the page, which must not re-render its history before every reply."""
+    return event_record(
+        session=session,
+        type=EventType.RECALLED,
+        publish=False,
+        payload={
+            "message": message.position,
+            "tokens": count_text_tokens(found.text),
+            "items": [
+                {"position": item.candidate.position, "role": item.candidate.role, "score": round(item.score, 3),
+                 "words": list(item.words)}
+                for item in found.items
+            ],
+        },
+    )  # fmt: skip
 
 
 def user_group(user_id: int) -> str:

@@ -14,7 +14,7 @@ from chat.models import Checkpoint, Session
 from chat.selectors.context import active_checkpoints, active_messages, default_config, session_budget
 from chat.services.checkpoints import checkpoint_carry_over
 from chat.services.compression import session_effective_limits
-from chat.services.facts import carried_facts, ledger_fit
+from chat.services.facts import carried_facts, ledger_fit, ultra_ledger_share
 from engine.core.aging import Level
 from engine.core.config import ConfigError, canonical_settings, context_config_from_mapping
 from engine.core.ranges import carried_over
@@ -70,7 +70,7 @@ def context_carry_over(*, source: Session, target: Session) -> None:
         counter = get_gateway().token_counter(target.model)
         ultra_target = session_effective_limits(target).rollover_target
         text = "\n".join([cp.summary for cp in checkpoints] + [f"{m.role}: {m.content}" for m in messages])
-        carried = carried_facts(checkpoints, messages, with_summaries=True)
+        carried = carried_facts(checkpoints, messages, with_history=True)
         final = Checkpoint(
             session=target,
             number=0,
@@ -84,6 +84,9 @@ def context_carry_over(*, source: Session, target: Session) -> None:
             current_tokens=0,
         )
         ledger = ledger_fit(
-            session=target, facts=carried.ledger, shown=[final.summary, *final.key_decisions, *final.files_modified]
+            session=target,
+            facts=carried.ledger,
+            shown=[final.summary, *final.key_decisions, *final.files_modified],
+            share=ultra_ledger_share(session=target, summary_tokens=ultra_target),
         )
         checkpoint_carry_over(checkpoint=final, ledger=ledger, counter=counter)

@@ -239,17 +239,20 @@ def keep_facts(
     shrunk: Shrunk,
     replaced_tokens: int,
     count: Callable[[str], int],
+    share: int | None = None,
 ) -> KeptFacts:
     """The checkpoint's ledger: ``ledger_facts`` (clauses, oldest first) within the tier's share,
     but for what the checkpoint shows already, and within what leaves the checkpoint ``MIN_SHRINK``
     smaller than the ``replaced_tokens`` it stands in for (``count``: their tokenizer). ``facts``:
-    the reference facts of everything the checkpoint stands for, on which the summary alone is measured."""
+    the reference facts of everything the checkpoint stands for, on which the summary alone is measured;
+    ``share``: the ledger's share of the memory (``ledger_fit``'s default: one checkpoint's)."""
     room = int(replaced_tokens * (1 - MIN_SHRINK)) - count(render_checkpoint(view)) - count(LEDGER_LABEL)
     ledger = ledger_fit(
         session=session,
         facts=ledger_facts,
         shown=[view.summary, *view.key_decisions, *view.files_modified],
         room=room,
+        share=share,
     )
     summary_alone = measure_retention(facts, render_checkpoint(replace(view, key_decisions=(), files_modified=())))
     return KeptFacts(

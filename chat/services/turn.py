@@ -34,7 +34,7 @@ from chat.services.messages import ToolResult, message_create, message_tool_resu
 from chat.services.revisions import message_edit, messages_supersede
 from chat.services.sampling import reply_sampling
 from chat.services.sessions import session_prompt_truncated
-from chat.services.turn_room import OnWait, prompt_with_room, refuse_if_it_can_never_fit
+from chat.services.turn_room import OnWait, prompt_with_recall, prompt_with_room, refuse_if_it_can_never_fit
 from engine.core.config import reply_max_tokens
 from engine.core.tokens import TokenCount, TokenCounter
 from engine.core.window import WindowBlock, window_budget
@@ -259,6 +259,7 @@ async def _reply(  # ``continued``: the reply a TurnContinue goes on from; ``ver
     await refuse_if_it_can_never_fit(session, user_message)
     window = await sync_to_async(_window_before_reply)(session)
     messages, prompt = await prompt_with_room(session, gateway, user_message, window, on_wait)
+    messages, prompt = await prompt_with_recall(session, gateway, user_message, messages, prompt)
     # The cap follows the context size: at most 15% of num_ctx (255 tokens on 2K), never past num_ctx.
     max_tokens = min(
         reply_max_tokens(session.max_tokens, settings.OLLM_REPLY_MAX_TOKENS), session.max_tokens - prompt.tokens

@@ -8,6 +8,7 @@ failed the compression or it takes too long. A user message that can never fit l
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,7 @@ from django.db import connections
 
 from chat.models import Message, Session
 from chat.selectors.context import session_config, session_last_event_id, session_window
+from chat.selectors.recall import session_recall
 from chat.services.compression import (
     CompressionOutcome,
     compression_failure_since,
@@ -25,9 +27,11 @@ from chat.services.compression import (
     compression_running,
     compression_wait,
 )
+from chat.services.events import recall_record
 from chat.services.revisions import message_leave_context
 from engine.core.backoff import seconds_text
 from engine.core.budget import REPLY_MIN_TOKENS, prompt_room
+from engine.core.recall import with_recall
 from engine.core.tokens import TokenCount
 from engine.core.window import WindowBlock, prompt_messages
 from engine.llm import ChatMessage, ContextOverflow, Gateway, LLMError
@@ -165,6 +169,26 @@ async def prompt_with_room(
             else:
                 state.model_failed = f"the model's compression failed ({outcome.reason})"
                 state.failed = state.model_failed
+
+
+async def prompt_with_recall(
+    session: Session, gateway: Gateway, user_message: Message, messages: list[ChatMessage], count: TokenCount
+) -> tuple[list[ChatMessage], TokenCount]:
+    """The prompt with what the full history recalls for the user's new message placed just before
+    it, within what the prompt leaves beside the reply's cap; the prompt as it was when nothing is
+    recalled, or when the prompt does not end with the user's message (a continued reply, tool results).
+    A recall is recorded as an event, with what was recalled and why."""
+    if not messages or messages[-1].role != "user" or user_message.role != Message.Role.USER:
+        return messages, count
+    found = await sync_to_async(session_recall)(session=session, query=user_message.content, prompt_tokens=count.tokens)
+    if not found.items:
+        return messages, count
+    recalled = [*messages[:-1], dataclasses.replace(messages[-1], content=with_recall(found, messages[-1].content))]
+    recounted = await asyncio.to_thread(gateway.count_prompt, recalled, session.model)
+    if recounted.tokens > prompt_room(session.max_tokens):
+        return messages, count  # the estimate missed: the reply's room comes first
+    await sync_to_async(recall_record)(session=session, message=user_message, found=found)
+    return recalled, recounted
 
 
 async def refuse_if_it_can_never_fit(session: Session, user_message: Message) -> None:

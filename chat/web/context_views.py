@@ -16,7 +16,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from chat.models import Goal, Message, Session, Snapshot
+from chat.models import EventType, Goal, Message, Session, Snapshot
 from chat.selectors.context import (
     active_goal,
     owned_decision,
@@ -258,6 +258,7 @@ def timeline(request: HttpRequest, session_id: UUID) -> HttpResponse:
             "checkpoints": checkpoints_page,
             "checkpoints_page": checkpoints_page,
             "chart": reliability_chart([score for _, score in points]),
+            "recalls": session_events(session=session).filter(type=EventType.RECALLED).count(),
             **context_panel(session),
         },
     )

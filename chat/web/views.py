@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect
 
 from chat.selectors.context import session_prompt
+from chat.selectors.recall import DRAFT_MAX_CHARS, session_prompt_for
 from chat.selectors.sessions import (
     backend_status,
     message_of_session,
@@ -206,9 +207,21 @@ def context_meter_partial(request: HttpRequest, session_id: UUID) -> HttpRespons
 @login_required
 @require_GET
 def context_window(request: HttpRequest, session_id: UUID) -> HttpResponse:
+    """The next prompt block by block; with ``?draft=``, the prompt the next turn would send for that message,
+    with what the history recalls for it."""
     session = session_for_viewer(user=request.user, session_id=session_id)
-    prompt = session_prompt(session=session)
-    return render(request, "chat/context.html", {"session": session, "prompt": prompt, **context_panel(session)})
+    draft = request.GET.get("draft", "")
+    error = f"A draft to preview may be at most {DRAFT_MAX_CHARS:,} characters." if len(draft) > DRAFT_MAX_CHARS else ""
+    prompt = (
+        session_prompt_for(session=session, draft=draft)
+        if draft.strip() and not error
+        else session_prompt(session=session)
+    )
+    return render(
+        request,
+        "chat/context.html",
+        {"session": session, "prompt": prompt, "draft": draft, "draft_error": error, **context_panel(session)},
+    )
 
 
 def _number(request: HttpRequest, name: str) -> int | float | str:

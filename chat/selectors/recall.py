@@ -1,0 +1,72 @@
+"""Reads for recall: the old messages of a session that a new message asks about (``engine.core.recall``)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from django.conf import settings
+
+from chat.gateway import get_gateway
+from chat.models import Message, Session
+from chat.selectors.context import Prompt, PromptBlock, session_prompt, session_window
+from engine.core.config import reply_max_tokens
+from engine.core.recall import Recall, RecallCandidate, recall, recall_budget, with_recall
+from engine.core.text import plural
+from engine.core.window import prompt_messages
+from engine.llm import ChatMessage, Gateway, LLMError
+from engine.resources import count_text_tokens
+
+DRAFT_TITLE = "Your draft (not sent)"
+# A draft travels in a URL (``?draft=``): longer ones are refused with a clear error.
+DRAFT_MAX_CHARS = 20_000
+
+
+def session_recall(*, session: Session, query: str, prompt_tokens: int) -> Recall:
+    """What the session's history brings back for ``query`` in a prompt of ``prompt_tokens``: its messages
+    that left the context through a compression (not the versions a regeneration or an edit replaced, nor
+    what a restored snapshot left out), within what the prompt leaves beside the reply's cap."""
+    budget = recall_budget(
+        max_tokens=session.max_tokens,
+        prompt_tokens=prompt_tokens,
+        reply_tokens=reply_max_tokens(session.max_tokens, settings.OLLM_REPLY_MAX_TOKENS),
+    )
+    if budget <= 0 or not query.strip():
+        return Recall()
+    rows = (
+        Message.objects.filter(session=session, compressed_into__isnull=False, excluded_from_context=False)
+        .exclude(role=Message.Role.TOOL)
+        .order_by("position")
+        .values_list("id", "position", "role", "content", "created_at")
+    )
+    candidates = [
+        RecallCandidate(id=pk, position=position, role=role, content=content, said_on=created_at.date())
+        for pk, position, role, content, created_at in rows
+        if content.strip()
+    ]
+    return recall(query, candidates, budget_tokens=budget, cost=count_text_tokens)
+
+
+def session_prompt_for(*, session: Session, draft: str, gateway: Gateway | None = None) -> Prompt:
+    """The prompt the next turn would send for ``draft``: the context as it stands, then what the
+    history recalls for it, then the draft. Nothing is stored and the model is not asked; a draft that
+    would make a compression due is shown before it (the turn compresses first)."""
+    gateway = gateway or get_gateway()
+    prompt = session_prompt(session=session, gateway=gateway)
+    found = session_recall(session=session, query=draft, prompt_tokens=prompt.total_tokens + count_text_tokens(draft))
+    recalled = [
+        PromptBlock(
+            "recall",
+            "user",
+            found.text,
+            count_text_tokens(with_recall(found, draft)) - count_text_tokens(draft),
+            f"Recall: {plural(len(found.items), 'message')} of the history, for the words of your draft",
+        )
+    ] * bool(found.items)
+    blocks = (*prompt.blocks, *recalled, PromptBlock("draft", "user", draft, count_text_tokens(draft), DRAFT_TITLE))
+    messages = [ChatMessage.of(m) for m in prompt_messages(session_window(session=session))]
+    try:
+        count = gateway.count_prompt([*messages, ChatMessage("user", with_recall(found, draft))], session.model)
+        total, exact = count.tokens, count.exact
+    except LLMError:
+        total, exact = sum(block.tokens for block in blocks), False
+    return replace(prompt, blocks=blocks, total_tokens=total, exact=exact, recall=found)
