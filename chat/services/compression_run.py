@@ -31,7 +31,7 @@ from chat.selectors.context import (
 from chat.services.checkpoints import AgedSummary, MergedSummary, compression_commit, rollover_commit
 from chat.services.compression_retry import compression_retry_forget, compression_retry_plan
 from chat.services.events import event_record, progress_publish
-from chat.services.facts import carried_facts, clause_facts, ultra_ledger_share
+from chat.services.facts import carried_facts, clause_facts, ledger_fit, ultra_ledger_share
 from chat.services.goals import goal_apply_summary
 from chat.services.lease import (
     LeaseHeartbeat,
@@ -41,12 +41,12 @@ from chat.services.lease import (
     lease_take_over,
 )
 from chat.services.snapshots import snapshot_auto_create
-from chat.services.summaries import KeptFacts, Summarizer, keep_facts, reconnect_if_broken
-from engine.core.aging import CheckpointInfo, Level, plan_aging
-from engine.core.budget import Budget, shrink_shortfall
+from chat.services.summaries import HEADING_TOKENS, KeptFacts, Summarizer, keep_facts, reconnect_if_broken
+from engine.core.aging import MIN_TARGET_TOKENS, CheckpointInfo, Level, plan_aging
+from engine.core.budget import MIN_SHRINK, Budget, shrink_shortfall
 from engine.core.clauses import reference_facts
 from engine.core.config import ContextConfig, SessionLimits, session_limits
-from engine.core.ledger import memory_budget
+from engine.core.ledger import memory_budget, render_ledger
 from engine.core.markers import SummaryOutput, marker_facts, split_summary
 from engine.core.prompts import (
     PromptMessage,
@@ -56,6 +56,7 @@ from engine.core.prompts import (
     build_summary_prompt,
     format_history,
 )
+from engine.core.salience import split_said
 from engine.core.selection import (
     ContextMessage,
     nothing_to_compress_reason,
@@ -67,6 +68,7 @@ from engine.core.selection import (
 from engine.core.text import plural
 from engine.core.window import CheckpointView, render_checkpoint
 from engine.llm import Gateway
+from engine.resources import count_text_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -255,13 +257,21 @@ def _compress(
         if goal
         else build_summary_prompt(transcript, facts=capable)
     )
-    target = limits.summary_max_tokens
+    # The ledger is filled first, with its share, so that the clauses it ranks highest outlive aging; the
+    # summary gets what is left of the room a checkpoint may take, and an extract does not repeat the ledger.
+    ledger_facts = clause_facts(chosen)
+    room = int(selection.tokens * (1 - MIN_SHRINK)) - HEADING_TOKENS
+    first = ledger_fit(session=session, facts=ledger_facts, shown=[], room=room)
+    held = [split_said(fact.text)[1] for fact in first.entries]
+    target = max(MIN_TARGET_TOKENS, min(limits.summary_max_tokens, room - count_text_tokens(render_ledger(held))))
     how = " extractively" if extractive is not None else ""
     progress_publish(
         session_id=session.pk,
         text=f"Compressing {plural(len(chosen), 'message')} ({selection.tokens:,} tokens){how}…",
     )
-    shrunk = summarizer.shrink([m.content for m in chosen], prompt, target, strategy=config.compression.strategy)
+    shrunk = summarizer.shrink(
+        [m.content for m in chosen], prompt, target, strategy=config.compression.strategy, besides=held
+    )
     markers = marker_facts(m.content for m in chosen)
     # Only the model's goal-aware summary has marker lines of its own; an extract's are the
     # replies', which were applied when they arrived.
@@ -279,7 +289,7 @@ def _compress(
             next_steps=_joined(markers.next_steps, output.next_steps),
         ),
         facts,
-        ledger_facts=clause_facts(chosen),
+        ledger_facts=ledger_facts,
         shrunk=shrunk,
         replaced_tokens=selection.tokens,
         count=summarizer.tokens,

@@ -136,10 +136,10 @@ class Summarizer:
             return None
         return f"{summary_tokens} tokens for {source_tokens} (target {target})"
 
-    def extract(self, texts: Sequence[str], max_tokens: int) -> str:
-        """The deterministic extract of ``texts``: their fact-bearing clauses within ``max_tokens``,
-        or, when none states a fact, their sentences."""
-        return fact_extract(list(texts), max_tokens, self.tokens) or shorten_extractive(
+    def extract(self, texts: Sequence[str], max_tokens: int, besides: Sequence[str] = ()) -> str:
+        """The deterministic extract of ``texts``: their fact-bearing clauses within ``max_tokens`` but
+        for those ``besides`` holds (the checkpoint's ledger), or, when none is left, their sentences."""
+        return fact_extract(list(texts), max_tokens, self.tokens, besides=besides) or shorten_extractive(
             "\n".join(texts), max_tokens, self.tokens
         )
 
@@ -149,7 +149,9 @@ class Summarizer:
         same = self.model == self.session.model
         return is_small_model(self.session.model_parameter_size_b if same else parameter_size_from_tag(self.model))
 
-    def shrink(self, texts: Sequence[str], prompt: str, target: int, *, strategy: Strategy) -> Shrunk:
+    def shrink(
+        self, texts: Sequence[str], prompt: str, target: int, *, strategy: Strategy, besides: Sequence[str] = ()
+    ) -> Shrunk:
         """A shorter version of ``texts`` within ``target`` tokens, what made it, and how.
 
         The prompt's scaffolding a model echoes (the guard, "PART n:") is taken out first.
@@ -159,16 +161,17 @@ class Summarizer:
         asked for once more with a repeat penalty; if that one cannot stand
         either, the extract replaces it. A small model's summary (``small``) stands
         only if it keeps at least as many of the reference facts as the extract.
-        ``how`` says which, and why.
+        ``how`` says which, and why. ``besides``: clauses the checkpoint's ledger holds already,
+        which an extract leaves out.
         """
         text = "\n".join(texts)
         source_tokens = self.tokens(text)
         # Room for the checkpoint's heading and fields, so that the whole checkpoint frees MIN_SHRINK.
         extract_tokens = min(target, max(int(source_tokens * (1 - MIN_SHRINK)) - HEADING_TOKENS, 1))
         if self.extractive is not None:
-            return Shrunk(self.extract(texts, extract_tokens), "truncate", f"extractive: {self.extractive}")
+            return Shrunk(self.extract(texts, extract_tokens, besides), "truncate", f"extractive: {self.extractive}")
         if strategy != "summarize":
-            return Shrunk(self.extract(texts, extract_tokens), "truncate", "truncate")
+            return Shrunk(self.extract(texts, extract_tokens, besides), "truncate", "truncate")
         summary = strip_scaffolding(self.ask(prompt, target))
         how = "summarize"
         why = self.flaw(summary, source_tokens, target)
@@ -180,13 +183,15 @@ class Summarizer:
             how = f"summarize: retried with {penalty} after a {why}"
             why = None if again is None else f"{why}; with {penalty}: {again}"
         if why is not None:
-            return Shrunk(self.extract(texts, extract_tokens), "truncate", f"truncate: {why}")
+            return Shrunk(self.extract(texts, extract_tokens, besides), "truncate", f"truncate: {why}")
         if self.small:
             # Only a small model's summary is compared with the extract; a larger one's stands as written.
-            extract = self.extract(texts, extract_tokens)
+            extract = self.extract(texts, extract_tokens, besides)
             reference = reference_facts([text])
-            by_summary = measure_retention(reference, summary).kept
-            by_extract = measure_retention(reference, extract).kept
+            # Each beside the ledger, as it will stand in the checkpoint.
+            held = "\n".join(besides)
+            by_summary = measure_retention(reference, f"{summary}\n{held}").kept
+            by_extract = measure_retention(reference, f"{extract}\n{held}").kept
             if by_summary < by_extract:
                 return Shrunk(
                     extract,

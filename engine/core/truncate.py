@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 
 from engine.core.clauses import fact_clauses, states_fact
 from engine.core.markers import parse_markers
+from engine.core.retention import normalize
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 ELLIPSIS = " …"
@@ -31,10 +32,13 @@ def shorten_extractive(text: str, max_tokens: int, count: Callable[[str], int]) 
     return _fill(pieces, by_priority, max_tokens, count) or _prefix(text, max_tokens, count)
 
 
-def fact_extract(texts: list[str], max_tokens: int, count: Callable[[str], int]) -> str:
+def fact_extract(texts: list[str], max_tokens: int, count: Callable[[str], int], *, besides: Iterable[str] = ()) -> str:
     """The fact-bearing clauses of ``texts`` that ``count`` measures at most ``max_tokens``, one a
-    line, in order (goal marker lines are the checkpoint's fields); "" when none states a fact."""
-    clauses = list(fact_clauses(texts))  # each states a fact and none is a marker line: oldest first
+    line, in order (goal marker lines are the checkpoint's fields); "" when none states a fact.
+    Clauses in ``besides`` (the checkpoint's ledger holds them) are not written again."""
+    held = {normalize(clause) for clause in besides}
+    # Each states a fact and none is a marker line: oldest first.
+    clauses = [clause for clause in fact_clauses(texts) if normalize(clause) not in held]
     return _fill(clauses, range(len(clauses)), max_tokens, count)
 
 
