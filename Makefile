@@ -68,10 +68,11 @@ llm-check: $(RUN_STAMP) .env
 	$(BIN)/python manage.py llm_check
 
 # Each benchmark writes its tables into its section of docs/benchmarks.md (bench/report.py);
-# the long conversations take about 15 minutes per size on 2 cores, the summarizer comparison at most about 20, the loop count about 10.
+# the long conversations take about 15 minutes per size on 2 cores, the summarizer comparison at most about 20, the loop count about 10,
+# the everyday chats (bench/everyday.py) about 10 per size.
 bench: $(BENCH_STAMP) .env
 	@failed=""; for b in gateway_throughput.py first_token.py turn_overhead.py endpoint.py budget_check.py streaming.py page_load.py admin_list.py \
-		load.py "conversation.py --size 2048 4096 8192" extractor.py retention.py search_latency.py import_large.py snapshot_size.py \
+		load.py "conversation.py --size 2048 4096 8192" extractor.py retention.py everyday.py search_latency.py import_large.py snapshot_size.py \
 		summarizer_models.py loops.py; do \
 		BENCH_REPORT=$(CURDIR)/docs/benchmarks.md $(BIN)/python bench/$$b || failed="$$failed $${b%% *}"; \
 	done; if [ -n "$$failed" ]; then echo "requirement not met:$$failed"; exit 1; fi

@@ -26,7 +26,11 @@ apart: no truncated chat can hold their answer. Also: how full the prompt is aft
 retention the product shows beside this benchmark's share of answers kept.
 
     .venv/bin/python bench/everyday.py [--sizes 4096 8192 16384] [--set everyday/test]
-        [--conversations N] [--strategy summarize|truncate]
+        [--conversations N] [--strategy summarize|truncate] [--ollama-host URL --model NAME]
+
+``--ollama-host`` runs it against a model of an Ollama host instead of the bundled one, so that a model
+able to summarize (3B or more, whose summary prompt asks for the facts with whom and when) can be
+measured where one runs.
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ from chat.services.imports import session_file_import  # noqa: E402
 from engine.core.budget import prompt_room  # noqa: E402
 from engine.llm.embedded import MODEL_NAME, EmbeddedBackend  # noqa: E402
 from engine.llm.gateway import Gateway  # noqa: E402
+from engine.llm.ollama_backend import OllamaBackend  # noqa: E402
 
 DATA = ROOT / "tests" / "data"
 # The issue's targets at 8K on the held-out half.
@@ -96,14 +101,14 @@ def found(answer: str, text: str) -> bool:
     return re.search(rf"(?<!\w){re.escape(_flat(answer))}(?!\w)", _flat(text)) is not None
 
 
-def session_file(conversation: dict[str, Any]) -> dict[str, Any]:
-    """The chat as the OLLM CLI records a session."""
+def session_file(conversation: dict[str, Any], model: str) -> dict[str, Any]:
+    """The chat as the OLLM CLI records a session of ``model``."""
     messages = conversation["messages"]
     return {
         "sessionId": str(uuid.uuid5(uuid.NAMESPACE_URL, f"ollm-site/everyday/{conversation['name']}")),
         "startTime": messages[0]["timestamp"],
         "lastActivity": messages[-1]["timestamp"],
-        "model": MODEL_NAME,
+        "model": model,
         "provider": "local",
         "messages": [
             {"role": m["role"], "parts": [{"type": "text", "text": m["content"]}], "timestamp": m["timestamp"]}
@@ -132,9 +137,11 @@ def _truncated(session: Session) -> str:
     return "\n".join(reversed(kept))
 
 
-def run(size: int, gateway: Gateway, owner: Any, conversation: dict[str, Any], tally: Tally, strategy: str) -> None:
+def run(
+    size: int, gateway: Gateway, owner: Any, conversation: dict[str, Any], tally: Tally, strategy: str, model: str
+) -> None:
     imported = session_file_import(
-        owner=owner, data=session_file(conversation), context_size=size, on_existing="copy", gateway=gateway
+        owner=owner, data=session_file(conversation, model), context_size=size, on_existing="copy", gateway=gateway
     )
     session = imported.session
     Session.objects.filter(pk=session.pk).update(settings={"compression": {"strategy": strategy}})
@@ -197,20 +204,27 @@ def main() -> None:
     parser.add_argument("--set", default="everyday/test", help="a folder of tests/data/")
     parser.add_argument("--conversations", type=int, help="only the first N conversations (a quick check)")
     parser.add_argument("--strategy", default="summarize", choices=["summarize", "truncate"])
+    parser.add_argument("--ollama-host", help="an Ollama host to run a model of instead of the bundled one")
+    parser.add_argument("--model", help="the model of --ollama-host")
     args = parser.parse_args()
+    if bool(args.ollama_host) != bool(args.model):
+        parser.error("--ollama-host and --model go together")
     report = Report("everyday")
     paths = sorted((DATA / args.set).glob("*.json"))[: args.conversations]
     conversations = [json.loads(path.read_text()) for path in paths]
     call_command("migrate", verbosity=0)
     owner = get_user_model().objects.create_user("bench")
     failed = []
+    model = args.model or MODEL_NAME
     with BenchModelServer(n_ctx=max(args.sizes)) as server:
         use_model_server(server.url)
         gateway = Gateway(mode="embedded", embedded=EmbeddedBackend(host=server.url), ollama=None)
+        if args.ollama_host:
+            gateway = Gateway(mode="ollama", embedded=None, ollama=OllamaBackend(host=args.ollama_host))
         report.print(
             f"Answers to the questions about {len(paths)} chats of tests/data/{args.set}/ "
             f"({sum(len(c['messages']) for c in conversations)} messages), looked for in the prompt; "
-            f"strategy {args.strategy}, {MODEL_NAME}"
+            f"strategy {args.strategy}, {model}"
         )
         report.print(
             "| size | (a) after compression | (a) of those that left the context | (b) question next, recall "
@@ -222,7 +236,7 @@ def main() -> None:
             started = time.perf_counter()
             tally = Tally()
             for conversation in conversations:
-                run(size, gateway, owner, conversation, tally, args.strategy)
+                run(size, gateway, owner, conversation, tally, args.strategy, model)
             wins = sum(after > truncated for _, after, truncated in tally.beaten)
             shown = statistics.mean(tally.shown) if tally.shown else 1.0
             measured = statistics.mean(tally.measured) if tally.measured else 1.0

@@ -46,15 +46,18 @@ STOP_WORDS = frozenset(STOPWORDS_EN_PLUS) | frozenset(
      "would", "could", "might", "must", "shall", "may", "us", "gonna", "wanna", "kind", "sort", "maybe",
      "actually", "probably", "definitely", "totally", "literally", "honestly", "anyway", "right"}
 )  # fmt: skip
-# Words that open a clause that greets, thanks or reacts; with few words besides, it says nothing new.
-SMALL_TALK = frozenset(
+# Words that open a clause that greets, thanks or reacts to someone: the name beside them is no news.
+GREETINGS = frozenset(
     {"hi", "hey", "hello", "heya", "hiya", "morning", "evening", "thanks", "thank", "thx", "cheers", "haha",
      "hahaha", "lol", "lmao", "wow", "whoa", "omg", "aw", "aww", "awww", "yay", "woohoo", "congrats",
-     "congratulations", "ok", "okay", "sure", "yes", "yeah", "yep", "no", "nope", "nah", "cool", "nice", "great",
-     "awesome", "amazing", "lovely", "sweet", "bye", "goodbye", "night", "later", "ugh", "oof", "hmm", "ooh",
-     "oh", "ah", "absolutely", "totally", "exactly", "true", "agreed", "same", "glad", "sorry", "good", "sounds",
+     "congratulations", "bye", "goodbye", "night", "ugh", "oof", "ooh", "aha", "hehe"}
+)  # fmt: skip
+# Words of small talk: a clause made of them (and a name or two) says nothing new.
+SMALL_TALK = GREETINGS | frozenset(
+    {"ok", "okay", "sure", "yes", "yeah", "yep", "no", "nope", "nah", "cool", "nice", "great",
+     "awesome", "amazing", "lovely", "sweet", "later", "hmm", "oh", "ah", "absolutely", "totally", "exactly", "true", "agreed", "same", "glad", "sorry", "good", "sounds",
      "that's", "thats", "so", "fair", "welcome", "take", "talk", "see", "catch", "miss", "love", "hope", "enjoy",
-     "happy", "have", "well", "right", "definitely", "aha", "hehe"}
+     "happy", "have", "well", "right", "definitely"}
 )  # fmt: skip
 _WORD = re.compile(r"[^\W_][\w'’-]*")
 _NAME = re.compile(r"[A-Z][a-z'’]+")
@@ -97,7 +100,7 @@ def small_talk(clause: str) -> bool:
         return True
     words = _words(clause)
     content = [word for word in words if word not in STOP_WORDS and word not in SMALL_TALK and len(word) > 1]
-    if words and words[0] in SMALL_TALK:
+    if words and words[0] in GREETINGS:
         return len(content) < MIN_CONTENT_WORDS + 1
     return len(content) < MIN_CONTENT_WORDS
 
