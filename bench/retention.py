@@ -61,11 +61,13 @@ from engine.llm.embedded import MODEL_NAME, EmbeddedBackend  # noqa: E402
 from engine.llm.gateway import Gateway  # noqa: E402
 
 DATA = ROOT / "tests" / "data"
-# The issue's targets at 2K on the held-out half: facts kept, facts kept with their meaning,
-# and how far the product's figure may be from this benchmark's.
-KEPT_TARGET = 0.90
+# The targets at 2K on the held-out half: facts kept, facts kept with their meaning, and how far the
+# product's figure may be from this benchmark's (issue 45: within 0.1 on this set and the everyday one).
+KEPT_TARGET = 0.95
+# At 8K (Tier 2, where checkpoints age): the share kept.
+KEPT_TARGET_8K = 0.90
 MEANT_TARGET = 0.80
-FIGURE_GAP = 0.05
+FIGURE_GAP = 0.1
 FILLER_USER = "Go on, and keep it general."
 FILLER_ASSISTANT = (
     "Sure. In general it helps to keep each step small, to write down what was agreed and why, "
@@ -240,12 +242,15 @@ def main() -> None:
                     failed.append(f"{tally.share(tally.kept):.2f} of the facts kept at 2K, under {KEPT_TARGET}")
                 if tally.share(tally.meant) < MEANT_TARGET:
                     failed.append(f"{tally.share(tally.meant):.2f} of the facts meant at 2K, under {MEANT_TARGET}")
+            if size == 8192 and tally.share(tally.kept) < KEPT_TARGET_8K:
+                failed.append(f"{tally.share(tally.kept):.2f} of the facts kept at 8K, under {KEPT_TARGET_8K}")
             if abs(shown - statistics.mean(tally.measured or [1.0])) > FIGURE_GAP:
                 failed.append(f"the product's figure is {shown:.2f} at {size}, the benchmark's kept share another")
             if tally.not_shrunk:
                 failed.append(f"{tally.not_shrunk} compressions at {size} did not shrink the context")
     report.print(
-        f"targets at 2K: kept >= {KEPT_TARGET}, meant >= {MEANT_TARGET}; at every size: the product's figure "
+        f"targets at 2K: kept >= {KEPT_TARGET}, meant >= {MEANT_TARGET}; at 8K: kept >= {KEPT_TARGET_8K}; "
+        f"at every size: the product's figure "
         f"within {FIGURE_GAP} of the benchmark's kept share (means over the compressions), every compression shrinks"
     )
     for failure in failed:

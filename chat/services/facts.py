@@ -72,13 +72,21 @@ def carried_facts(
 
 
 def ledger_fit(
-    *, session: Session, facts: Sequence[Fact], shown: Sequence[str], room: int | None = None, share: int | None = None
+    *,
+    session: Session,
+    facts: Sequence[Fact],
+    shown: Sequence[str],
+    room: int | None = None,
+    share: int | None = None,
+    ratio: float = 1.0,
 ) -> Ledger:
     """``facts`` fitted to ``share`` tokens (by default one checkpoint's share of the session's
-    memory, engine/core/ledger.py), and to ``room`` tokens when that is less; a fact the
-    checkpoint already ``shown`` (its summary, decisions, files) is not written twice."""
+    memory, engine/core/ledger.py) times ``ratio`` (cl100k tokens per token of the model that reads
+    it), and to ``room`` tokens when that is less; a fact the checkpoint already ``shown`` (its
+    summary, decisions, files) is not written twice."""
     if share is None:
         share = ledger_budget(max_tokens=session.max_tokens, tier=session.profile.tier)
+    share = int(share * ratio)
     return build_ledger(
         facts,
         budget_tokens=share if room is None else max(0, min(share, room)),

@@ -37,6 +37,8 @@ logger = logging.getLogger(__name__)
 
 # Summaries are asked for at their target; output above this share of it is shortened.
 TARGET_SLACK = 1.25
+# The share of the room a ledger fitted with cl100k counts may fill, for what no count sees (separators, joins).
+LEDGER_FIT_MARGIN = 0.97
 # What a checkpoint's heading line ("[Checkpoint 2 · Messages 4-9 · level 3]") costs, about.
 HEADING_TOKENS = 16
 
@@ -252,12 +254,18 @@ def keep_facts(
     the reference facts of everything the checkpoint stands for, on which the summary alone is measured;
     ``share``: the ledger's share of the memory (``ledger_fit``'s default: one checkpoint's)."""
     room = int(replaced_tokens * (1 - MIN_SHRINK)) - count(render_checkpoint(view)) - count(LEDGER_LABEL)
+    # The ledger is fitted with cl100k counts, one call for all its candidates; ``count`` may read the same
+    # text as more tokens (the model's tokenizer): the room shrinks by that ratio, measured on the candidates,
+    # and a little more for the separators, so that the checkpoint frees what it must.
+    sample = render_ledger(fact.text for fact in ledger_facts)
+    ratio = LEDGER_FIT_MARGIN * min(1.0, count_text_tokens(sample) / max(1, count(sample))) if sample else 1.0
     ledger = ledger_fit(
         session=session,
         facts=ledger_facts,
         shown=[view.summary, *view.key_decisions, *view.files_modified],
-        room=room,
+        room=int(room * ratio),
         share=share,
+        ratio=ratio,
     )
     summary_alone = measure_retention(facts, render_checkpoint(replace(view, key_decisions=(), files_modified=())))
     return KeptFacts(

@@ -22,10 +22,14 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from bm25s.stopwords import STOPWORDS_EN_PLUS
+
 from engine.core.fact_extraction import extract_facts
 from engine.core.markers import parse_markers
 from engine.core.retention import Fact
 
+_PLAIN_LOWER = re.compile(r"(?<![\w'’-])[a-z]{4,}(?![\w'’-])")
+_STOP = frozenset(STOPWORDS_EN_PLUS)
 # A clause longer than this is cut at its commas, so that one fact does not carry a paragraph.
 MAX_CLAUSE_WORDS = 32
 
@@ -253,13 +257,27 @@ def specific_tokens(text: str) -> tuple[str, ...]:
     return tuple(found.values())
 
 
+def distinctive_words(texts: Iterable[str]) -> tuple[str, ...]:
+    """The words of ``texts`` said in one of them only: lowercase, four letters or more, not a stop word
+    (what "a pet's name", "a diagnosis", "a car" come down to in everyday talk, where few are capitalised)."""
+    seen: dict[str, int] = {}
+    for text in texts:
+        for word in set(_PLAIN_LOWER.findall(text)) - _STOP:
+            seen[word] = seen.get(word, 0) + 1
+    return tuple(word for word, count in seen.items() if count == 1)
+
+
 def reference_facts(texts: Iterable[str]) -> tuple[Fact, ...]:
-    """The specific tokens of ``texts`` as facts of kind ``token``, each once: what a checkpoint's
-    retention is measured against."""
+    """The specific tokens of ``texts`` as facts of kind ``token`` and their distinctive words as
+    facts of kind ``word``, each once: what a checkpoint's retention is measured against (``Retention.score``
+    weighs the two kinds)."""
+    texts = list(texts)
     found: dict[str, Fact] = {}
     for text in texts:
         for token in specific_tokens(text):
             found.setdefault(token.casefold(), Fact("token", token))
+    for word in distinctive_words(texts):
+        found.setdefault(word, Fact("word", word))
     return tuple(found.values())
 
 

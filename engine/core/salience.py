@@ -54,8 +54,9 @@ GREETINGS = frozenset(
 )  # fmt: skip
 # Words of small talk: a clause made of them (and a name or two) says nothing new.
 SMALL_TALK = GREETINGS | frozenset(
-    {"ok", "okay", "sure", "yes", "yeah", "yep", "no", "nope", "nah", "cool", "nice", "great",
-     "awesome", "amazing", "lovely", "sweet", "later", "hmm", "oh", "ah", "absolutely", "totally", "exactly", "true", "agreed", "same", "glad", "sorry", "good", "sounds",
+    {"ok", "okay", "sure", "yes", "yeah", "yep", "no", "nope", "nah", "cool", "nice", "great", "awesome",
+     "amazing", "lovely", "sweet", "later", "hmm", "oh", "ah", "absolutely", "totally", "exactly", "true",
+     "agreed", "same", "glad", "sorry", "good", "sounds",
      "that's", "thats", "so", "fair", "welcome", "take", "talk", "see", "catch", "miss", "love", "hope", "enjoy",
      "happy", "have", "well", "right", "definitely"}
 )  # fmt: skip
@@ -163,7 +164,7 @@ def salience_order(
         kept.update(weights[index])
     # Lazy greedy: a stale score can only be too high, so a popped entry is re-scored and
     # taken when it still beats the next best.
-    # Between equal scores the newer goes first: a value said again later ("the port is now 6379") is the one that holds.
+    # Between equal scores the newer goes first: a value said again later ("the port is now 6379") holds.
     heap = [(-score(index), -index) for index in range(len(facts)) if index not in set(leading)]
     heapq.heapify(heap)
     order = list(leading)

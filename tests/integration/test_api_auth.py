@@ -281,8 +281,15 @@ def test_the_tokens_page_lists_the_users_own_background_tasks_escaped(user, othe
 
     token = api_token_create(user=user, name="open-webui")[0]
     ClientTask.objects.create(
-        owner=user, token=token, client="Open WebUI", kind="title", model="m", prompt="p",
-        response="<b>Trip to Lyon</b>", prompt_tokens=12, completion_tokens=4,
+        owner=user,
+        token=token,
+        client="Open WebUI",
+        kind="title",
+        model="m",
+        prompt="p",
+        response="<b>Trip to Lyon</b>",
+        prompt_tokens=12,
+        completion_tokens=4,
     )
     ClientTask.objects.create(
         owner=other_user, client="bob's client", kind="tags", model="m", prompt="p", response="secret"

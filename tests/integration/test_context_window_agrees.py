@@ -70,9 +70,7 @@ def test_artifacts_of_the_panel_the_api_and_markers_all_reach_the_goal_block(own
     old_goal = goal_create(session=session, description="Draft the schema")
     artifact_record(session=session, path="docs/schema.md", action="created", goal=old_goal)
     goal = goal_create(session=session, description="Ship the login page")  # pauses the first goal
-    owner_client.post(
-        reverse("context:artifact_new", args=[session.pk]), {"path": "src/panel.py", "action": "created"}
-    )
+    owner_client.post(reverse("context:artifact_new", args=[session.pk]), {"path": "src/panel.py", "action": "created"})
     assert (
         api.post(
             f"/api/goals/{goal.pk}/artifacts",
@@ -121,9 +119,7 @@ def test_the_context_window_page_and_the_meter_agree_to_the_token(owner_client, 
         assert goal.checkpoints.exists()
     decision_record(session=session, description="Keep PostgreSQL 16", locked=True)
     decision_record(session=session, description="Maybe add a replica")
-    owner_client.post(
-        reverse("context:artifact_new", args=[session.pk]), {"path": "db/plan.sql", "action": "created"}
-    )
+    owner_client.post(reverse("context:artifact_new", args=[session.pk]), {"path": "db/plan.sql", "action": "created"})
     goal_apply_markers(session=session, text="[ARTIFACT] Modified deploy/billing.yaml")
     page = agree()
     for pinned in ("Created db/plan.sql", "Modified deploy/billing.yaml", "🔒 Keep PostgreSQL 16"):

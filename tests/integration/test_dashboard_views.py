@@ -275,9 +275,7 @@ def test_goal_forms_answer_with_the_panel_and_the_meter(session, goal, owner_cli
     assert bad.status_code == 422
     assert b"priority must be one of" in bad.content
 
-    owner_client.post(
-        reverse("context:artifact_new", args=[session.pk]), {"path": "src/login.py", "action": "created"}
-    )
+    owner_client.post(reverse("context:artifact_new", args=[session.pk]), {"path": "src/login.py", "action": "created"})
     assert b"src/login.py" in owner_client.get(reverse("chat:chat", args=[session.pk])).content
     owner_client.post(reverse("context:goal_remove", args=[goal.pk]))
     assert not Goal.objects.exists()

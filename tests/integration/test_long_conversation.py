@@ -14,6 +14,7 @@ from chat.services.goals import decision_record, goal_create
 from chat.services.sessions import session_create
 from chat.services.turn import TurnSend, turn_take
 from engine.core.aging import Level
+from engine.core.recall import RECALL_HEADING
 from engine.llm.embedded import MODEL_NAME
 from engine.llm.gateway import Gateway
 from engine.llm.hosts import OnQueued
@@ -102,6 +103,11 @@ def assert_every_prompt_kept_what_matters(session, gateway, sent, *, num_ctx):
         assert "ACTIVE GOAL: Harden the login flow" in messages[0].content
         assert f"🔒 {LOCKED}" in messages[0].content
         user_texts = [m.content for m in messages if m.role == "user"]
+        # The newest message may follow what the history recalls for it, in the same message.
+        if user_texts[-1] != sent[index]:
+            assert user_texts[-1].startswith(RECALL_HEADING)
+            assert user_texts[-1].endswith("\n\n" + sent[index])
+            user_texts[-1] = sent[index]
         oldest_kept = index + 1 - len(user_texts)
         assert user_texts == sent[oldest_kept : index + 1]
         rolled = rolled or oldest_kept > 0

@@ -13,6 +13,7 @@ from chat.services.compression import compression_run
 from chat.services.messages import message_create
 from chat.services.sessions import session_create
 from engine.core.aging import Level
+from engine.core.salience import said_header, split_said
 from tests.factories import LOGIN_QUESTION, SMALL_CONTEXTS, TIER2, WRITER_SIZE_B, converse, small_session
 from tests.support.model_server import SERVED_MODEL
 
@@ -31,6 +32,11 @@ def planted_session(user):
     session = small_session(user, context_size=TIER2, system_prompt="", compression={"summary_max_tokens": 48})
     converse(session, 12, question=LOGIN_QUESTION, answer=PLANTED * 3, markers_at=1)
     return session
+
+
+def _said(session: Session) -> str:
+    """The header of the ledger's entries of ``session``'s assistant replies: the day they were said."""
+    return said_header("assistant", Message.objects.filter(session=session, role="assistant").first().created_at.date())
 
 
 def _payload(session: Session, event_type: str) -> Any:
@@ -57,16 +63,20 @@ def test_a_summary_that_loses_facts_leaves_them_in_the_ledger_of_the_prompt(user
 
     checkpoint = Checkpoint.objects.get(session=planted_session)
     assert checkpoint.summary == "Logins were discussed."
-    # Each fact stays in the clause that states it, once, whatever the summary lost.
+    # Each fact stays in the clause that states it, once, whatever the summary lost, with when and by whom.
     assert [text for _, text in checkpoint.ledger] == [
-        "The login handler in src/auth/login.ts retries `verify_password` 3 times with a timeout of 30 s",
-        'the error text is "invalid credentials".',
+        f"[{_said(planted_session)}] The login handler in src/auth/login.ts retries `verify_password` 3 times "
+        "with a timeout of 30 s",
+        f'[{_said(planted_session)}] the error text is "invalid credentials".',
     ]
     # The marker lines are in the structured fields already: not written twice.
     assert checkpoint.files_modified == ["src/auth/hash.ts"]
     assert checkpoint.key_decisions == ["Use argon2 for passwords"]
     prompt = "\n".join(block.content for block in session_window(session=planted_session))
-    assert "Facts: The login handler in src/auth/login.ts retries `verify_password` 3 times" in prompt
+    assert (
+        f"Facts:\n{_said(planted_session)}: The login handler in src/auth/login.ts retries `verify_password` 3 times"
+        in prompt
+    )
 
     payload = _payload(planted_session, "compressed")
     assert payload["retention_summary"] < 0.5  # the summary alone kept almost nothing
@@ -102,8 +112,10 @@ def test_clauses_over_the_ledger_share_are_dropped_by_what_they_say_per_token_an
     assert outcome.status == "compressed", outcome.reason
     checkpoint = Checkpoint.objects.get(session=session)
     revision = checkpoint.revisions.get()
-    ledger = [text for _, text in checkpoint.ledger]
-    dropped = [text for _, text in revision.ledger_dropped]
+    # Each entry says when and by whom; the clause is what follows.
+    ledger = [split_said(text)[1] for _, text in checkpoint.ledger]
+    dropped = [split_said(text)[1] for _, text in revision.ledger_dropped]
+    assert {split_said(text)[0] for _, text in checkpoint.ledger} == {_said(session)}
     assert dropped, "sixteen batches of figures do not fit in the ledger's share"
     assert not set(ledger) & set(dropped)
     # Clauses that say as much per token: the newest keep their place.

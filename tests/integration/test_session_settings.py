@@ -183,9 +183,10 @@ def test_a_long_conversation_carries_over_within_the_ultra_target_and_the_ledger
         )
     successor = session_continue(session=session)
     final = Checkpoint.objects.get(session=successor)
-    ultra_target = 1024 // 8  # the Ultra level's share of summary_max_tokens
-    ledger_share = int(1700 * 0.2)
-    assert final.current_tokens <= ultra_target + ledger_share + 40  # the header and separators
+    # The ultra checkpoint's summary and ledger together take at most the memory's share (40% of 1,700), as
+    # cl100k counts them; the model's tokenizer counts that text up to about 15% more.
+    memory = int(1700 * 0.4)
+    assert final.current_tokens <= memory * 1.15 + 40  # the heading and separators
     budget = session_budget(session=successor)
     assert budget.checkpoint_tokens == final.current_tokens
     assert budget.used == budget.system_prompt_tokens + final.current_tokens

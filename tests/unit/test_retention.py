@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import pytest
+
+from engine.core.clauses import distinctive_words, reference_facts
 from engine.core.fact_extraction import extract_facts
 from engine.core.retention import (
     Fact,
@@ -81,3 +84,16 @@ def test_hostile_input_is_bounded():
     facts = extract_facts([f"file{n}.py " for n in range(500)])
     assert len(facts) == 200
     assert extract_facts(["`" + "x" * 5000 + "`", "a" * 200 + ".py"]) == ()
+
+
+def test_distinctive_words_weigh_half_as_much_as_the_specific_tokens():
+    texts = ["Our beagle Biscuit has asthma.", "The beagle sleeps all day.", "We"]
+    assert sorted(distinctive_words(texts)) == ["asthma", "sleeps"]
+    reference = reference_facts(texts)
+    assert {fact.kind for fact in reference} == {"token", "word"}
+    kept = measure_retention(reference, "Biscuit sleeps")
+    # One token of one (Biscuit) and one word of two (sleeps), the tokens counting twice: (2 + 0.5) / 3.
+    assert (kept.total, kept.kept, kept.words_total, kept.words_kept) == (3, 2, 2, 1)
+    assert kept.score == pytest.approx(2.5 / 3)
+    assert measure_retention([Fact("word", "asthma")], "no").score == 0.0
+    assert measure_retention([], "no").score == 1.0
