@@ -179,5 +179,5 @@ def test_a_model_that_can_summarize_is_asked_for_the_facts_with_whom_and_when(us
     assert outcome.status == "compressed", outcome.reason
     prompt = fake_ollama.behaviour.requests[0]["messages"][0]["content"]
     assert FACTS_REQUEST in prompt
-    said = Message.objects.filter(session=session).first().created_at.date()
+    said = Message.objects.filter(session=session).earliest("position").created_at.date()
     assert f"[{said.day} {said:%B} {said.year}] assistant: We adopted a beagle" in prompt

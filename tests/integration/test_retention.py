@@ -36,7 +36,8 @@ def planted_session(user):
 
 def _said(session: Session) -> str:
     """The header of the ledger's entries of ``session``'s assistant replies: the day they were said."""
-    return said_header("assistant", Message.objects.filter(session=session, role="assistant").first().created_at.date())
+    first = Message.objects.filter(session=session, role="assistant").earliest("position")
+    return said_header("assistant", first.created_at.date())
 
 
 def _payload(session: Session, event_type: str) -> Any:
