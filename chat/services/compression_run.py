@@ -257,20 +257,26 @@ def _compress(
         if goal
         else build_summary_prompt(transcript, facts=capable)
     )
-    # The ledger is filled first, with its share, so that the clauses it ranks highest outlive aging; the
-    # summary gets what is left of the room a checkpoint may take, and an extract does not repeat the ledger.
+    target = limits.summary_max_tokens
+    # The ledger is filled first, with its share, so that the clauses it ranks highest outlive aging; where an
+    # extract will stand (a small model's summaries do not help, or the session asks for none), it gets what
+    # is left of the room a checkpoint may take, and leaves out the ledger's clauses. A model that can
+    # summarize writes to the spec's target.
     ledger_facts = clause_facts(chosen)
     room = int(selection.tokens * (1 - MIN_SHRINK)) - HEADING_TOKENS
     first = ledger_fit(session=session, facts=ledger_facts, shown=[], room=room)
     held = [split_said(fact.text)[1] for fact in first.entries]
-    target = max(MIN_TARGET_TOKENS, min(limits.summary_max_tokens, room - count_text_tokens(render_ledger(held))))
+    extract_stands = summarizer.small or extractive is not None or config.compression.strategy != "summarize"
+    summary_target = (
+        max(MIN_TARGET_TOKENS, min(target, room - count_text_tokens(render_ledger(held)))) if extract_stands else target
+    )
     how = " extractively" if extractive is not None else ""
     progress_publish(
         session_id=session.pk,
         text=f"Compressing {plural(len(chosen), 'message')} ({selection.tokens:,} tokens){how}…",
     )
     shrunk = summarizer.shrink(
-        [m.content for m in chosen], prompt, target, strategy=config.compression.strategy, besides=held
+        [m.content for m in chosen], prompt, summary_target, strategy=config.compression.strategy, besides=held
     )
     markers = marker_facts(m.content for m in chosen)
     # Only the model's goal-aware summary has marker lines of its own; an extract's are the

@@ -162,7 +162,7 @@ class Summarizer:
         The repetition guard: one that repeats itself (``core.repetition``) is
         asked for once more with a repeat penalty; if that one cannot stand
         either, the extract replaces it. A small model's summary (``small``) stands
-        only if it keeps more of the reference facts than the extract.
+        only if it keeps at least as many of the reference facts as the extract (both beside the ledger).
         ``how`` says which, and why. ``besides``: clauses the checkpoint's ledger holds already,
         which an extract leaves out.
         """
@@ -194,8 +194,7 @@ class Summarizer:
             held = "\n".join(besides)
             by_summary = measure_retention(reference, f"{summary}\n{held}").kept
             by_extract = measure_retention(reference, f"{extract}\n{held}").kept
-            # Its summaries do not help (issue 45): it must keep more than the extract to stand.
-            if by_summary <= by_extract:
+            if by_summary < by_extract:
                 return Shrunk(
                     extract,
                     "truncate",

@@ -13,6 +13,7 @@ from chat.services.checkpoints import CheckpointDraft, compression_commit
 from chat.services.compression import compression_run
 from chat.services.messages import message_create
 from chat.services.sessions import session_create
+from engine.core.ledger import memory_budget
 from engine.resources import context_profiles, count_text_tokens
 from tests.factories import WRITER_SIZE_B, compress_with_model_summaries, event_types, small_session, until_due
 
@@ -130,7 +131,9 @@ def test_available_budget_shrinks_with_each_checkpoint(user, gateway, fake_ollam
         compress_with_model_summaries(session, gateway, fake_ollama, embedded_backend.count_texts_tokens)
         available.append(session_budget(session=session).available)
     costs = [before - after for before, after in itertools.pairwise(available)]
-    assert all(cost > 0 for cost in costs), f"each checkpoint takes budget: {costs}"
+    # Each takes budget until the oldest merge into the ultra checkpoint, which is fitted to what the memory
+    # share leaves and may give some back (see docs/conformance.md, "Memory share").
+    assert all(cost > 0 for cost in costs[:3]), f"each checkpoint takes budget: {costs}"
     assert all(cost < costs[0] for cost in costs[1:]), f"aging makes each later one cost less: {costs}"
     assert costs[-1] < costs[1], f"{costs}"
 
@@ -171,5 +174,7 @@ def test_conversation_sustains_five_compressions(user, gateway, fake_ollama):
         available.append(budget.available)
     assert event_types(session).count("rollover-complete") == 0
     assert event_types(session).count("checkpoint-aged") >= 6
-    # Aging keeps the checkpoints' share small: after five compressions most of the budget is still free for talk.
-    assert min(available) > initial.available * 0.8
+    # Aging keeps the checkpoints within the tier's memory share: after five compressions the rest of the budget
+    # is still free for talk (see docs/conformance.md, "Memory share").
+    memory = memory_budget(max_tokens=session.max_tokens, tier=session.profile.tier)
+    assert min(available) > initial.available - memory

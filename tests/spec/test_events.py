@@ -34,8 +34,9 @@ def test_the_event_names_are_the_specs():
     """Spec: "### Compression Events" (`compressed` ... `checkpoint-aged`) and "### Snapshot Events"
     (`snapshot-created` ... `auto-snapshot-created`).
 
-    Differs, see docs/conformance.md: "Events" — one more, `prompt-truncated`, for Ollama's silent cut."""
-    assert set(EventType.values) == SPEC_EVENTS | {"prompt-truncated"}
+    Differs, see docs/conformance.md: "Events" — two more, `prompt-truncated`, for Ollama's silent cut, and
+    `recalled`, for a turn whose prompt brought old messages back from the full history."""
+    assert set(EventType.values) == SPEC_EVENTS | {"prompt-truncated", "recalled"}
 
 
 def test_compressed_and_checkpoint_created(due_session, gateway, fake_ollama):
