@@ -234,6 +234,7 @@ def main() -> None:
             "| chats where (a) > (c) | product's figure, benchmark's | time |"
         )
         report.print("|---|---|---|---|---|---|---|---|---|---|---|")
+        per_chat: list[str] = []
         for size in args.sizes:
             started = time.perf_counter()
             tally = Tally()
@@ -250,8 +251,10 @@ def main() -> None:
                 f"| {min(tally.fills):.0%}–{max(tally.fills):.0%} of the context | {wins} of {len(tally.beaten)} "
                 f"| {shown:.2f}, {measured:.2f} | {time.perf_counter() - started:.0f} s |"
             )
-            for name, after, truncated in tally.beaten:
-                report.print(f"  - {size} {name}: after compression {after}, truncation {truncated}")
+            per_chat += [
+                f"- {size}, {name}: {after} after compression, {truncated} by truncation"
+                for name, after, truncated in tally.beaten
+            ]
             if abs(shown - measured) > FIGURE_GAP:
                 failed.append(f"the product's figure is {shown:.2f} at {size}, the answers kept {measured:.2f}")
             if tally.under_half:
@@ -264,6 +267,12 @@ def main() -> None:
                     failed.append(f"{kept:.2f} of the answers that left the context kept, under {LEFT_TARGET}")
                 if tally.questions and tally.recalled / tally.questions < RECALL_TARGET:
                     failed.append(f"{tally.recalled / tally.questions:.2f} with recall, under {RECALL_TARGET}")
+    report.print("")
+    report.print("Answers in the prompt, per chat:")
+    report.print("")
+    for line in per_chat:
+        report.print(line)
+    report.print("")
     report.print(
         f"targets at {TARGET_SIZE}: (a) > (c) on every chat, (a) of those that left >= {LEFT_TARGET}, "
         f"(b) >= {RECALL_TARGET}; at every size: the prompt at half the context or more after compression, "

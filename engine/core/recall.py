@@ -14,12 +14,13 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from fractions import Fraction
 from functools import cache
 
 import bm25s
+import numpy
 import Stemmer
 
 from engine.core.dates import date_text, resolve_relative_dates
@@ -119,29 +120,49 @@ def recall_budget(*, max_tokens: int, prompt_tokens: int, reply_tokens: int) -> 
     return max(0, min(int(max_tokens * RECALL_SHARE), max_tokens - prompt_tokens - reply_tokens))
 
 
-def recall(
-    query: str, candidates: Sequence[RecallCandidate], *, budget_tokens: int, cost: Callable[[str], int]
-) -> Recall:
-    """The ``candidates`` that best match ``query``, within ``budget_tokens`` (the heading included),
-    oldest first. Nothing when the query has no word a candidate shares."""
-    query_words = _words_for(query)
-    if not candidates or not query_words or budget_tokens <= cost(RECALL_HEADING):
-        return Recall()
-    contents = [c.content for c in candidates]
-    corpus = bm25s.tokenize(contents, stopwords=_STOP_WORDS, stemmer=_stemmer(), return_ids=False, show_progress=False)
+@dataclass(frozen=True)
+class RecallIndex:
+    """The history's messages that left the context, indexed for BM25: built once for a set of
+    candidates and queried every turn until that set changes (a compression, a restore)."""
+
+    candidates: tuple[RecallCandidate, ...] = ()
+    corpus: tuple[tuple[str, ...], ...] = ()
+    retriever: bm25s.BM25 | None = field(default=None, compare=False)
+
+
+def recall_index(candidates: Sequence[RecallCandidate]) -> RecallIndex:
+    """The BM25 index of ``candidates`` (their stems, stop words left out)."""
+    if not candidates:
+        return RecallIndex()
+    corpus = bm25s.tokenize(
+        [c.content for c in candidates],
+        stopwords=_STOP_WORDS,
+        stemmer=_stemmer(),
+        return_ids=False,
+        show_progress=False,
+    )
     retriever = bm25s.BM25()
     retriever.index(corpus, show_progress=False)
-    scores = retriever.get_scores(list(query_words))
-    ranked = sorted((i for i in range(len(candidates)) if scores[i] > 0), key=lambda i: (-scores[i], -i))
+    return RecallIndex(tuple(candidates), tuple(tuple(tokens) for tokens in corpus), retriever)
+
+
+def recall(query: str, index: RecallIndex, *, budget_tokens: int, cost: Callable[[str], int]) -> Recall:
+    """The candidates of ``index`` that best match ``query``, within ``budget_tokens`` (the heading
+    included), oldest first. Nothing when the query has no word a candidate shares."""
+    query_words = _words_for(query)
+    if index.retriever is None or not query_words or budget_tokens <= cost(RECALL_HEADING):
+        return Recall()
+    scores = index.retriever.get_scores(list(query_words))
+    ranked = sorted(map(int, numpy.flatnonzero(scores > 0)), key=lambda i: (-scores[i], -i))
     spent = cost(RECALL_HEADING)
     items: list[RecallItem] = []
-    for index in ranked[:MAX_ITEMS]:
-        candidate = candidates[index]
-        shared = set(corpus[index]) & set(query_words)
+    for position in ranked[:MAX_ITEMS]:
+        candidate = index.candidates[position]
+        shared = set(index.corpus[position]) & set(query_words)
         text = _excerpt(candidate.content, shared, (budget_tokens - cost(RECALL_HEADING)) // ITEM_SHARE, cost)
         if candidate.said_on is not None:
             text = resolve_relative_dates(text, candidate.said_on)
-        item = RecallItem(candidate, text, float(scores[index]), tuple(query_words[s] for s in sorted(shared)))
+        item = RecallItem(candidate, text, float(scores[position]), tuple(query_words[s] for s in sorted(shared)))
         price = cost(_line(item)) + 1
         if text and spent + price <= budget_tokens:
             items.append(item)

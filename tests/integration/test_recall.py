@@ -9,14 +9,15 @@ from pathlib import Path
 import pytest
 from django.test import Client, override_settings
 
-from chat.models import ContextEvent, EventType, Message, Session
+from chat.models import ContextEvent, EventType, Message, Session, Snapshot
 from chat.selectors.context import session_prompt
-from chat.selectors.recall import DRAFT_MAX_CHARS
+from chat.selectors.recall import DRAFT_MAX_CHARS, session_recall
 from chat.services.checkpoints import CheckpointDraft, compression_commit
 from chat.services.compression import compression_run
 from chat.services.imports import session_file_import
 from chat.services.messages import message_create
 from chat.services.sessions import session_create
+from chat.services.snapshots import snapshot_create, snapshot_restore
 from engine.core.prompts import FACTS_REQUEST
 from engine.core.recall import RECALL_HEADING
 from engine.llm.embedded import MODEL_NAME
@@ -181,3 +182,24 @@ def test_a_model_that_can_summarize_is_asked_for_the_facts_with_whom_and_when(us
     assert FACTS_REQUEST in prompt
     said = Message.objects.filter(session=session).earliest("position").created_at.date()
     assert f"[{said.day} {said:%B} {said.year}] assistant: We adopted a beagle" in prompt
+
+
+def test_the_history_index_follows_each_change_of_what_left_the_context(user):
+    # The index is kept between turns: a compression, a restore and an edit each change what it holds.
+    session = session_create(owner=user, model=MODEL_NAME, context_size=2048)
+    before = snapshot_create(session=session, kind=Snapshot.Kind.MANUAL, reason="empty")
+    message_create(session=session, role="user", content="Any news?")
+    dog = message_create(session=session, role="assistant", content=BISCUIT)
+    cat = message_create(session=session, role="assistant", content="Our cat Pebble hates the beagle.")
+
+    def recalled(query: str) -> list[int]:
+        found = session_recall(session=session, query=query, prompt_tokens=100)
+        return [item.candidate.position for item in found.items]
+
+    assert recalled("beagle") == []
+    compression_commit(session=session, message_ids=[dog.id], draft=CheckpointDraft(summary="A dog."))
+    assert recalled("beagle") == [dog.position]
+    compression_commit(session=session, message_ids=[cat.id], draft=CheckpointDraft(summary="A cat."))
+    assert recalled("beagle") == [dog.position, cat.position]
+    snapshot_restore(snapshot=before)
+    assert recalled("beagle") == []
