@@ -21,7 +21,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import cache
 
+import pysbd
 from bm25s.stopwords import STOPWORDS_EN_PLUS
 
 from engine.core.fact_extraction import extract_facts
@@ -40,8 +42,7 @@ _MARKER_SYNTAX = re.compile(
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _LINE_PREFIX = re.compile(r"^\s*(?:>\s*)*(?:#{1,6}\s+|[-*+•]\s+|\d{1,3}[.)]\s+)?")
 _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$")
-# A sentence ends at . ! ? before a space (not inside "14.2" or "e.g.x"); a clause at ; and dashes.
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
+# A clause ends at ; and dashes (sentences are pysbd's: not after "Dr." in "Dr. Vogel", nor inside "14.2").
 _CLAUSE_END = re.compile(r"\s*;\s+|\s+[—–]\s+|\s+-\s+(?=[A-Za-z])")
 _COMMA = re.compile(r",\s+")
 _QUOTED = re.compile(r"`([^`\n]{2,80})`|\"([^\"\n]{2,80})\"|“([^”\n]{2,80})”")
@@ -288,6 +289,17 @@ def _cut_long(clause: str) -> Iterator[str]:
     yield from (piece for piece in _COMMA.split(clause) if piece)
 
 
+@cache
+def _segmenter() -> pysbd.Segmenter:
+    return pysbd.Segmenter(language="en", clean=False)
+
+
+def sentences(line: str) -> list[str]:
+    """The sentences of one line of prose, by pysbd's rules: "Mr. Gitau's house", "St. Peter's",
+    "5 p.m." and "v2.1" stay whole."""
+    return [sentence.strip() for sentence in _segmenter().segment(line) if sentence.strip()] if line.strip() else []
+
+
 def split_clauses(text: str) -> tuple[str, ...]:
     """The clauses of ``text`` in order: its lines (code lines, goal marker lines and table rows
     whole, list and heading marks off), cut into sentences, then at semicolons and dashes, and long ones at commas."""
@@ -310,7 +322,7 @@ def split_clauses(text: str) -> tuple[str, ...]:
         if line.startswith("|"):
             clauses.append(" | ".join(cell.strip() for cell in line.strip("|").split("|") if cell.strip()))
             continue
-        for sentence in _SENTENCE_END.split(line):
+        for sentence in sentences(line):
             for clause in _CLAUSE_END.split(sentence):
                 clauses.extend(piece.strip() for piece in _cut_long(clause.strip()) if piece.strip())
     return tuple(clauses)

@@ -11,7 +11,7 @@ that "last Saturday" still means something once its message has left the context
 *Salience* (``salience_order``) ranks them: the words a clause holds that are rare in the
 conversation (inverse document frequency over the candidates) and new against what is already
 kept (a word kept once weighs a quarter after), for what the clause costs; a specific token
-(a name, a number) counts three times. The order is greedy: each pick lowers the weight of its words
+(a name, a number) counts six times. The order is greedy: each pick lowers the weight of its words
 in the clauses left.
 """
 
@@ -33,7 +33,7 @@ from engine.core.markers import parse_markers
 from engine.core.retention import Fact
 
 # A word of a specific token (a name, a number, an identifier) weighs this much more than another word.
-SPECIFIC_WEIGHT = 3.0
+SPECIFIC_WEIGHT = 6.0
 # A word already kept weighs this much in the clauses that follow: new information goes first.
 KEPT_WEIGHT = 0.25
 # A statement with fewer words of its own than this says too little to keep ("I agree", "so much fun").

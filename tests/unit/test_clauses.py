@@ -80,6 +80,16 @@ def test_clauses_are_sentences_cut_at_semicolons_and_dashes():
     )
 
 
+def test_a_title_or_an_abbreviation_does_not_end_a_sentence():
+    text = "Yes. You carried him from Mr. Gitau's house at 5 p.m. on Friday. Dr. Vogel hired me; v2.1 ships."
+    assert split_clauses(text) == (
+        "Yes.",
+        "You carried him from Mr. Gitau's house at 5 p.m. on Friday.",
+        "Dr. Vogel hired me",
+        "v2.1 ships.",
+    )
+
+
 def test_code_lines_table_rows_and_marker_lines_are_clauses_whole():
     text = (
         "Config:\n```yaml\nimage: node:20-alpine\n\nreplicas: 3\n```\n| name | size |\n|---|---|\n| ng-spot | 4 |\n"
