@@ -29,11 +29,11 @@ def run(engine: Engine, messages, **options) -> tuple[str, Result]:
 def test_the_engine_sends_the_tokens_llama_cpp_would_make_of_the_prompt_text(engine):
     """The prompt goes to llama.cpp as tokens, tokenized once: they must be the ones it builds from the text."""
     prompt, _ = engine.prompt_for([Message("system", "Be brief."), *LONG])
-    llama = engine._contexts["interactive"].llama
-    # llama-cpp-python's rule for a text prompt: the model's BOS if it wants one, then the text, specials parsed.
-    bos = [llama.token_bos()] if llama._model.add_bos_token() else []
     tokens = engine.prompt_tokens(prompt)
-    assert list(tokens) == bos + llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+    # llama.cpp's server given the prompt as text: the tokens it evaluates, and what they read back as.
+    as_text = engine._server.handle_completions({"prompt": prompt, "max_tokens": 1, "temperature": 0.0})
+    assert as_text["usage"]["prompt_tokens"] == len(tokens)
+    assert engine._call("POST", "/detokenize", {"tokens": list(tokens)})["content"] == prompt
     assert engine.prompt_tokens(prompt) is tokens, "a prompt counted once is not tokenized again"
 
 
@@ -124,8 +124,7 @@ def test_a_missing_model_package_is_named(monkeypatch):
 
 def test_background_work_pauses_for_turns_at_most_its_bound(engine):
     """A turn that holds the CPU for long does not starve a summary: past its bound it goes on beside it."""
-    background = engine._contexts["background"].llama
-    bound, background.max_wait = background.max_wait, 0.5
+    bound, engine.background_max_wait = engine.background_max_wait, 0.5
     produced = threading.Event()
     summary = engine.generate(LONG, num_ctx=1024, max_tokens=40, temperature=0.0, priority="background")
 
@@ -141,7 +140,7 @@ def test_background_work_pauses_for_turns_at_most_its_bound(engine):
             assert produced.wait(timeout=60), "the summary waited for the turn past its bound"
         worker.join()
     finally:
-        background.max_wait = bound
+        engine.background_max_wait = bound
 
 
 def test_a_prompt_ending_with_the_assistants_message_continues_it(engine):
