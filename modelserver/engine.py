@@ -22,19 +22,17 @@ from __future__ import annotations
 import http.client
 import importlib.util
 import json
-import queue
-import secrets
-import signal
-import struct
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
+
+from modelserver.native import NativeError, Segment, gguf_metadata, start_server
 
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 PARAMETER_SIZE = "135M"
@@ -112,165 +110,38 @@ class TurnsFirst:
             self._changed.wait_for(lambda: self._turns == 0, timeout=max(0.0, until - time.monotonic()))
 
 
-def gguf_metadata(path: Path) -> dict[str, str]:
-    """The scalar keys of a GGUF file's header (``general.architecture``, ``llama.context_length``…)
-    as text; arrays (the vocabulary) are skipped."""
-    scalars = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
-
-    def read(stream: BinaryIO, fmt: str) -> Any:
-        size = struct.calcsize(fmt)
-        return struct.unpack(fmt, stream.read(size))[0]
-
-    def text(stream: BinaryIO) -> str:
-        return stream.read(read(stream, "<Q")).decode("utf-8", errors="replace")
-
-    def value(stream: BinaryIO, kind: int) -> Any:
-        if kind == 8:
-            return text(stream)
-        if kind == 9:
-            item_kind, count = read(stream, "<I"), read(stream, "<Q")
-            if item_kind in scalars:
-                stream.seek(count * struct.calcsize(scalars[item_kind]), 1)
-            else:
-                for _ in range(count):
-                    value(stream, item_kind)
-            return None
-        return read(stream, scalars[kind])
-
-    found: dict[str, str] = {}
-    with path.open("rb") as stream:
-        if stream.read(4) != b"GGUF":
-            raise EngineError(f"{path} is not a GGUF file")
-        read(stream, "<I")  # version
-        read(stream, "<Q")  # tensors
-        for _ in range(read(stream, "<Q")):
-            key = text(stream)
-            got = value(stream, read(stream, "<I"))
-            if got is not None:
-                found[key] = str(got).lower() if isinstance(got, bool) else str(got)
-    return found
-
-
-_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
-def _python_signal_handlers() -> dict[int, Any]:
-    return {signum: signal.getsignal(signum) for signum in _SIGNALS}
-
-
-def _restore_signal_handlers(handlers: dict[int, Any]) -> None:
-    """Python's handlers back, over those llama.cpp's server installs (which would stop its loop, not
-    the process); only the main thread may set them, and only it needs to."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    for signum, handler in handlers.items():
-        if handler is not None:
-            signal.signal(signum, handler)
-
-
 @dataclass
 class _Context:
     slot: int
     lock: threading.Lock
 
 
-class _Segment:
-    """One streamed completion on the server, run in a thread of its own: its chunks reach the
-    generation through a queue. With ``handoff`` the server's stream waits until the generation has
-    taken each chunk, so that a pause decided at the next chunk holds back everything after it."""
-
-    _END = object()
-
-    def __init__(
-        self, run: Callable[[Callable[[Any], bool]], Any], *, stop_if: Callable[[], bool], handoff: bool
-    ) -> None:
-        self._chunks: queue.Queue[Any] = queue.Queue()
-        self._taken = threading.Semaphore(0)
-        self._handoff = handoff
-        self._stop_if = stop_if
-        self.stopped = False  # by ``stop_if``, not by the end of the reply
-        self._closing = False
-        self._thread = threading.Thread(target=self._run, args=(run,), daemon=True)
-        self._thread.start()
-
-    def _run(self, run: Callable[[Callable[[Any], bool]], Any]) -> None:
-        try:
-            run(self._on_chunk)
-        except Exception as exc:  # handed to the generation, which raises it
-            self._chunks.put(exc)
-        finally:
-            self._chunks.put(self._END)
-
-    def _on_chunk(self, chunk: Any) -> bool:
-        """Called by the server for each chunk; True stops (and cancels) the completion."""
-        if self._closing:
-            return True
-        if self._stop_if():
-            self.stopped = True
-            return True
-        self._chunks.put(chunk)
-        if self._handoff:
-            self._taken.acquire()
-        return self._closing
-
-    def __iter__(self) -> Iterator[Any]:
-        while True:
-            chunk = self._chunks.get()
-            if chunk is self._END:
-                return
-            if isinstance(chunk, Exception):
-                raise EngineError(f"the model failed: {chunk}") from chunk
-            yield chunk
-            if self._handoff:
-                self._taken.release()
-
-    def close(self) -> None:
-        self._closing = True
-        self._taken.release()
-        self._thread.join()
-
-
 class Engine:
     """The bundled model; ``n_ctx`` is the most any request may use."""
 
-    def __init__(self, *, n_ctx: int = 8192, n_threads: int | None = None, background_max_wait: float = 15.0) -> None:
-        import xllamacpp  # imported here: loading the native library needs a CPU it supports
-
-        path = bundled_model_path()
+    def __init__(
+        self,
+        *,
+        n_ctx: int = 8192,
+        n_threads: int | None = None,
+        background_max_wait: float = 15.0,
+        model_path: Path | None = None,
+        chat_template: str | None = None,
+    ) -> None:
+        """``model_path`` and ``chat_template`` (for a GGUF without one) are the benchmarks' only."""
+        path = model_path or bundled_model_path()
         self.n_ctx = n_ctx
         self.n_threads = n_threads
         self.background_max_wait = background_max_wait
         self.gate = TurnsFirst()
-        self.metadata: dict[str, str] = gguf_metadata(path)
-        params = xllamacpp.CommonParams()
-        params.model.path = str(path)
-        # One slot per priority, each with ``n_ctx`` of its own (the server divides its context among them).
-        params.n_parallel = len(SLOTS)
-        params.n_ctx = n_ctx * len(SLOTS)
-        params.kv_unified = False
-        if n_threads:
-            params.cpuparams.n_threads = n_threads
-            params.cpuparams_batch.n_threads = n_threads
-        params.sampling.seed = DEFAULT_SEED
-        # Each slot reuses the prefix it last evaluated (``cache_prompt``). No prompt-state cache in RAM
-        # besides: its saves delayed every reply's end and its memory was not bounded by what it saved.
-        params.cache_ram_mib = 0
-        params.ctx_shift = False
-        params.ui = False
-        params.verbosity = -1
-        # The server also listens over HTTP (its tokenizer and template are reached only there): on the
-        # loopback, on a free port, and only for who knows this process's key.
-        params.hostnames = ["127.0.0.1"]
-        params.port = 0
-        self._key = secrets.token_urlsafe(32)
-        params.api_keys = [self._key]
-        handlers = _python_signal_handlers()
         try:
-            self._server: Any = xllamacpp.Server(params)
-        except RuntimeError as exc:
+            self.metadata: dict[str, str] = gguf_metadata(path)
+            # One slot per priority, each with ``n_ctx`` of its own.
+            self._server, self._key = start_server(
+                path, n_ctx=n_ctx, n_threads=n_threads, slots=len(SLOTS), seed=DEFAULT_SEED, chat_template=chat_template
+            )
+        except (OSError, NativeError) as exc:
             raise EngineError(f"the bundled model could not be loaded: {exc}") from exc
-        finally:
-            _restore_signal_handlers(handlers)  # llama.cpp's server sets its own for SIGINT and SIGTERM
         address = urlsplit(self._server.listening_address)
         self._address = (address.hostname or "127.0.0.1", int(address.port or 0))
         self._local = threading.local()
@@ -432,9 +303,9 @@ class Engine:
             def stopped() -> bool:
                 return (cancel is not None and cancel.is_set()) or paused()
 
-            def segment(prompt_tokens: list[int], most: int) -> _Segment:
+            def segment(prompt_tokens: list[int], most: int) -> Segment:
                 body = {**request, "prompt": prompt_tokens, "max_tokens": most}
-                return _Segment(
+                return Segment(
                     lambda on_chunk: self._server.handle_completions(body, on_chunk),
                     stop_if=stopped,
                     handoff=background,
@@ -479,6 +350,8 @@ class Engine:
                                 completion_tokens = before + int(usage["completion_tokens"])
                         if choice.get("text"):
                             yield choice["text"]
+                except NativeError as exc:
+                    raise EngineError(str(exc)) from exc
                 finally:
                     running.close()
                 if finished:
