@@ -336,6 +336,8 @@ class Engine:
                 finished = False
                 try:
                     for chunk in running:
+                        if cancel is not None and cancel.is_set():
+                            break  # what the server sent after that is not the reply's
                         if "error" in chunk or "choices" not in chunk:
                             raise EngineError(f"the model failed: {chunk.get('error') or chunk}")
                         choice = chunk["choices"][0]
