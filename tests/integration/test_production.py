@@ -246,11 +246,41 @@ def test_make_run_and_the_image_start_with_the_same_script():
         "manage.py migrate",
         "manage.py collectstatic",
         "manage.py first_run",
+        # llama.cpp's OpenMP runtime, named when it is missing, before the model server would die on it.
+        "grep -q 'libgomp\\.so\\.1'",
         '-m modelserver --supervise --port "$port" &',
         '"$BIN/daphne"',
     ]
     positions = [script.index(step) for step in steps]
     assert positions == sorted(positions)
+
+
+def test_without_the_openmp_runtime_the_start_says_what_to_install(tmp_path):
+    """llama.cpp (the xllamacpp wheel) links libgomp.so.1: a system without it gets told, not a model
+    server that dies at every restart. ``ldconfig`` here knows no library; the app's steps are no-ops."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    for name in ("ldconfig", "python"):
+        (fake / name).write_text("#!/bin/sh\nexit 0\n")
+        (fake / name).chmod(0o755)
+    started = subprocess.run(
+        ["sh", str(ROOT / "scripts/serve.sh")],
+        env={
+            **os.environ,
+            "PATH": f"{fake}:{os.environ['PATH']}",
+            "PYTHON": str(fake / "python"),
+            "OLLM_LLM_BACKEND": "auto",
+            "OLLM_START_MODEL_SERVER": "1",
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert started.returncode == 1
+    assert "libgomp.so.1" in started.stderr
+    assert "apt-get install libgomp1" in started.stderr
+    assert "OLLM_LLM_BACKEND=ollama" in started.stderr
 
 
 def test_the_dockerfile_builds_what_make_run_installs():
