@@ -114,6 +114,17 @@ class TurnsFirst:
 class _Context:
     slot: int
     lock: threading.Lock
+    # The tokens the slot last evaluated (as far as the engine knows): the prefix a new prompt reuses.
+    held: tuple[int, ...] = ()
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 class Engine:
@@ -313,8 +324,10 @@ class Engine:
 
             # The tokens, not the text: llama.cpp would tokenize the text again, the same way.
             if background:
-                # The prompt in chunks, each cached in the slot, giving way to turns between them.
-                for end in range(BACKGROUND_CHUNK_TOKENS, len(tokens), BACKGROUND_CHUNK_TOKENS):
+                # The prompt's new part in chunks, each cached in the slot, giving way to turns between
+                # them (the sampled token that ends each chunk's request costs no evaluation).
+                reused = _common_prefix(tokens, context.held)
+                for end in range(reused + BACKGROUND_CHUNK_TOKENS, len(tokens), BACKGROUND_CHUNK_TOKENS):
                     self.gate.wait_for_turns(until=pause_until)
                     if cancel is not None and cancel.is_set():
                         break
@@ -324,6 +337,7 @@ class Engine:
                             pass
                     finally:
                         chunk.close()
+                    context.held = tokens[:end]
             sampled: list[int] = []
             first_token_at: float | None = None
             done_reason = "stop"
@@ -332,6 +346,7 @@ class Engine:
                 if background:
                     self.gate.wait_for_turns(until=pause_until)
                 before = len(sampled)
+                context.held = ()  # until the segment is over
                 running = segment([*tokens, *sampled], budget - before)
                 finished = False
                 try:
@@ -356,6 +371,7 @@ class Engine:
                     raise EngineError(str(exc)) from exc
                 finally:
                     running.close()
+                    context.held = (*tokens, *sampled)
                 if finished:
                     break
                 if cancel is not None and cancel.is_set():
