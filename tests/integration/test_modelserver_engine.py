@@ -152,3 +152,30 @@ def test_a_prompt_ending_with_the_assistants_message_continues_it(engine):
     assert started.startswith(fresh)
     text, _ = run(engine, [*question, Message("assistant", "1, 2, 3,")], max_tokens=8)
     assert text.lstrip().startswith("4")
+
+
+@pytest.mark.parametrize("priority", ["interactive", "background"])
+def test_a_returning_conversation_does_not_evaluate_its_prefix_again(engine, monkeypatch, priority):
+    """Each slot keeps the prompt it last evaluated (llama.cpp's ``cache_prompt``): the next turn of the same
+    conversation evaluates only what is new, for a turn as for background work."""
+    evaluated: list[int] = []
+    server = engine._server
+
+    class Recording:
+        def handle_completions(self, body, callback):
+            def record(chunk):
+                if chunk.get("timings"):
+                    evaluated.append(chunk["timings"]["prompt_n"])
+                return callback(chunk)
+
+            return server.handle_completions(body, record)
+
+    monkeypatch.setattr(engine, "_server", Recording())
+    first = [Message("system", f"Be brief ({priority}). " * 40), Message("user", "Name a colour.")]
+    _, before = run(engine, first, max_tokens=4, priority=priority)
+    assert evaluated, "the recording saw the generation"
+    evaluated.clear()
+    _, after = run(
+        engine, [*first, Message("assistant", "Blue."), Message("user", "Another.")], max_tokens=4, priority=priority
+    )
+    assert sum(evaluated) <= after.prompt_tokens - before.prompt_tokens + 1, evaluated
