@@ -19,6 +19,7 @@ uses.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import importlib.util
 import json
@@ -44,6 +45,9 @@ TOKENIZED_PROMPTS_KEPT = 8
 # tokens of its reply: small enough that a turn shares the CPU little with the chunk in progress
 # (docs/benchmarks.md, "Figures behind choices").
 BACKGROUND_CHUNK_TOKENS = 64
+
+# Connections to the server's own HTTP endpoints (counts, template) kept open; its HTTP threads are more.
+HTTP_CONNECTIONS = 4
 
 Priority = Literal["interactive", "background"]
 # The server's slot of each priority.
@@ -149,13 +153,20 @@ class Engine:
             self.metadata: dict[str, str] = gguf_metadata(path)
             # One slot per priority, each with ``n_ctx`` of its own.
             self._server, self._key = start_server(
-                path, n_ctx=n_ctx, n_threads=n_threads, slots=len(SLOTS), seed=DEFAULT_SEED, chat_template=chat_template
+                path,
+                n_ctx=n_ctx,
+                n_threads=n_threads,
+                slots=len(SLOTS),
+                seed=DEFAULT_SEED,
+                chat_template=chat_template,
+                http_threads=2 * HTTP_CONNECTIONS,
             )
         except (OSError, NativeError) as exc:
             raise EngineError(f"the bundled model could not be loaded: {exc}") from exc
         address = urlsplit(self._server.listening_address)
         self._address = (address.hostname or "127.0.0.1", int(address.port or 0))
-        self._local = threading.local()
+        self._connections: list[http.client.HTTPConnection] = []
+        self._connections_free = threading.BoundedSemaphore(HTTP_CONNECTIONS)
         self._contexts: dict[Priority, _Context] = {
             priority: _Context(slot, threading.Lock()) for priority, slot in SLOTS.items()
         }
@@ -181,30 +192,40 @@ class Engine:
         del server  # the server's main loop stops and the model is freed
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        """The server's own HTTP endpoint ``path``, over this thread's connection."""
-        for attempt in range(2):
-            connection: http.client.HTTPConnection | None = getattr(self._local, "connection", None)
-            if connection is None:
-                connection = self._local.connection = http.client.HTTPConnection(*self._address, timeout=60)
-            try:
-                connection.request(
-                    method,
-                    path,
-                    json.dumps(body) if body is not None else None,
-                    {"Content-Type": "application/json", "Authorization": f"Bearer {self._key}"},
-                )
-                response = connection.getresponse()
-                data = response.read()
-            except (OSError, http.client.HTTPException):
-                connection.close()
-                self._local.connection = None
-                if attempt:
-                    raise
-                continue
-            if response.status != 200:
-                raise EngineError(f"the model server's {path} answered {response.status}: {data[:200]!r}")
-            return json.loads(data)
-        raise AssertionError("unreachable")
+        """The server's own HTTP endpoint ``path``. Its HTTP threads each serve one kept-alive connection
+        at a time: the engine keeps at most ``HTTP_CONNECTIONS`` of them, fewer than those threads, and
+        every caller takes one in turn (a connection per caller's thread would hold them all)."""
+        self._connections_free.acquire()
+        connection: http.client.HTTPConnection | None = None
+        try:
+            with contextlib.suppress(IndexError):
+                connection = self._connections.pop()
+            for attempt in range(2):
+                if connection is None:
+                    connection = http.client.HTTPConnection(*self._address, timeout=60)
+                try:
+                    connection.request(
+                        method,
+                        path,
+                        json.dumps(body) if body is not None else None,
+                        {"Content-Type": "application/json", "Authorization": f"Bearer {self._key}"},
+                    )
+                    response = connection.getresponse()
+                    data = response.read()
+                except (OSError, http.client.HTTPException):
+                    connection.close()  # the server closed a connection idle too long: open another
+                    connection = None
+                    if attempt:
+                        raise
+                    continue
+                if response.status != 200:
+                    raise EngineError(f"the model server's {path} answered {response.status}: {data[:200]!r}")
+                return json.loads(data)
+            raise AssertionError("unreachable")
+        finally:
+            if connection is not None:
+                self._connections.append(connection)
+            self._connections_free.release()
 
     def prompt_for(self, messages: Sequence[Message]) -> tuple[str, list[str]]:
         """The exact prompt text the chat template makes of ``messages``, and its stop strings. A

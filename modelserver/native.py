@@ -130,7 +130,14 @@ class Segment:
 
 
 def start_server(
-    path: Path, *, n_ctx: int, n_threads: int | None, slots: int, seed: int, chat_template: str | None = None
+    path: Path,
+    *,
+    n_ctx: int,
+    n_threads: int | None,
+    slots: int,
+    seed: int,
+    chat_template: str | None = None,
+    http_threads: int = 8,
 ) -> tuple[Any, str]:
     """llama.cpp's server (xllamacpp) on the GGUF file at ``path``, with ``slots`` slots of ``n_ctx``
     tokens each, and the key its HTTP endpoints want."""
@@ -157,6 +164,7 @@ def start_server(
     # loopback, on a free port, and only for who knows this process's key.
     params.hostnames = ["127.0.0.1"]
     params.port = 0
+    params.n_threads_http = http_threads
     key = secrets.token_urlsafe(32)
     params.api_keys = [key]
     handlers = python_signal_handlers()
