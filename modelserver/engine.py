@@ -374,8 +374,10 @@ class Engine:
                     for chunk in running:
                         if cancel is not None and cancel.is_set():
                             break  # what the server sent after that is not the reply's
-                        if "error" in chunk or "choices" not in chunk:
+                        if "choices" not in chunk:  # llama.cpp's error object
                             raise EngineError(f"the model failed: {chunk.get('error') or chunk}")
+                        if not chunk["choices"]:
+                            continue
                         choice = chunk["choices"][0]
                         if first_token_at is None:
                             first_token_at = time.perf_counter()
