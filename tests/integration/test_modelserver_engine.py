@@ -26,7 +26,7 @@ def run(engine: Engine, messages, **options) -> tuple[str, Result]:
     return "".join(p for p in parts[:-1] if isinstance(p, str)), result
 
 
-def test_the_engine_sends_the_tokens_llama_cpp_would_make_of_the_prompt_text(engine):
+def test_the_engine_sends_the_tokens_llama_cpp_makes_of_the_prompt_text(engine):
     """The prompt goes to llama.cpp as tokens, tokenized once: they must be the ones it builds from the text."""
     prompt, _ = engine.prompt_for([Message("system", "Be brief."), *LONG])
     tokens = engine.prompt_tokens(prompt)
