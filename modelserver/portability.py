@@ -1,10 +1,12 @@
 """What the bundled inference library may ask of a CPU: x86-64 with AVX2 (x86-64-v3), nothing more.
 
-llama.cpp's default build (``-march=native``) compiles whatever the building CPU
+llama.cpp built for the building CPU (``-march=native``) holds whatever that CPU
 has: AVX-512 and AMX on a recent Xeon, which dies with SIGILL on a CPU or a
-hypervisor without them. The Makefile builds with ``-DGGML_NATIVE=OFF``; these
-checks look at the machine code itself, so an AMD machine catches what only an
-Intel one would show.
+hypervisor without them. The xllamacpp wheel is built with ``GGML_NATIVE=OFF``
+for AVX2, FMA, F16C and BMI2, in one library with no variants chosen at run
+time; these checks look at its machine code itself (``python -m
+modelserver.portability WHEEL`` before a new version is pinned), so an AMD
+machine catches what only an Intel one would show.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from pathlib import Path
 # Registers only AVX-512 (zmm) and AMX (tmm, and the tile instructions) use, as objdump's
 # AT&T syntax prints them; each matching line is one instruction.
 BEYOND_BASELINE = {"AVX-512": re.compile(r"%zmm\d"), "AMX": re.compile(r"%tmm\d|\btile(?:zero|loadd|stored|release)\b")}
-# What the inference library needs: the flags of /proc/cpuinfo the AVX2 build uses.
-REQUIRED_CPU_FLAGS = ("avx", "avx2", "fma", "f16c")
+# What the inference library needs: the flags of /proc/cpuinfo its build uses (xllamacpp's
+# ``get_system_info()`` lists them; a hypervisor may offer AVX2 and hide BMI2).
+REQUIRED_CPU_FLAGS = ("avx", "avx2", "fma", "f16c", "bmi2")
 
 
 def beyond_baseline(library: Path) -> dict[str, int]:
@@ -41,7 +44,7 @@ def native_libraries(package_dir: Path) -> list[Path]:
 def violations(libraries: Iterable[Path]) -> dict[str, dict[str, int]]:
     """Each library that holds instructions beyond the baseline, with their counts.
 
-    A wheel holds ``libggml.so``, ``.so.0`` and ``.so.0.25.3`` as three copies of one file:
+    A wheel may hold ``libggml.so``, ``.so.0`` and ``.so.0.25.3`` as three copies of one file:
     each content is disassembled once."""
     found: dict[str, dict[str, int]] = {}
     seen: set[str] = set()

@@ -23,6 +23,14 @@ fi
 # of the native library costs one reply, never this web server.
 model_server=""
 if [ "${OLLM_START_MODEL_SERVER:-1}" = "1" ] && [ "${OLLM_LLM_BACKEND:-auto}" != "ollama" ]; then
+    # llama.cpp (the xllamacpp wheel) links the system's OpenMP runtime: say so plainly when it is missing,
+    # rather than let the model server die on an ImportError at every restart.
+    if ! { ldconfig -p 2>/dev/null || /sbin/ldconfig -p 2>/dev/null; } | grep -q 'libgomp\.so\.1'; then
+        echo "The bundled model needs the OpenMP runtime (libgomp.so.1), which this system lacks." >&2
+        echo "Install it (Debian/Ubuntu: sudo apt-get install libgomp1; Fedora: sudo dnf install libgomp)," >&2
+        echo "or use Ollama instead: OLLM_LLM_BACKEND=ollama make run" >&2
+        exit 1
+    fi
     url="${OLLM_MODEL_SERVER_URL:-http://127.0.0.1:11435}"
     port="${url##*:}"
     port="${port%%/*}"

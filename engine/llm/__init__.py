@@ -1,6 +1,6 @@
 """The LLM gateway: every chat reply, summary and aging call of the product goes through here.
 
-Nothing else imports ``ollama``; ``llama_cpp`` runs only in the model server (``modelserver``).
+Nothing else imports ``ollama``; llama.cpp (``xllamacpp``) runs only in the model server (``modelserver``).
 """
 
 from __future__ import annotations

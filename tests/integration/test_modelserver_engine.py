@@ -26,14 +26,14 @@ def run(engine: Engine, messages, **options) -> tuple[str, Result]:
     return "".join(p for p in parts[:-1] if isinstance(p, str)), result
 
 
-def test_the_engine_sends_the_tokens_llama_cpp_would_make_of_the_prompt_text(engine):
+def test_the_engine_sends_the_tokens_llama_cpp_makes_of_the_prompt_text(engine):
     """The prompt goes to llama.cpp as tokens, tokenized once: they must be the ones it builds from the text."""
     prompt, _ = engine.prompt_for([Message("system", "Be brief."), *LONG])
-    llama = engine._contexts["interactive"].llama
-    # llama-cpp-python's rule for a text prompt: the model's BOS if it wants one, then the text, specials parsed.
-    bos = [llama.token_bos()] if llama._model.add_bos_token() else []
     tokens = engine.prompt_tokens(prompt)
-    assert list(tokens) == bos + llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+    # llama.cpp's server given the prompt as text: the tokens it evaluates, and what they read back as.
+    as_text = engine._server.handle_completions({"prompt": prompt, "max_tokens": 1, "temperature": 0.0})
+    assert as_text["usage"]["prompt_tokens"] == len(tokens)
+    assert engine._call("POST", "/detokenize", {"tokens": list(tokens)})["content"] == prompt
     assert engine.prompt_tokens(prompt) is tokens, "a prompt counted once is not tokenized again"
 
 
@@ -87,8 +87,10 @@ def test_generations_on_one_context_are_serialized(engine, monkeypatch):
     assert (counting.entries, counting.most) == (3, 1)
 
 
-def test_background_work_waits_while_a_turn_is_in_flight(engine):
+def test_background_work_waits_while_a_turn_is_in_flight(engine, monkeypatch):
     """A summary in progress makes no progress while a turn is generating: the turn has the CPU."""
+    # Within its bound (the next test's subject), whatever the turn takes on a machine others load.
+    monkeypatch.setattr(engine, "background_max_wait", 600.0)
     background_tokens = 0
     turn_started = threading.Event()
     during_turn: list[int] = []
@@ -124,8 +126,7 @@ def test_a_missing_model_package_is_named(monkeypatch):
 
 def test_background_work_pauses_for_turns_at_most_its_bound(engine):
     """A turn that holds the CPU for long does not starve a summary: past its bound it goes on beside it."""
-    background = engine._contexts["background"].llama
-    bound, background.max_wait = background.max_wait, 0.5
+    bound, engine.background_max_wait = engine.background_max_wait, 0.5
     produced = threading.Event()
     summary = engine.generate(LONG, num_ctx=1024, max_tokens=40, temperature=0.0, priority="background")
 
@@ -141,7 +142,7 @@ def test_background_work_pauses_for_turns_at_most_its_bound(engine):
             assert produced.wait(timeout=60), "the summary waited for the turn past its bound"
         worker.join()
     finally:
-        background.max_wait = bound
+        engine.background_max_wait = bound
 
 
 def test_a_prompt_ending_with_the_assistants_message_continues_it(engine):
@@ -153,3 +154,30 @@ def test_a_prompt_ending_with_the_assistants_message_continues_it(engine):
     assert started.startswith(fresh)
     text, _ = run(engine, [*question, Message("assistant", "1, 2, 3,")], max_tokens=8)
     assert text.lstrip().startswith("4")
+
+
+@pytest.mark.parametrize("priority", ["interactive", "background"])
+def test_a_returning_conversation_does_not_evaluate_its_prefix_again(engine, monkeypatch, priority):
+    """Each slot keeps the prompt it last evaluated (llama.cpp's ``cache_prompt``): the next turn of the same
+    conversation evaluates only what is new, for a turn as for background work."""
+    evaluated: list[int] = []
+    server = engine._server
+
+    class Recording:
+        def handle_completions(self, body, callback):
+            def record(chunk):
+                if chunk.get("timings"):
+                    evaluated.append(chunk["timings"]["prompt_n"])
+                return callback(chunk)
+
+            return server.handle_completions(body, record)
+
+    monkeypatch.setattr(engine, "_server", Recording())
+    first = [Message("system", f"Be brief ({priority}). " * 40), Message("user", "Name a colour.")]
+    _, before = run(engine, first, max_tokens=4, priority=priority)
+    assert evaluated, "the recording saw the generation"
+    evaluated.clear()
+    _, after = run(
+        engine, [*first, Message("assistant", "Blue."), Message("user", "Another.")], max_tokens=4, priority=priority
+    )
+    assert sum(evaluated) <= after.prompt_tokens - before.prompt_tokens + 1, evaluated
