@@ -109,6 +109,12 @@ def _day_start(day: date) -> datetime:
     return timezone.make_aware(datetime.combine(day, time.min))
 
 
+def _before_day_after(day: date | None) -> datetime | None:
+    """The bound of an ``until`` filter: the start of the day after ``day``; None (no bound) when there
+    is no filter, or when ``day`` is the last day a date can hold (9999-12-31), which has no day after."""
+    return None if day is None or day == date.max else _day_start(day + timedelta(days=1))
+
+
 def _filtered(documents: QuerySet[SearchDocument], filters: SearchFilters) -> QuerySet[SearchDocument]:
     if filters.session is not None:
         documents = documents.filter(session_id=filters.session)
@@ -117,8 +123,8 @@ def _filtered(documents: QuerySet[SearchDocument], filters: SearchFilters) -> Qu
         documents = documents.filter(session__model=storable_text(filters.model))
     if filters.since is not None:
         documents = documents.filter(created_at__gte=_day_start(filters.since))
-    if filters.until is not None:
-        documents = documents.filter(created_at__lt=_day_start(filters.until + timedelta(days=1)))
+    if (until := _before_day_after(filters.until)) is not None:
+        documents = documents.filter(created_at__lt=until)
     if filters.role:
         documents = documents.filter(kind=SearchDocument.Kind.MESSAGE, role=filters.role)
     if filters.kind:
@@ -190,8 +196,7 @@ class _SqliteMatches:
             where("s.model = %s", storable_text(filters.model))
         if filters.since is not None:
             where("d.created_at >= %s", connection.ops.adapt_datetimefield_value(_day_start(filters.since)))
-        if filters.until is not None:
-            until = _day_start(filters.until + timedelta(days=1))
+        if (until := _before_day_after(filters.until)) is not None:
             where("d.created_at < %s", connection.ops.adapt_datetimefield_value(until))
         if filters.role:
             where("d.kind = %s AND d.role = %s", SearchDocument.Kind.MESSAGE.value, filters.role)
@@ -385,6 +390,6 @@ def sessions_matching(*, user: Any | None, query: str, filters: SearchFilters | 
         sessions = sessions.filter(model=filters.model)
     if filters.since is not None:
         sessions = sessions.filter(last_activity__gte=_day_start(filters.since))
-    if filters.until is not None:
-        sessions = sessions.filter(created_at__lt=_day_start(filters.until + timedelta(days=1)))
+    if (until := _before_day_after(filters.until)) is not None:
+        sessions = sessions.filter(created_at__lt=until)
     return sessions.order_by("created_at")

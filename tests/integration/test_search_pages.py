@@ -258,3 +258,15 @@ def test_a_capped_search_says_so_on_the_page_and_in_the_api(client, user, sessio
     assert "3 matches ·" in html
     assert "+ matches" not in html
     assert client.get("/api/search", {"q": "login"}).json()["total_is_capped"] is False
+
+
+@pytest.mark.parametrize("day", ["0001-01-01", "9999-12-31"])
+def test_the_first_and_last_days_a_date_can_hold_filter_without_a_500(client, user, sessions, day):
+    # 9999-12-31 has no day after it: as "until" it sets no bound, so everything matches.
+    client.force_login(user)
+    expected = 3 if day == "9999-12-31" else 0
+    assert client.get("/api/search", {"q": "login", "until": day}).json()["total"] == expected
+    assert client.get("/api/search", {"q": "login", "since": day}).json()["total"] == 3 - expected
+    for page in ("/search/", "/search/export/"):
+        assert client.get(page, {"q": "login", "until": day}).status_code == 200
+        assert client.get(page, {"q": "login", "since": day}).status_code == 200

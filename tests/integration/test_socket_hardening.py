@@ -219,3 +219,16 @@ async def test_a_trusted_origin_from_the_settings_is_accepted(small_session, use
     assert not await opened(small_session.pk, user, origin="https://chat.example.com:8443", host="127.0.0.1:8000")
     assert not await opened(small_session.pk, user, origin="https://example.org", host="127.0.0.1:8000")
     assert not await opened(small_session.pk, user, origin="https://evilexample.org", host="127.0.0.1:8000")
+
+
+@pytest.mark.parametrize(
+    "path", ["/ws/", "/ws/sessions/xyz/", "/nowhere", "/ws/sessions/00000000-0000-0000-0000-000000000000/x/"]
+)
+async def test_an_unknown_socket_path_is_refused_with_4404_not_an_error(user, path):
+    from ollm_site.asgi import application
+
+    headers = [(b"cookie", await sync_to_async(session_cookie)(user)), (b"origin", b"http://testserver")]
+    communicator = WebsocketCommunicator(application, path, headers=headers)
+    connected, code = await communicator.connect(timeout=SOCKET_TIMEOUT)
+    await communicator.disconnect()
+    assert (connected, code) == (False, 4404)
