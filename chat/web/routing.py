@@ -6,7 +6,7 @@ from django.urls import path, re_path
 from chat.web.consumers import ChatConsumer
 
 
-class NoSuchSocket(AsyncWebsocketConsumer):
+class NoSuchSocket(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels ships no type hints
     """Any other websocket path: refused with 4404 (no route would be an error page of the server's)."""
 
     async def connect(self) -> None:
