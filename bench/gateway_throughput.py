@@ -41,7 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from model_server import BenchModelServer
+from model_server import BENCH_SEED, BenchModelServer
 from report import Report
 
 from engine.llm.embedded import MODEL_NAME, EmbeddedBackend
@@ -180,7 +180,7 @@ def main() -> int:
         backend = EmbeddedBackend(host=server.url)
         gateway = Gateway(mode="embedded", embedded=backend, ollama=None)
         server_threads = server.threads_used()
-        engine = Engine(n_ctx=N_CTX, n_threads=server_threads)
+        engine = Engine(n_ctx=N_CTX, n_threads=server_threads, seed=BENCH_SEED)
         text, stops = engine.prompt_for([Message(m.role, m.content) for m in MESSAGES])
         prompt = list(engine.prompt_tokens(text))
         served_prompt = backend.count_prompt_tokens(MESSAGES)

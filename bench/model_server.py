@@ -30,6 +30,9 @@ from engine.llm.embedded import MODEL_NAME  # noqa: E402
 from tests.support.model_server import Served, free_port  # noqa: E402
 from tests.support.timing import wait_until  # noqa: E402
 
+# Repeatable replies: a request that sets no seed gets this one.
+BENCH_SEED = 1234
+
 # The server logs the threads it settled on ("... (2 threads, context 8192, pid 123)").
 THREADS_LOGGED = re.compile(r"\((\d+) threads, context")
 
@@ -49,7 +52,7 @@ class BenchModelServer:
     def start(self) -> BenchModelServer:
         command = [
             sys.executable, "-m", "modelserver", "--test-controls", "--port", str(self.port),
-            "--n-ctx", str(self.n_ctx), "--name", MODEL_NAME,
+            "--n-ctx", str(self.n_ctx), "--name", MODEL_NAME, "--seed", str(BENCH_SEED),
         ]  # fmt: skip
         if self.threads is not None:
             command += ["--threads", str(self.threads)]

@@ -76,6 +76,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from model_server import BENCH_SEED  # noqa: E402
 from report import Report  # noqa: E402
 
 from engine.core.aging import Level  # noqa: E402
@@ -163,7 +164,9 @@ def worker(key: str, n_ctx: int) -> None:
     path = engine_module.bundled_model_path() if key == "smollm2" else gemma_gguf()
     started = time.perf_counter()
     # A GGUF without ``tokenizer.chat_template`` (Gemma's) gets the benchmark's.
-    engine = engine_module.Engine(n_ctx=n_ctx, n_threads=THREADS, model_path=path, chat_template=variant.template)
+    engine = engine_module.Engine(
+        n_ctx=n_ctx, n_threads=THREADS, model_path=path, chat_template=variant.template, seed=BENCH_SEED
+    )
     load_seconds = time.perf_counter() - started
     rss, peak = _rss_mib()
     answers.write(

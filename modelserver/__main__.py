@@ -66,6 +66,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         default=float(os.environ.get("OLLM_BACKGROUND_MAX_WAIT_SECONDS", "15")),
         help="the longest a summary pauses for chat turns in all (seconds)",
     )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=int(os.environ["OLLM_MODEL_SEED"]) if os.environ.get("OLLM_MODEL_SEED") else None,
+        help="the seed of every request that sets none (default: a fresh one per request)",
+    )
     parser.add_argument("--test-controls", action="store_true", help="accept the tests' /_test/ requests")
     parser.add_argument("--supervise", action="store_true", help="run the server as a child and restart it")
     args = parser.parse_args(argv)
@@ -135,7 +141,9 @@ def serve(args: argparse.Namespace) -> int:
 
     threads = args.threads or physical_cores()
     try:
-        engine = Engine(n_ctx=args.n_ctx, n_threads=threads, background_max_wait=args.background_max_wait)
+        engine = Engine(
+            n_ctx=args.n_ctx, n_threads=threads, background_max_wait=args.background_max_wait, seed=args.seed
+        )
     except EngineError as exc:
         logger.error("%s", exc)
         return CANNOT_SERVE

@@ -23,6 +23,7 @@ import contextlib
 import http.client
 import importlib.util
 import json
+import secrets
 import threading
 import time
 from collections import OrderedDict
@@ -38,7 +39,8 @@ from modelserver.native import NativeError, Segment, gguf_metadata, start_server
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 PARAMETER_SIZE = "135M"
 QUANTIZATION = "Q4_1"
-DEFAULT_SEED = 1234
+# The native server's own default seed, which no request uses: each names its own (``Engine._seed_for``).
+NATIVE_SEED = 1234
 # Prompts whose tokens are remembered: the app counts a prompt, then sends it.
 TOKENIZED_PROMPTS_KEPT = 8
 # Background work gives way to a turn between chunks of this many prompt tokens, and between the
@@ -142,12 +144,15 @@ class Engine:
         background_max_wait: float = 15.0,
         model_path: Path | None = None,
         chat_template: str | None = None,
+        seed: int | None = None,
     ) -> None:
-        """``model_path`` and ``chat_template`` (for a GGUF without one) are the benchmarks' only."""
+        """``seed``: the seed of a request that sets none (None: a fresh one for each, as Ollama does).
+        ``model_path`` and ``chat_template`` (for a GGUF without one) are the benchmarks' only."""
         path = model_path or bundled_model_path()
         self.n_ctx = n_ctx
         self.n_threads = n_threads
         self.background_max_wait = background_max_wait
+        self.seed = seed
         self.gate = TurnsFirst()
         try:
             self.metadata: dict[str, str] = gguf_metadata(path)
@@ -157,7 +162,7 @@ class Engine:
                 n_ctx=n_ctx,
                 n_threads=n_threads,
                 slots=len(SLOTS),
-                seed=DEFAULT_SEED,
+                seed=NATIVE_SEED,
                 chat_template=chat_template,
                 http_threads=2 * HTTP_CONNECTIONS,
             )
@@ -273,6 +278,13 @@ class Engine:
         # A character split between two tokens is dropped, as a stream cut there would show it.
         return cut.rstrip("\ufffd"), max_tokens
 
+    def _seed_for(self, seed: int | None) -> int:
+        """The request's seed, else the engine's, else a fresh one (kept for the whole generation, which
+        may resume after a pause)."""
+        if seed is not None:
+            return seed
+        return self.seed if self.seed is not None else secrets.randbits(31)
+
     def generate(
         self,
         messages: Sequence[Message],
@@ -284,7 +296,7 @@ class Engine:
         top_p: float = 0.9,
         repeat_penalty: float = 1.1,
         repeat_last_n: int = 64,
-        seed: int = DEFAULT_SEED,
+        seed: int | None = None,
         stop: Sequence[str] = (),
         priority: Priority = "interactive",
         cancel: threading.Event | None = None,
@@ -295,8 +307,8 @@ class Engine:
 
         The sampling arguments are Ollama's options of those names, with Ollama's defaults (min_p is
         Ollama's 0 too, not llama.cpp's 0.05). ``repeat_penalty`` applies to the last ``repeat_last_n``
-        tokens the slot evaluated (0: none; -1: the whole context). Unlike Ollama, whose default seed
-        is random, the same request gets the same reply: ``seed`` -1 asks for a random one."""
+        tokens the slot evaluated (0: none; -1: the whole context). ``seed`` None takes the engine's, and
+        without one a fresh seed, so that asking again (Regenerate) gets another reply; -1 is random too."""
         context = self._contexts[priority]
         prompt, template_stops = self.prompt_for(messages)
         background = priority == "background"
@@ -322,7 +334,7 @@ class Engine:
                 "min_p": 0.0,
                 "repeat_penalty": repeat_penalty,
                 "repeat_last_n": window if repeat_last_n < 0 else repeat_last_n,
-                "seed": seed,
+                "seed": self._seed_for(seed),
                 "stop": [*template_stops, *stop],
                 # The sampled tokens' ids come with their text: background work resumes from them.
                 "logprobs": 1,

@@ -13,8 +13,9 @@ additions, which Ollama ignores or lacks:
 
 Of a request's ``options`` it honours ``num_ctx``, ``num_predict``, ``stop`` and
 the sampling options ``temperature``, ``top_k``, ``top_p``, ``repeat_penalty``,
-``repeat_last_n`` and ``seed``, with Ollama's defaults for those left out; one
-difference: the default seed is fixed, so the same request gets the same reply.
+``repeat_last_n`` and ``seed``, with Ollama's defaults for those left out: a request without a seed
+gets a fresh one, unless the server was started with ``--seed`` (the tests and benchmarks, for
+repeatable replies).
 
 With ``test_controls`` it also takes ``/_test/...`` requests that make it
 misbehave as an Ollama server can (drop a stream, answer slowly, fail, hold a

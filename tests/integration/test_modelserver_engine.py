@@ -8,13 +8,14 @@ import threading
 import pytest
 
 from modelserver.engine import TOKENIZED_PROMPTS_KEPT, Engine, EngineError, Message, Result, bundled_model_path
+from tests.support.model_server import TEST_SEED
 
 LONG = [Message("user", "Count from 1 to 300, separated by commas.")]
 
 
 @pytest.fixture(scope="module")
 def engine():
-    loaded = Engine(n_ctx=1024, n_threads=2)
+    loaded = Engine(n_ctx=1024, n_threads=2, seed=TEST_SEED)
     yield loaded
     loaded.close()
 

@@ -29,6 +29,9 @@ import httpx
 from engine.llm.embedded import MODEL_NAME as EMBEDDED_MODEL
 from tests.support.timing import scaled, wait_until
 
+# The seed of the tests' model servers (``--seed``): a request that sets none gets the same reply each time.
+TEST_SEED = 1234
+
 ROOT = Path(__file__).resolve().parents[2]
 SERVED_MODEL = "smollm2:135m"
 # The same model under a name whose tag says nothing of its size: only /api/show tells it.
@@ -94,11 +97,13 @@ class Behaviour:
 class ModelServerProcess:
     """``python -m modelserver --supervise --test-controls`` on a port of its own."""
 
-    def __init__(self, *, log: Path, n_ctx: int = 4096) -> None:
+    def __init__(self, *, log: Path, n_ctx: int = 4096, seed: int | None = TEST_SEED) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
         self.n_ctx = n_ctx
+        # The tests' replies are repeatable: every request without a seed of its own gets this one.
+        self.seed = seed
         self.behaviour = Behaviour(self)
         self._http = httpx.Client(base_url=self.url, timeout=scaled(30))
         self._process: subprocess.Popen[bytes] | None = None
@@ -112,6 +117,8 @@ class ModelServerProcess:
             "--port", str(self.port), "--n-ctx", str(self.n_ctx),
             "--name", EMBEDDED_MODEL, "--name", SERVED_MODEL, "--name", UNTAGGED_MODEL,
         ]  # fmt: skip
+        if self.seed is not None:
+            command += ["--seed", str(self.seed)]
         with self.log.open("ab") as out:
             self._process = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
         self.wait_ready()
