@@ -5,7 +5,8 @@ real compressions, so most of a long history is compressed and the active
 prompt is comparable), each round sends the same message three ways, in an
 order that turns from round to round:
 
-- direct: the prompt the app builds for that message, straight to the backend
+- direct: the prompt the app builds for that message (in a long session, with what
+  the history recalls for it: its words match old messages), straight to the backend
   object the app uses (the embedded backend's ``chat``: the HTTP client of the
   model server, which runs SmolLM2), reply read to the end;
 - api: ``POST /api/sessions/{id}/messages`` through the ASGI application (token
@@ -70,7 +71,9 @@ from report import Report  # noqa: E402
 from chat.gateway import get_gateway  # noqa: E402
 from chat.models import Message, Session  # noqa: E402
 from chat.selectors.context import session_window  # noqa: E402
+from chat.selectors.recall import session_recall  # noqa: E402
 from chat.services.messages import message_create  # noqa: E402
+from engine.core.recall import with_recall  # noqa: E402
 from engine.core.window import chat_messages  # noqa: E402
 from engine.llm import ChatMessage  # noqa: E402
 from engine.llm.embedded import MODEL_NAME, EmbeddedBackend  # noqa: E402
@@ -118,7 +121,8 @@ MESSAGE = "Summarise where we are with the refresh tokens in two sentences."
 
 
 def app_prompt(session: Session, backend: EmbeddedBackend) -> list[ChatMessage]:
-    """The prompt the turn builds once MESSAGE is stored (it is removed again)."""
+    """The prompt the turn builds once MESSAGE is stored (it is removed again): in a long session, with
+    what the history recalls for it (the turn's own ``session_recall``) just before it."""
     position = last_position(session)
     message_create(
         session=session,
@@ -127,6 +131,8 @@ def app_prompt(session: Session, backend: EmbeddedBackend) -> list[ChatMessage]:
         token_count=get_gateway().token_counter(session.model).count(MESSAGE),
     )
     messages = [ChatMessage(role, content) for role, content in chat_messages(session_window(session=session))]
+    found = session_recall(session=session, query=MESSAGE, prompt_tokens=backend.count_prompt_tokens(messages))
+    messages[-1] = ChatMessage(messages[-1].role, with_recall(found, messages[-1].content))
     drop_messages_after(session, position)
     return messages
 
