@@ -9,6 +9,7 @@ has set the context to the same state (``ask``).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import httpx
@@ -20,6 +21,7 @@ from tests.support.timing import scaled
 # Without a repeat penalty the bundled model writes this fact on every line of the list.
 LOOPING = "List ten facts about cats."
 STORY = "Tell me a story about a lighthouse keeper."
+LIST_NUMBER = re.compile(r"^\s*\d+\s*[.:)]\s*")
 # Asked before each compared request, so that each starts from the same context.
 RESET = "Say one word."
 OLLAMA_DEFAULTS: dict[str, Any] = {
@@ -53,8 +55,8 @@ def ask(http: httpx.Client, prompt: str, max_tokens: int = 60, **options: Any) -
 
 
 def line_repeats(text: str) -> int:
-    """How often the most repeated line of a numbered list is there, numbers aside."""
-    lines = [line.split(".", 1)[-1].strip() for line in text.splitlines() if line.strip()]
+    """How often the most repeated line of a numbered list is there, numbers aside ("1." or "1:")."""
+    lines = [LIST_NUMBER.sub("", line).strip() for line in text.splitlines() if line.strip()]
     return max(lines.count(line) for line in lines)
 
 
