@@ -9,9 +9,10 @@ compression per session at a time, on SQLite and PostgreSQL alike.
 from __future__ import annotations
 
 import logging
+import math
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from typing import Literal
 from uuid import UUID
 
@@ -41,7 +42,7 @@ from chat.services.lease import (
     lease_take_over,
 )
 from chat.services.snapshots import snapshot_auto_create
-from chat.services.summaries import HEADING_TOKENS, KeptFacts, Summarizer, keep_facts, reconnect_if_broken
+from chat.services.summaries import HEADING_TOKENS, KeptFacts, Shrunk, Summarizer, keep_facts, reconnect_if_broken
 from engine.core.aging import MIN_TARGET_TOKENS, CheckpointInfo, Level, plan_aging
 from engine.core.budget import MIN_SHRINK, Budget, shrink_shortfall
 from engine.core.clauses import reference_facts
@@ -211,6 +212,42 @@ def _shrink_skip(
     return _record_skip(session, f"not committed: {why}", trigger=reason, how=kept.how)
 
 
+# Why a checkpoint was made smaller than its first fit, or a rollover took over from a compression.
+_TOO_LARGE = f"the checkpoint would not free {float(MIN_SHRINK):.0%} of what it replaces"
+# How many times a checkpoint's ledger is refitted, each time without the tokens the last fit went over by.
+FIT_ROUNDS = 3
+
+
+def _shortfall(kept: KeptFacts, summarizer: Summarizer, *, before_tokens: int) -> int:
+    """How many tokens the checkpoint ``kept`` is over what frees ``MIN_SHRINK`` of ``before_tokens`` (0: none)."""
+    allowed = math.floor(before_tokens * (1 - MIN_SHRINK))
+    return max(0, summarizer.tokens(render_checkpoint(kept.view)) - allowed)
+
+
+def _fitted(
+    keep: Callable[[Shrunk, int], KeptFacts], shrunk: Shrunk, summarizer: Summarizer, *, before_tokens: int
+) -> KeptFacts:
+    """The checkpoint ``keep`` makes of ``shrunk``, refitted with a smaller ledger while it would not free
+    ``MIN_SHRINK`` of the ``before_tokens`` it replaces: the ledger is fitted in cl100k counts and rendered
+    with headers, so the model's count of the whole can come out a few tokens over. ``keep``'s second
+    argument is the tokens the ledger leaves unused."""
+    kept = keep(shrunk, 0)
+    spare = 0
+    for _ in range(FIT_ROUNDS):
+        over = _shortfall(kept, summarizer, before_tokens=before_tokens)
+        if not over or not kept.ledger.entries:
+            break
+        spare += over
+        kept = keep(shrunk, spare)
+    return kept
+
+
+def _summary_output(shrunk: Shrunk, *, goal_set: bool) -> SummaryOutput:
+    """The summary's parts: only the model's goal-aware summary has marker lines of its own; an extract's
+    are the replies', which were applied when they arrived."""
+    return split_summary(shrunk.text) if goal_set and shrunk.strategy == "summarize" else SummaryOutput(shrunk.text)
+
+
 def _joined(first: Iterable[str], second: Iterable[str]) -> tuple[str, ...]:
     """Both, in order, each once."""
     return tuple(dict.fromkeys([*first, *second]))
@@ -267,9 +304,8 @@ def _compress(
     first = ledger_fit(session=session, facts=ledger_facts, shown=[], room=room)
     held = [split_said(fact.text)[1] for fact in first.entries]
     extract_stands = summarizer.small or extractive is not None or config.compression.strategy != "summarize"
-    summary_target = (
-        max(MIN_TARGET_TOKENS, min(target, room - count_text_tokens(render_ledger(held)))) if extract_stands else target
-    )
+    extract_target = max(MIN_TARGET_TOKENS, min(target, room - count_text_tokens(render_ledger(held))))
+    summary_target = extract_target if extract_stands else target
     how = " extractively" if extractive is not None else ""
     progress_publish(
         session_id=session.pk,
@@ -279,30 +315,46 @@ def _compress(
         [m.content for m in chosen], prompt, summary_target, strategy=config.compression.strategy, besides=held
     )
     markers = marker_facts(m.content for m in chosen)
-    # Only the model's goal-aware summary has marker lines of its own; an extract's are the
-    # replies', which were applied when they arrived.
-    output = split_summary(shrunk.text) if goal and shrunk.strategy == "summarize" else SummaryOutput(shrunk.text)
     facts = reference_facts(m.content for m in chosen)
-    kept = keep_facts(
-        session,
-        CheckpointView(
-            number=session.compression_count + 1,
-            level=Level.RECENT,
-            range_label="",
-            summary=output.prose,
-            key_decisions=_joined(markers.key_decisions, (d.description for d in output.decisions)),
-            files_modified=_joined(markers.files_modified, (a.path for a in output.artifacts)),
-            next_steps=_joined(markers.next_steps, output.next_steps),
-        ),
-        facts,
-        ledger_facts=ledger_facts,
-        shrunk=shrunk,
-        replaced_tokens=selection.tokens,
-        count=summarizer.tokens,
-    )
+
+    def keep(shrunk: Shrunk, spare: int) -> KeptFacts:
+        output = _summary_output(shrunk, goal_set=goal is not None)
+        return keep_facts(
+            session,
+            CheckpointView(
+                number=session.compression_count + 1,
+                level=Level.RECENT,
+                range_label="",
+                summary=output.prose,
+                key_decisions=_joined(markers.key_decisions, (d.description for d in output.decisions)),
+                files_modified=_joined(markers.files_modified, (a.path for a in output.artifacts)),
+                next_steps=_joined(markers.next_steps, output.next_steps),
+            ),
+            facts,
+            ledger_facts=ledger_facts,
+            shrunk=shrunk,
+            replaced_tokens=selection.tokens,
+            count=summarizer.tokens,
+            spare=spare,
+        )
+
+    kept = _fitted(keep, shrunk, summarizer, before_tokens=selection.tokens)
+    if _shortfall(kept, summarizer, before_tokens=selection.tokens) and shrunk.strategy == "summarize":
+        # The model's summary leaves no room even with an emptier ledger: its extract stands instead.
+        extract = Shrunk(
+            summarizer.extract([m.content for m in chosen], extract_target, besides=held),
+            "truncate",
+            f"extract: {_TOO_LARGE}",
+        )
+        kept = _fitted(keep, extract, summarizer, before_tokens=selection.tokens)
+    if _shortfall(kept, summarizer, before_tokens=selection.tokens) and budget.compression_due:
+        # What it chose is too little to free enough (its checkpoint's own lines weigh too much): a rollover
+        # takes more, so that the session does not stay over its trigger.
+        return _rollover(session, config, summarizer, reason=f"{reason}: {_TOO_LARGE}", started=started)
     skipped = _shrink_skip(session, kept, summarizer, before_tokens=selection.tokens, reason=reason)
     if skipped is not None:
         return skipped
+    output = _summary_output(kept.shrunk, goal_set=goal is not None)
 
     checkpoints = list(active_checkpoints(session=session))
     plan = plan_aging(
@@ -403,28 +455,37 @@ def _rollover(
     markers = marker_facts(m.content for m in moved)
     carried = carried_facts(checkpoints, moved, with_history=True)
     replaced = sum(cp.current_tokens for cp in checkpoints) + sum(m.tokens for m in moved)
-    kept = keep_facts(
-        session,
-        CheckpointView(
-            number=session.compression_count + 1,
-            level=Level.ULTRA,
-            range_label="",
-            summary=shrunk.text,
-            key_decisions=tuple(
-                dict.fromkeys([d for cp in checkpoints for d in cp.key_decisions] + list(markers.key_decisions))
-            ),
-            files_modified=tuple(
-                dict.fromkeys([f for cp in checkpoints for f in cp.files_modified] + list(markers.files_modified))
-            ),
-            next_steps=markers.next_steps or tuple(checkpoints[-1].next_steps if checkpoints else ()),
+    view = CheckpointView(
+        number=session.compression_count + 1,
+        level=Level.ULTRA,
+        range_label="",
+        summary=shrunk.text,
+        key_decisions=tuple(
+            dict.fromkeys([d for cp in checkpoints for d in cp.key_decisions] + list(markers.key_decisions))
         ),
-        carried.facts,
-        ledger_facts=carried.ledger,
-        shrunk=shrunk,
-        replaced_tokens=replaced,
-        count=summarizer.tokens,
-        share=ultra_ledger_share(session=session, summary_tokens=target),
+        files_modified=tuple(
+            dict.fromkeys([f for cp in checkpoints for f in cp.files_modified] + list(markers.files_modified))
+        ),
+        next_steps=markers.next_steps or tuple(checkpoints[-1].next_steps if checkpoints else ()),
     )
+
+    def keep(shrunk: Shrunk, spare: int) -> KeptFacts:
+        return keep_facts(
+            session,
+            replace(view, summary=shrunk.text),
+            carried.facts,
+            ledger_facts=carried.ledger,
+            shrunk=shrunk,
+            replaced_tokens=replaced,
+            count=summarizer.tokens,
+            share=ultra_ledger_share(session=session, summary_tokens=target),
+            spare=spare,
+        )
+
+    kept = _fitted(keep, shrunk, summarizer, before_tokens=replaced)
+    if _shortfall(kept, summarizer, before_tokens=replaced) and shrunk.strategy == "summarize":
+        extract = summarizer.extract([cp.summary for cp in checkpoints] + [m.content for m in moved], target)
+        kept = _fitted(keep, Shrunk(extract, "truncate", f"extract: {_TOO_LARGE}"), summarizer, before_tokens=replaced)
     skipped = _shrink_skip(session, kept, summarizer, before_tokens=replaced, reason=reason)
     if skipped is not None:
         return skipped

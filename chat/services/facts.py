@@ -79,17 +79,18 @@ def ledger_fit(
     room: int | None = None,
     share: int | None = None,
     ratio: float = 1.0,
+    spare: int = 0,
 ) -> Ledger:
     """``facts`` fitted to ``share`` tokens (by default one checkpoint's share of the session's
     memory, engine/core/ledger.py) times ``ratio`` (cl100k tokens per token of the model that reads
     it), and to ``room`` tokens when that is less; a fact the checkpoint already ``shown`` (its
-    summary, decisions, files) is not written twice."""
+    summary, decisions, files) is not written twice; ``spare``: tokens it leaves unused below both."""
     if share is None:
         share = ledger_budget(max_tokens=session.max_tokens, tier=session.profile.tier)
     share = int(share * ratio)
     return build_ledger(
         facts,
-        budget_tokens=share if room is None else max(0, min(share, room)),
+        budget_tokens=max(0, (share if room is None else min(share, room)) - spare),
         cost=count_text_tokens,
         locked_decisions=locked_decisions(session=session),
         already_shown="\n".join(shown),

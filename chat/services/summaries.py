@@ -6,6 +6,7 @@ where none can stand, and the facts the checkpoint keeps beside them.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -247,12 +248,14 @@ def keep_facts(
     replaced_tokens: int,
     count: Callable[[str], int],
     share: int | None = None,
+    spare: int = 0,
 ) -> KeptFacts:
     """The checkpoint's ledger: ``ledger_facts`` (clauses, oldest first) within the tier's share,
     but for what the checkpoint shows already, and within what leaves the checkpoint ``MIN_SHRINK``
     smaller than the ``replaced_tokens`` it stands in for (``count``: their tokenizer). ``facts``:
     the reference facts of everything the checkpoint stands for, on which the summary alone is measured;
-    ``share``: the ledger's share of the memory (``ledger_fit``'s default: one checkpoint's)."""
+    ``share``: the ledger's share of the memory (``ledger_fit``'s default: one checkpoint's); ``spare``:
+    tokens the ledger leaves unused besides, when a first fit left the checkpoint too large."""
     room = int(replaced_tokens * (1 - MIN_SHRINK)) - count(render_checkpoint(view)) - count(LEDGER_LABEL)
     # The ledger is fitted with cl100k counts, one call for all its candidates; ``count`` may read the same
     # text as more tokens (the model's tokenizer): the room shrinks by that ratio, measured on the candidates,
@@ -266,6 +269,7 @@ def keep_facts(
         room=int(room * ratio),
         share=share,
         ratio=ratio,
+        spare=math.ceil(spare * ratio),
     )
     summary_alone = measure_retention(facts, render_checkpoint(replace(view, key_decisions=(), files_modified=())))
     return KeptFacts(

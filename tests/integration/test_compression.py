@@ -28,7 +28,18 @@ from engine.core.prompts import INJECTION_GUARD
 from engine.core.window import chat_messages
 from engine.llm.gateway import Gateway
 from engine.llm.ollama_backend import OllamaBackend
-from tests.factories import LOGIN_ANSWER, WRITER_SIZE_B, event_types, frozen, summary_requests, until_due
+from tests.factories import (
+    LOGIN_ANSWER,
+    LOGIN_QUESTION,
+    TIER2,
+    WRITER_SIZE_B,
+    converse,
+    event_types,
+    frozen,
+    small_session,
+    summary_requests,
+    until_due,
+)
 from tests.support.model_server import SERVED_MODEL
 
 
@@ -476,3 +487,49 @@ def test_a_2k_rollover_moves_user_messages_only_when_they_alone_reach_the_trigge
     assert active_users == [f"Note {i}: {note}" for i in range(left, index + 1)]
     assert list(Message.objects.filter(session=session).values_list("id", "content")) == history
     assert not session_budget(session=session).compression_due
+
+
+def _fact_dense(i: int) -> str:
+    return (
+        f"Ticket {1000 + i} went to Dr. Ames{i} in room {200 + i} on floor {i % 7}, "
+        f"code K{i}Q{i * 3}, due {i % 28 + 1} May 2024."
+    )
+
+
+@pytest.mark.django_db
+def test_a_checkpoint_its_first_fit_leaves_too_large_is_refitted_and_committed(user, gateway, monkeypatch):
+    """The ledger is fitted in cl100k counts against the model's: when that estimate is off (here made
+    twice too generous), the first checkpoint would free under 30% (13% here), and the ledger is refitted
+    without what it went over by instead of the compression being refused (issue 47)."""
+    monkeypatch.setattr("chat.services.summaries.LEDGER_FIT_MARGIN", 2.0)
+    session = small_session(user, context_size=TIER2, compression={"strategy": "truncate"})
+    converse(session, 18, question=LOGIN_QUESTION, answer=_fact_dense)
+    until_due(session, start=18)
+    outcome = compression_run(session_id=session.pk, gateway=gateway)
+    assert outcome.status == "compressed", outcome.reason
+    checkpoint = Checkpoint.objects.get(pk=outcome.checkpoint_id)
+    assert checkpoint.ledger, "the refit keeps a ledger, only a smaller one"
+    assert checkpoint.current_tokens <= 0.7 * checkpoint.original_tokens
+    assert not session_budget(session=session).compression_due
+
+
+@pytest.mark.django_db
+def test_a_compression_that_cannot_free_enough_rolls_over_and_ends_under_the_trigger(user, gateway):
+    """Replies made of marker lines only: the checkpoint's decisions and files lines weigh as much as the
+    replies themselves, so no checkpoint of them frees 30%. Over its trigger, the session rolls over
+    instead of staying stuck there (issue 47)."""
+    session = small_session(user, context_size=TIER2, compression={"strategy": "truncate"})
+    converse(
+        session,
+        12,
+        question="Which part do we test next, and on which rig? " * 8 + "({index})",
+        answer=lambda i: f"[NEXT] Test part {i} on rig {i} with the load of {i * 10} kg\n"
+        f"[ARTIFACT] Created lib/part_{i}/v{i}.rs\n",
+    )
+    until_due(session, start=12)
+    outcome = compression_run(session_id=session.pk, gateway=gateway)
+    assert outcome.status == "rolled-over", outcome.reason
+    assert not session_budget(session=session).compression_due
+    assert not ContextEvent.objects.filter(session=session, type="compression-skipped").exists()
+    rollover = ContextEvent.objects.get(session=session, type="rollover-complete").payload
+    assert rollover["trigger"] == "trigger: the checkpoint would not free 30% of what it replaces"
