@@ -19,6 +19,7 @@ def get_gateway() -> Gateway:
         embedded=EmbeddedBackend(host=settings.OLLM_MODEL_SERVER_URL, timeout=settings.OLLAMA_TIMEOUT),
         ollama=[OllamaBackend(host=host, timeout=settings.OLLAMA_TIMEOUT) for host in settings.OLLAMA_HOSTS],
         slots=settings.OLLM_HOST_SLOTS,
+        embedded_slots=settings.OLLM_MODEL_SLOTS,
         max_wait=settings.OLLM_BACKGROUND_MAX_WAIT_SECONDS,
         retry_after=settings.OLLM_HOST_RETRY_SECONDS,
     )

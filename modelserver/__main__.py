@@ -72,6 +72,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         default=int(os.environ["OLLM_MODEL_SEED"]) if os.environ.get("OLLM_MODEL_SEED") else None,
         help="the seed of every request that sets none (default: a fresh one per request)",
     )
+    parser.add_argument(
+        "--slots",
+        type=int,
+        default=int(os.environ.get("OLLM_MODEL_SLOTS", "4")),
+        help="chat turns generated at once, in one batch (a summary has a slot besides)",
+    )
     parser.add_argument("--test-controls", action="store_true", help="accept the tests' /_test/ requests")
     parser.add_argument("--supervise", action="store_true", help="run the server as a child and restart it")
     args = parser.parse_args(argv)
@@ -142,7 +148,11 @@ def serve(args: argparse.Namespace) -> int:
     threads = args.threads or physical_cores()
     try:
         engine = Engine(
-            n_ctx=args.n_ctx, n_threads=threads, background_max_wait=args.background_max_wait, seed=args.seed
+            n_ctx=args.n_ctx,
+            n_threads=threads,
+            background_max_wait=args.background_max_wait,
+            seed=args.seed,
+            turn_slots=args.slots,
         )
     except EngineError as exc:
         logger.error("%s", exc)
@@ -154,11 +164,12 @@ def serve(args: argparse.Namespace) -> int:
         return CANNOT_SERVE
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(DONE))
     logger.info(
-        "serving %s on http://%s:%s (%d threads, context %d, pid %d)",
+        "serving %s on http://%s:%s (%d threads, %d turn slots, context %d, pid %d)",
         ", ".join(args.names),
         args.host,
         server.port,
         threads,
+        args.slots,
         args.n_ctx,
         os.getpid(),
     )

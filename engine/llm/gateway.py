@@ -105,18 +105,21 @@ class Gateway:
         embedded: EmbeddedBackend | None,
         ollama: OllamaBackend | Sequence[OllamaBackend] | None,
         slots: int = 1,
+        embedded_slots: int = 1,
         max_wait: float = 15.0,
         retry_after: float = 30.0,
     ) -> None:
+        """``slots``: generations each Ollama host runs at once; ``embedded_slots``: those of the bundled
+        model server (its turn slots)."""
         if mode not in MODES:
             raise ValueError(f"OLLM_LLM_BACKEND must be one of {', '.join(MODES)}, not {mode!r}")
         self.mode = mode
 
-        def host(backend: OllamaBackend) -> Host:
+        def host(backend: OllamaBackend, slots: int = slots) -> Host:
             return Host(backend, HostQueue(slots=slots, max_wait=max_wait), retry_after=retry_after)
 
         self.embedded = embedded if mode != "ollama" else None
-        self.embedded_host = host(self.embedded) if self.embedded is not None else None
+        self.embedded_host = host(self.embedded, embedded_slots) if self.embedded is not None else None
         listed = [] if ollama is None else [ollama] if isinstance(ollama, OllamaBackend) else list(ollama)
         self.ollama_hosts = [host(backend) for backend in listed] if mode != "embedded" else []
         self.calibration = TokenCalibration()

@@ -1,9 +1,10 @@
-"""The bundled model server's engine, in this process: exact tokens, one generation per context,
-and chat turns before background work."""
+"""The bundled model server's engine, in this process: exact tokens, one generation per slot, turns
+sharing the turn slots, and chat turns before background work."""
 
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 
 import pytest
 
@@ -15,7 +16,7 @@ LONG = [Message("user", "Count from 1 to 300, separated by commas.")]
 
 @pytest.fixture(scope="module")
 def engine():
-    loaded = Engine(n_ctx=1024, n_threads=2, seed=TEST_SEED)
+    loaded = Engine(n_ctx=1024, n_threads=2, seed=TEST_SEED, turn_slots=2)
     yield loaded
     loaded.close()
 
@@ -53,27 +54,32 @@ def test_the_count_is_what_generation_evaluates(engine):
     assert result.prompt_tokens == engine.count_prompt(LONG)
 
 
-class CountingLock:
-    """Wraps a context's lock to see how many generations hold it at once."""
+def taking(engine: Engine, monkeypatch) -> tuple[list[int], list[int]]:
+    """Records the turn slot each generation takes, and how many are taken at once."""
+    pool = engine._slots["interactive"]
+    original = pool.take
+    taken: list[int] = []
+    at_once = [0, 0]  # now, most
 
-    def __init__(self, inner):
-        self.inner, self.holders, self.most, self.entries = inner, 0, 0, 0
+    @contextmanager
+    def take(tokens):
+        with original(tokens) as context:
+            taken.append(context.slot)
+            at_once[0] += 1
+            at_once[1] = max(at_once)
+            try:
+                yield context
+            finally:
+                at_once[0] -= 1
 
-    def __enter__(self):
-        self.inner.acquire()
-        self.holders += 1
-        self.entries += 1
-        self.most = max(self.most, self.holders)
-
-    def __exit__(self, *exc_info):
-        self.holders -= 1
-        self.inner.release()
+    monkeypatch.setattr(pool, "take", take)
+    return taken, at_once
 
 
-def test_generations_on_one_context_are_serialized(engine, monkeypatch):
-    context = engine._contexts["interactive"]
-    counting = CountingLock(context.lock)
-    monkeypatch.setattr(context, "lock", counting)
+def test_turns_share_the_turn_slots_and_never_one_slot(engine, monkeypatch):
+    """Three turns at once on two turn slots: two generate together (one batch), the third waits, and
+    each slot serves one generation at a time; every reply is whole."""
+    taken, at_once = taking(engine, monkeypatch)
     texts: list[str] = []
     threads = [
         threading.Thread(target=lambda n=n: texts.append(run(engine, [Message("user", f"Name {n}.")], max_tokens=6)[0]))
@@ -85,7 +91,21 @@ def test_generations_on_one_context_are_serialized(engine, monkeypatch):
         thread.join()
     assert len(texts) == 3
     assert all(texts)
-    assert (counting.entries, counting.most) == (3, 1)
+    assert sorted(set(taken)) == [0, 1]
+    assert at_once[1] == 2
+
+
+def test_a_returning_conversation_gets_the_slot_that_holds_its_prefix(engine, monkeypatch):
+    """Alice, then Bob, then Alice again: Bob does not overwrite Alice's cached prompt (he takes the slot
+    used least recently), and Alice's next turn goes back to the slot that holds hers."""
+    taken, _ = taking(engine, monkeypatch)
+    alice = [Message("system", "You help Alice plan a garden in Lisbon. " * 6), Message("user", "Which herbs?")]
+    bob = [Message("system", "You help Bob fix a bicycle in Oslo. " * 6), Message("user", "Which tyre?")]
+    first, _ = run(engine, alice, max_tokens=4)
+    run(engine, bob, max_tokens=4)
+    run(engine, [*alice, Message("assistant", first), Message("user", "And flowers?")], max_tokens=4)
+    assert taken[1] != taken[0]
+    assert taken[2] == taken[0]
 
 
 def test_background_work_waits_while_a_turn_is_in_flight(engine, monkeypatch):
