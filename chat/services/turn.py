@@ -243,8 +243,9 @@ async def turn_take(
     version_of_id = None
     if latest is not None and isinstance(variant, TurnRegenerate):
         version_of_id = latest.version_of_id or latest.pk
-    elif latest is not None and (latest.version_of_id or await latest.versions.aexists()):
-        # A continued version stays among its siblings; the text it went on from stays one too.
+    elif latest is not None and (continued is not None or latest.version_of_id or await latest.versions.aexists()):
+        # A continued reply is a version of the text it went on from, which the page then shows in its
+        # place (with its switcher); a continued version stays among its siblings.
         version_of_id = latest.version_of_id or latest.pk
     return await _reply(
         user_message.session, gateway, user_message, on_delta, on_wait, continued, version_of_id, tuple(tools)
