@@ -142,7 +142,10 @@ def sidebar_context(user: Any, current: UUID | None, *, archived: bool = False) 
     """What the chat page's sidebar lists (``sidebar_sessions``): it asks again every few seconds while the
     current session waits for its title."""
     rows = sidebar_sessions(user=user, archived=archived)
+    current_row = next((s for s, _ in rows if s.pk == current), None)
     return {
+        # Once written, the current session's title, for the page's heading (a refresh of the list brings it).
+        "sidebar_current_title": current_row.title if current_row and not current_row.title_pending else "",
         "sidebar_rows": rows,
         "sidebar_current": current,
         "sidebar_archived": archived,

@@ -138,7 +138,8 @@ def sidebar_list(request: HttpRequest) -> HttpResponse:
     """The sidebar's list of sessions (``?archived=1``: the archived ones), ``current`` marked."""
     current = _uuid(request.GET.get("current", ""))
     archived = request.GET.get("archived") == "1"
-    return render(request, "chat/_sidebar_list.html", sidebar_context(request.user, current, archived=archived))
+    context = {**sidebar_context(request.user, current, archived=archived), "sidebar_refresh": True}
+    return render(request, "chat/_sidebar_list.html", context)
 
 
 @login_required
