@@ -9,6 +9,7 @@ from celery import shared_task
 
 from chat.services.compression import COMPRESS_TASK, compression_attempt
 from chat.services.lease import lease_expires_in
+from chat.services.titles import TITLE_TASK, session_title_write
 
 
 @shared_task(name=COMPRESS_TASK, bind=True, acks_late=True)  # type: ignore[untyped-decorator]
@@ -25,3 +26,9 @@ def compress_session(
     return compression_attempt(
         session_id=UUID(session_id), reason=reason, force=force, attempt=attempt, token=token
     ).status
+
+
+@shared_task(name=TITLE_TASK)  # type: ignore[untyped-decorator]
+def title_session(session_id: str) -> str | None:
+    """A session's title, once it has its first reply (``session_title_write``)."""
+    return session_title_write(session_id=UUID(session_id))

@@ -123,6 +123,15 @@ class Session(models.Model):
         null=True, blank=True, help_text="The last message position it shares with its parent."
     )
 
+    # Issue 47: a session started without a title gets one once it has its first reply
+    # (chat.services.titles); archived, it leaves the lists until it is unarchived.
+    title_pending = models.BooleanField(
+        default=False, help_text="Started without a title: one is written once it has its first reply."
+    )
+    archived_at = models.DateTimeField(
+        null=True, blank=True, db_index=True, help_text="Set while archived: hidden from the session lists."
+    )
+
     class Meta:
         ordering = ["-last_activity"]
         constraints = [
@@ -195,3 +204,19 @@ class ClientTask(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} via {self.client or 'unknown client'}"
+
+
+class ChatDefaults(models.Model):
+    """What a user's new chat starts with (the account page; ``chat.services.defaults``)."""
+
+    owner = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_defaults")
+    model = models.CharField(
+        max_length=MAX_MODEL_NAME_LENGTH, blank=True, help_text="Empty: the first model the backend offers."
+    )
+    context_size = models.PositiveIntegerField(choices=CONTEXT_SIZE_CHOICES, default=DEFAULT_CONTEXT_SIZE)
+    system_prompt = models.TextField(
+        blank=True, max_length=MAX_SYSTEM_PROMPT_CHARS, help_text="Custom instructions: the new chat's system prompt."
+    )
+
+    def __str__(self) -> str:
+        return f"defaults of {self.owner}"

@@ -14,7 +14,7 @@ from django.db.models import Max, OuterRef, Q, QuerySet, Subquery
 from django.shortcuts import get_object_or_404
 
 from chat.gateway import get_gateway
-from chat.models import ClientTask, Message, Session
+from chat.models import ChatDefaults, ClientTask, Message, Session
 from chat.selectors.context import ACTIVE_MESSAGE
 from engine.core.client_history import shared_length
 from engine.llm import BackendStatus, Gateway, HostReport, LLMError, ModelInfo, ModelNotFound
@@ -28,6 +28,38 @@ HISTORY_WINDOW = 100
 def sessions_for_user(*, user: Any) -> QuerySet[Session]:
     """The sessions a user may see: their own, most recently active first."""
     return Session.objects.filter(owner=user).order_by("-last_activity")
+
+
+def chat_defaults_for(*, user: Any) -> ChatDefaults:
+    """What the user's new chat starts with (the account page): their saved defaults, or the app's."""
+    return ChatDefaults.objects.filter(owner=user).first() or ChatDefaults(owner=user)
+
+
+def sidebar_sessions(*, user: Any, archived: bool = False) -> list[tuple[Session, int]]:
+    """The user's sessions for the chat page's sidebar, each with its depth: most recently active first,
+    each branch right under its parent (a branch whose parent is not listed stands on its own); the
+    archived ones instead with ``archived``."""
+    sessions = list(
+        Session.objects.filter(owner=user, archived_at__isnull=not archived)
+        .only("id", "title", "parent_id", "forked_at_position", "last_activity", "title_pending", "archived_at")
+        .order_by("-last_activity")
+    )
+    listed = {session.pk for session in sessions}
+    children: dict[UUID, list[Session]] = {}
+    for session in sessions:
+        if session.parent_id in listed:
+            children.setdefault(session.parent_id, []).append(session)
+    ordered: list[tuple[Session, int]] = []
+
+    def place(session: Session, depth: int) -> None:
+        ordered.append((session, depth))
+        for child in children.get(session.pk, []):
+            place(child, depth + 1)
+
+    for session in sessions:
+        if session.parent_id not in listed:
+            place(session, 0)
+    return ordered
 
 
 def session_for_viewer(*, user: Any, session_id: UUID) -> Session:

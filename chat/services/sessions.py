@@ -8,6 +8,7 @@ from typing import Any
 from django.conf import settings as django_settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.utils import timezone
 
 from chat.models import (
     MAX_MODEL_NAME_LENGTH,
@@ -32,6 +33,7 @@ from engine.core.config import ConfigError, canonical_settings, context_config_f
 from engine.core.reliability import parameter_size_from_tag
 from engine.core.text import storable_text
 from engine.core.tiers import UnknownContextSize
+from engine.core.titles import branch_title
 from engine.resources import count_text_tokens, ollama_context_size
 
 DEFAULT_TITLE = "New conversation"
@@ -58,12 +60,17 @@ def session_create(
     client: str = "",
     parent: Session | None = None,
     forked_at_position: int | None = None,
+    auto_title: bool = False,
 ) -> Session:
     """Start a conversation. ``max_tokens`` is the Ollama size of the selection, never the selection
     itself, and never more than ``context_limit`` (the model's own context length, when known).
     ``client``: the outside client that started it through the Ollama or OpenAI endpoint;
-    ``parent`` and ``forked_at_position``: the session it branches from, and where (``session_branch``)."""
-    title = storable_text(title).strip() or DEFAULT_TITLE
+    ``parent`` and ``forked_at_position``: the session it branches from, and where (``session_branch``);
+    ``auto_title``: without a ``title``, one is written once it has its first reply (the page's new chats)."""
+    title = storable_text(title).strip()
+    # Untitled, started on the page: titled once it has a reply (chat.services.titles.session_title_write).
+    title_pending = auto_title and not title
+    title = title or DEFAULT_TITLE
     model = storable_text(model).strip()
     system_prompt = storable_text(system_prompt)
     summary_model = storable_text(summary_model).strip()
@@ -100,6 +107,7 @@ def session_create(
         client=storable_text(client)[:MAX_SOURCE_FIELD_LENGTH],
         parent=parent,
         forked_at_position=forked_at_position,
+        title_pending=title_pending,
     )
     session_refresh_reliability(session=session)
     return session
@@ -117,6 +125,7 @@ def session_start(
     settings: dict[str, Any] | None = None,
     facts: ModelFacts | None = None,
     client: str = "",
+    auto_title: bool = False,
 ) -> Session:
     """Start a conversation the way every door does (page, API, terminal, import).
 
@@ -124,7 +133,7 @@ def session_start(
     context length; a model no enabled backend has is refused with a ValidationError). Ask it
     before any transaction, as it may wait on the network: ``facts`` are the answer when the
     caller asked already (an import asks before the transaction that stores the file).
-    ``goal``: an active goal to start with; ``client``: see ``session_create``.
+    ``goal``: an active goal to start with; ``client``, ``auto_title``: see ``session_create``.
     """
     if facts is None:
         facts = model_facts(model=model)
@@ -140,6 +149,7 @@ def session_start(
             parameter_size_b=facts.parameter_size_b,
             context_limit=facts.context_length,
             client=client,
+            auto_title=auto_title,
         )
         if goal.strip():
             goal_create(session=session, description=goal)
@@ -216,6 +226,7 @@ def _session_store(
     locked = Session.objects.select_for_update().get(pk=session.pk)
     if title is not None:
         locked.title = storable_text(title).strip() or DEFAULT_TITLE
+        locked.title_pending = False  # the user's title is not replaced by a written one
         check_length("title", locked.title, MAX_TITLE_LENGTH)
     if summary_model is not None:
         locked.summary_model = storable_text(summary_model).strip()
@@ -358,7 +369,7 @@ def session_branch(
         owner=session.owner,
         model=session.model,
         context_size=session.context_size,
-        title=session.title,
+        title=branch_title(session.title, through, limit=MAX_TITLE_LENGTH),
         system_prompt=session.system_prompt,
         summary_model=session.summary_model,
         parameter_size_b=session.model_parameter_size_b,
@@ -386,3 +397,13 @@ def session_branch(
     branch.refresh_from_db()
     compression_maybe_schedule(session=branch)
     return branch
+
+
+@transaction.atomic
+def session_archived_set(*, session: Session, archived: bool) -> Session:
+    """Archive ``session`` (hidden from the session lists, kept whole) or bring it back. Precondition: the
+    caller checked that the user owns it (``session_for_owner``)."""
+    archived_at = timezone.now() if archived else None
+    Session.objects.filter(pk=session.pk).update(archived_at=archived_at)
+    session.archived_at = archived_at
+    return session

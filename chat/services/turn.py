@@ -34,6 +34,7 @@ from chat.services.messages import ToolResult, message_create, message_tool_resu
 from chat.services.revisions import message_edit, messages_supersede
 from chat.services.sampling import reply_sampling
 from chat.services.sessions import session_prompt_truncated
+from chat.services.titles import session_title_schedule
 from chat.services.turn_room import OnWait, prompt_with_recall, prompt_with_room, refuse_if_it_can_never_fit
 from engine.core.config import reply_max_tokens
 from engine.core.tokens import TokenCount, TokenCounter
@@ -243,8 +244,9 @@ async def turn_take(
     version_of_id = None
     if latest is not None and isinstance(variant, TurnRegenerate):
         version_of_id = latest.version_of_id or latest.pk
-    elif latest is not None and (latest.version_of_id or await latest.versions.aexists()):
-        # A continued version stays among its siblings; the text it went on from stays one too.
+    elif latest is not None and (continued is not None or latest.version_of_id or await latest.versions.aexists()):
+        # A continued reply is a version of the text it went on from, which the page then shows in its
+        # place (with its switcher); a continued version stays among its siblings.
         version_of_id = latest.version_of_id or latest.pk
     return await _reply(
         user_message.session, gateway, user_message, on_delta, on_wait, continued, version_of_id, tuple(tools)
@@ -403,4 +405,6 @@ def _after_reply(
     session = Session.objects.get(pk=session.pk)
     report = session_context(session=session)
     compression_maybe_schedule(session=session, budget=report.budget)
+    if session.title_pending and message.role == Message.Role.ASSISTANT:
+        session_title_schedule(session_id=session.pk)  # after the reply, in the background
     return _AfterReply(message, report, markers, session.context_version, len(stored))

@@ -28,7 +28,7 @@ from django.template.loader import render_to_string
 from chat.models import MAX_MESSAGE_CHARS
 from chat.selectors.sessions import session_for_owner
 from chat.services.events import consumer_loop_register, session_group, user_group
-from chat.services.turn import TurnEdit, TurnRegenerate, TurnRetry, TurnSend, TurnVariant
+from chat.services.turn import TurnContinue, TurnEdit, TurnRegenerate, TurnRetry, TurnSend, TurnVariant
 from chat.web.fragments import chat_fragments
 from chat.web.live import STILL_COMING, reply_in_flight, reply_join, reply_start, reply_stop
 
@@ -37,8 +37,9 @@ logger = logging.getLogger(__name__)
 # Room for the form's other fields and htmx's HEADERS around the longest message.
 MAX_FRAME_CHARS = MAX_MESSAGE_CHARS + 10_000
 # send: a new message; edit: a new version of ``message_id``; retry: answer the unanswered last
-# message; regenerate: answer the last message again, in place of the latest reply.
-ACTIONS = ("send", "stop", "retry", "regenerate", "edit")
+# message; regenerate: answer the last message again, in place of the latest reply; continue: go on
+# with the latest reply where it was cut (the drop-in endpoints' continuation, TurnContinue).
+ACTIONS = ("send", "stop", "retry", "regenerate", "edit", "continue")
 
 
 class FrameError(ValueError):
@@ -83,6 +84,8 @@ def parse_frame(text: str | None, session_id: UUID) -> Frame:
             variant = TurnRetry()
         case "regenerate":
             variant = TurnRegenerate()
+        case "continue":
+            variant = TurnContinue()
         case "edit":
             raw_id = data.get("message_id")
             if not (isinstance(raw_id, int | str) and str(raw_id).isdigit()):

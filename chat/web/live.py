@@ -31,7 +31,7 @@ from engine.llm.types import ContextOverflow, LLMError
 
 logger = logging.getLogger(__name__)
 STILL_COMING = "A reply is still coming: wait for it or press Stop."
-# What a page's turn asks for, as ``chat.web.consumers.parse_frame`` read it: send, retry, regenerate, edit.
+# What a page's turn asks for, as ``chat.web.consumers.parse_frame`` read it: send, retry, regenerate, edit, continue.
 Action = str
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+from uuid import UUID
 
 from chat.models import Artifact, Goal, Session
 from chat.selectors.context import (
@@ -22,6 +23,7 @@ from chat.selectors.context import (
     sessions_budget,
     sessions_reliability,
 )
+from chat.selectors.sessions import sidebar_sessions
 from chat.services.compression import session_effective_limits
 from engine.core.config import OLLAMA_SAMPLING_DEFAULTS, SAMPLING_RANGES, STRATEGIES
 from engine.core.meter import build_meter
@@ -133,4 +135,19 @@ def settings_context(session: Session) -> dict[str, Any]:
         "strategies": STRATEGIES,
         "sampling_fields": fields,
         "model_sampling": OLLAMA_SAMPLING_DEFAULTS,
+    }
+
+
+def sidebar_context(user: Any, current: UUID | None, *, archived: bool = False) -> dict[str, Any]:
+    """What the chat page's sidebar lists (``sidebar_sessions``): it asks again every few seconds while the
+    current session waits for its title."""
+    rows = sidebar_sessions(user=user, archived=archived)
+    current_row = next((s for s, _ in rows if s.pk == current), None)
+    return {
+        # Once written, the current session's title, for the page's heading (a refresh of the list brings it).
+        "sidebar_current_title": current_row.title if current_row and not current_row.title_pending else "",
+        "sidebar_rows": rows,
+        "sidebar_current": current,
+        "sidebar_archived": archived,
+        "sidebar_polling": not archived and any(s.pk == current and s.title_pending for s, _ in rows),
     }

@@ -17,6 +17,7 @@ from chat.selectors.context import session_prompt
 from chat.selectors.recall import DRAFT_MAX_CHARS, session_prompt_for
 from chat.selectors.sessions import (
     backend_status,
+    chat_defaults_for,
     message_of_session,
     model_availability,
     model_names,
@@ -27,11 +28,19 @@ from chat.selectors.sessions import (
     sessions_for_user,
 )
 from chat.services.archive import session_archive
+from chat.services.defaults import chat_defaults_update
 from chat.services.events import history_publish
 from chat.services.export import session_file, sessions_zip_response
 from chat.services.revisions import message_version_choose
-from chat.services.sessions import session_branch, session_continue, session_delete, session_start, session_update
-from chat.web.forms import RenameForm, SessionForm
+from chat.services.sessions import (
+    session_archived_set,
+    session_branch,
+    session_continue,
+    session_delete,
+    session_start,
+    session_update,
+)
+from chat.web.forms import ChatDefaultsForm, RenameForm, SessionForm
 from chat.web.fragments import history_groups
 from chat.web.live import reply_in_flight
 from chat.web.panels import (
@@ -40,6 +49,7 @@ from chat.web.panels import (
     goals_context,
     session_list_rows,
     settings_context,
+    sidebar_context,
     snapshots_context,
 )
 
@@ -47,18 +57,118 @@ from chat.web.panels import (
 @login_required
 @require_GET
 def session_list(request: HttpRequest) -> HttpResponse:
-    form = SessionForm(models=model_names())
-    return _list_page(request, form)
+    return _list_page(request, _new_session_form(request))
+
+
+def _new_session_form(request: HttpRequest) -> SessionForm:
+    """The sessions list's new-session form, filled in with the user's defaults (the account page)."""
+    defaults = chat_defaults_for(user=request.user)
+    initial = {"context_size": defaults.context_size, "system_prompt": defaults.system_prompt}
+    if defaults.model:
+        initial["model"] = defaults.model
+    return SessionForm(models=model_names(), initial=initial)
 
 
 def _list_page(request: HttpRequest, form: SessionForm, status: int = 200, export_error: str = "") -> HttpResponse:
-    rows = session_list_rows(list(sessions_for_user(user=request.user).select_related("parent")))
+    """The sessions list: those not archived, or (``?archived=1``) the archived ones."""
+    archived = request.GET.get("archived") == "1"
+    sessions = sessions_for_user(user=request.user).select_related("parent")
+    listed = sessions.filter(archived_at__isnull=not archived)
+    rows = session_list_rows(list(listed))
     return render(
         request,
         "chat/session_list.html",
-        {"rows": rows, "form": form, "backend": backend_status(), "export_error": export_error},
+        {
+            "rows": rows,
+            "form": form,
+            "backend": backend_status(),
+            "export_error": export_error,
+            "archived": archived,
+            "archived_count": sessions.filter(archived_at__isnull=False).count(),
+        },
         status=status,
     )
+
+
+@login_required
+@require_POST
+def session_new_chat(request: HttpRequest) -> HttpResponse:
+    """New chat (the sidebar's button): a session with the user's defaults, titled once it has its first reply."""
+    defaults = chat_defaults_for(user=request.user)
+    models = model_names()
+    model = defaults.model if defaults.model in models or not models else models[0]
+    try:
+        session = session_start(
+            owner=request.user,
+            model=model,
+            context_size=defaults.context_size,
+            system_prompt=defaults.system_prompt,
+            auto_title=True,
+        )
+    except ValidationError as exc:
+        form = _new_session_form(request)
+        form.add_error(None, " ".join(exc.messages))
+        return _list_page(request, form, status=422)
+    return redirect("chat:chat", session_id=session.pk)
+
+
+@login_required
+@require_POST
+def session_archived(request: HttpRequest, session_id: UUID) -> HttpResponse:
+    """Archive the session (``archived=1``: hidden from the lists) or bring it back; from the sidebar's
+    archived view (``where=sidebar``) that view again, else the session's page."""
+    session = session_for_owner(user=request.user, session_id=session_id)
+    session = session_archived_set(session=session, archived=request.POST.get("archived") == "1")
+    if request.POST.get("where") == "sidebar":
+        current = _uuid(request.POST.get("current", ""))
+        return render(request, "chat/_sidebar_list.html", sidebar_context(request.user, current, archived=True))
+    return redirect("chat:chat", session_id=session.pk)
+
+
+def _uuid(value: str) -> UUID | None:
+    try:
+        return UUID(value)
+    except ValueError:
+        return None
+
+
+@login_required
+@require_GET
+def sidebar_list(request: HttpRequest) -> HttpResponse:
+    """The sidebar's list of sessions (``?archived=1``: the archived ones), ``current`` marked."""
+    current = _uuid(request.GET.get("current", ""))
+    archived = request.GET.get("archived") == "1"
+    context = {**sidebar_context(request.user, current, archived=archived), "sidebar_refresh": True}
+    return render(request, "chat/_sidebar_list.html", context)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def account(request: HttpRequest) -> HttpResponse:
+    """The account page: what a new chat starts with (model, context size, custom instructions)."""
+    defaults = chat_defaults_for(user=request.user)
+    models = model_names()
+    saved = False
+    status = 200
+    if request.method == "POST":
+        form = ChatDefaultsForm(request.POST, models=models)
+        if form.is_valid():
+            try:
+                chat_defaults_update(owner=request.user, **form.cleaned_data)
+            except ValidationError as exc:
+                for field, errors in exc.message_dict.items():
+                    form.add_error(field if field in form.fields else None, errors)
+            else:
+                saved = True
+        status = 200 if saved else 422
+    else:
+        initial = {
+            "model": defaults.model,
+            "context_size": defaults.context_size,
+            "system_prompt": defaults.system_prompt,
+        }
+        form = ChatDefaultsForm(models=models, initial=initial)
+    return render(request, "chat/account.html", {"form": form, "saved": saved}, status=status)
 
 
 @login_required
@@ -77,6 +187,7 @@ def session_new(request: HttpRequest) -> HttpResponse:
             title=data["title"],
             system_prompt=data["system_prompt"],
             goal=data["goal"],
+            auto_title=True,
         )
     except ValidationError as exc:
         for field, errors in exc.message_dict.items():
@@ -140,7 +251,7 @@ def sessions_export_selected(request: HttpRequest) -> HttpResponse:
             ids.append(UUID(value))
     sessions = list(sessions_for_user(user=request.user).filter(pk__in=ids).order_by("created_at"))
     if not sessions:
-        form = SessionForm(models=model_names())
+        form = _new_session_form(request)
         return _list_page(request, form, status=400, export_error="Tick at least one of your sessions to export.")
     return sessions_zip_response(sessions=sessions, name="ollm-sessions")
 
@@ -189,6 +300,7 @@ def chat_page(request: HttpRequest, session_id: UUID) -> HttpResponse:
             "backend": backend_status(),
             "model_status": model_availability(model=session.model, with_reason=True),
             "rename_form": RenameForm(initial={"title": session.title}),
+            **(sidebar_context(request.user, session.pk) if session.owner_id == request.user.pk else {}),
             **context_panel(session),
             **goals_context(session),
             **snapshots_context(session),

@@ -66,7 +66,7 @@
   composer.addEventListener("htmx:wsAfterSend", function () {
     setStreaming(true);
     // A reply to this turn makes the older Retry and Regenerate buttons stale.
-    document.querySelectorAll("#history [data-action=retry], #history [data-action=regenerate]").forEach(function (b) { b.remove(); });
+    document.querySelectorAll("#history [data-action=retry], #history [data-action=regenerate], #history [data-action=continue]").forEach(function (b) { b.remove(); });
     cancelEdit();
   });
   document.getElementById("turn-form").addEventListener("htmx:wsAfterSend", function () { setStreaming(true); });
@@ -105,7 +105,7 @@
       document.getElementById("editing").hidden = false;
       text().value = rawText(message);
       text().focus();
-    } else if (action === "retry" || action === "regenerate") {
+    } else if (action === "retry" || action === "regenerate" || action === "continue") {
       document.getElementById("turn-action").value = action;
       document.getElementById("turn-form").requestSubmit();
     }

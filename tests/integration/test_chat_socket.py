@@ -422,6 +422,47 @@ async def test_regenerate_answers_again_and_keeps_the_old_reply_in_the_history(u
     assert "First answer." not in json.dumps(chats[-1]["messages"])
 
 
+async def test_continue_goes_on_with_a_reply_cut_at_the_cap_in_its_place(user, use_gateway, fake_ollama):
+    """Continue (issue 47, item 5) is the drop-in endpoints' continuation (TurnContinue): the stored reply
+    is the cut text and what followed, shown in the cut one's place (a version of it), with no Continue
+    once it ended by itself."""
+    session, communicator = await fake_ollama_chat(user, use_gateway, fake_ollama)
+    await sync_to_async(message_create)(session=session, role="user", content="Write the loop.")
+    cut = await sync_to_async(message_create)(
+        session=session, role="assistant", content="for i in range(", done_reason="length"
+    )
+    fake_ollama.behaviour.canned_reply = "3):\n    print(i)"
+    await communicator.send_to(text_data=json.dumps({"action": "continue"}))
+    frames = await frames_until(communicator, 'data-streaming="0"')
+    await communicator.disconnect()
+    rows = [m async for m in Message.objects.filter(session=session).order_by("position")]
+    assert [(m.role, m.content, m.excluded_from_context) for m in rows] == [
+        ("user", "Write the loop.", False),
+        ("assistant", "for i in range(", True),
+        ("assistant", "for i in range(3):\n    print(i)", False),
+    ]
+    assert rows[2].version_of_id == cut.pk, "shown in the cut reply's place, behind its switcher"
+    # The prompt ended with the cut reply, so the model went on from it.
+    chats = [r for r in fake_ollama.behaviour.requests if r["path"] == "/api/chat"]
+    assert chats[-1]["messages"][-1] == {"role": "assistant", "content": "for i in range("}
+    last = frames[-1]
+    assert f'id="msg-{cut.pk}"' not in last, "the cut text is not shown twice"
+    assert "print(i)" in last
+    assert 'data-action="continue"' not in last, "a reply that ended by itself offers no Continue"
+
+
+def test_continue_is_offered_only_on_the_latest_reply_cut_at_the_cap(client, user, small_session):
+    message_create(session=small_session, role="user", content="Write the loop.")
+    message_create(session=small_session, role="assistant", content="for i in", done_reason="length")
+    client.force_login(user)
+    page = client.get(f"/sessions/{small_session.pk}/").content.decode()
+    assert page.count('data-action="continue"') == 1
+    message_create(session=small_session, role="user", content="Thanks.")
+    message_create(session=small_session, role="assistant", content="Welcome.", done_reason="stop")
+    page = client.get(f"/sessions/{small_session.pk}/").content.decode()
+    assert 'data-action="continue"' not in page
+
+
 async def test_edit_replaces_the_message_and_what_followed_in_the_context_only(user, use_gateway, fake_ollama):
     session, communicator = await fake_ollama_chat(user, use_gateway, fake_ollama)
     fake_ollama.behaviour.canned_reply = "Noted."
