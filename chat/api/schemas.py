@@ -7,6 +7,7 @@ from typing import Any
 from uuid import UUID
 
 from ninja import Field, Schema
+from pydantic import StrictInt, StrictStr
 
 from chat.api.context_schemas import ContextOut
 from chat.models import Message, Session
@@ -180,7 +181,12 @@ class ImportConflictOut(Schema):
 
 
 class MessageIn(Schema):
-    content: str
+    content: StrictStr
+    max_tokens: StrictInt | None = Field(
+        None,
+        description="Your cap on the reply, a positive integer of at most the session's reply cap "
+        '(OLLM_REPLY_MAX_TOKENS, at most 15% of its context): the reply stops there with done_reason "length".',
+    )
 
 
 class MessageOut(Schema):

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from asgiref.sync import async_to_sync
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, ValidationError
 from django.http import Http404, HttpRequest
 from django.http.response import HttpResponseBase
@@ -37,7 +38,7 @@ from chat.services.conversations import conversation_reply, conversation_resolve
 from chat.services.turn import OnDelta
 from engine.core.client_history import ClientHistoryError, ClientMessage, ClientToolCall, client_request
 from engine.core.client_tasks import client_label, task_kind
-from engine.core.config import MAX_CONTEXT_TOKENS, ConfigError, sampling_config
+from engine.core.config import MAX_CONTEXT_TOKENS, ConfigError, reply_max_tokens, sampling_config
 from engine.llm.types import BackendUnavailable, ChatResult, ContextOverflow, LLMError, LLMTimeout, Sampling
 
 logger = logging.getLogger(__name__)
@@ -253,14 +254,17 @@ def num_ctx_of(value: Any, where: str) -> int | None:
 
 
 def max_tokens_of(value: Any, where: str) -> int | None:
-    """A request's cap on its answer (``where``: the field it came in), None without one; zero or less
-    is none either (Ollama's num_predict -1 and -2: as long as the context allows). Only a background
-    task's answer follows it (``reply_for``); a turn's is the session's."""
+    """A request's cap on its reply (``where``: the field it came in), None without one: a positive integer
+    of at most the reply cap (``OLLM_REPLY_MAX_TOKENS``), or a 400. It is applied to the model call: the
+    reply stops there (``finish_reason``/``done_reason`` "length"), under the session's own cap when that is
+    smaller (a small context's, 15% of it), and under the task cap for a background task (``reply_for``).
+    Ollama's num_predict -1 (no cap) is refused rather than read as a cap nobody asked for."""
     if value is None:
         return None
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise DropInError(400, f"{where} must be an integer.")
-    return value if value > 0 else None
+    cap = reply_max_tokens(MAX_CONTEXT_TOKENS, settings.OLLM_REPLY_MAX_TOKENS)
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= cap:
+        raise DropInError(400, f"{where} must be a positive integer of at most {cap:,} (the reply cap).")
+    return value
 
 
 def sampling_of(values: dict[str, Any], where: str) -> Sampling:
@@ -376,7 +380,7 @@ def reply_for(
     """How to answer ``messages``: as a background task when they are one (``task_kind``) and the
     token keeps its client's tasks apart, and no session is named; else as the turn of the session
     they continue or start (``conversation_resolve``), with ``tools`` (``tools_for``) the model may call.
-    ``max_tokens`` caps a task's answer."""
+    ``max_tokens`` (``max_tokens_of``) caps the answer, a task's or a turn's."""
     kind = task_kind(messages)
     named = requested_session(request)
     if kind is not None and named is None and (caller.token is None or caller.token.tasks_apart):
@@ -403,7 +407,7 @@ def reply_for(
     )
     return Reply(
         lambda on_delta: conversation_reply(
-            conversation=conversation, sampling=sampling, on_delta=on_delta, tools=tools
+            conversation=conversation, sampling=sampling, on_delta=on_delta, tools=tools, max_tokens=max_tokens
         ),
         conversation.session.pk,
     )
