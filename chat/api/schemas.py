@@ -7,9 +7,8 @@ from typing import Any
 from uuid import UUID
 
 from ninja import Field, Schema
-from pydantic import StrictInt, StrictStr
 
-from chat.api.context_schemas import ContextOut
+from chat.api.context_schemas import ContextOut, StrictIn
 from chat.models import Message, Session
 from chat.selectors.context import session_sampling
 from chat.selectors.sessions import model_availability
@@ -64,19 +63,19 @@ class ContextSizeOut(Schema):
     label: str
 
 
-class SessionIn(Schema):
+class SessionIn(StrictIn):
     title: str = ""
     model: str
     context_size: int
     system_prompt: str = ""
 
 
-class BranchIn(Schema):
+class BranchIn(StrictIn):
     message_id: int | None = Field(None, description="The id of the last message the branch shares with its session.")
     position: int | None = Field(None, description="Or its position (1 = the first message).")
 
 
-class SessionPatch(Schema):
+class SessionPatch(StrictIn):
     title: str | None = None
     model: str | None = None
     context_size: int | None = None
@@ -180,9 +179,9 @@ class ImportConflictOut(Schema):
     session_id: UUID = Field(description="Your session that already has the file's sessionId.")
 
 
-class MessageIn(Schema):
-    content: StrictStr
-    max_tokens: StrictInt | None = Field(
+class MessageIn(StrictIn):
+    content: str
+    max_tokens: int | None = Field(
         None,
         description="Your cap on the reply, a positive integer of at most the session's reply cap "
         '(OLLM_REPLY_MAX_TOKENS, at most 15% of its context): the reply stops there with done_reason "length".',

@@ -201,7 +201,7 @@ def tools_answered_as_text(
     none. Open WebUI sends its builtin tools on every chat, with no ``tool_choice``. A choice that requires
     a call (``"required"``, a named function) cannot be met and is refused, not ignored."""
     if tools is not None and not isinstance(tools, list):
-        raise DropInError(400, "tools must be a list of tool definitions.")
+        raise DropInError(400, f"{TOOLS_SHAPE}.")
     if tool_choice in (None, "auto", "none"):
         return
     raise DropInError(
@@ -211,17 +211,19 @@ def tools_answered_as_text(
     )
 
 
+TOOLS_SHAPE = 'tools must be a list of {type: "function", function: {name, description?, parameters?}} objects'
+
+
 def tools_for(model: str, tools: Any, tool_choice: Any) -> tuple[dict[str, Any], ...]:
-    """The tool definitions the model is given for a request: its ``tools`` when the model has the "tools"
+    """The tool definitions the model is given for a request (in the function shape: ``tools_checked``
+    first): its ``tools`` when the model has the "tools"
     capability (``model_takes_tools``) and ``tool_choice`` is not "none"; none for any other model, whose
     reply is text (``tools_answered_as_text``, which refuses a choice that requires a call). A required
     choice cannot be enforced on a model that takes tools (Ollama has no such field): it may still answer
     as text."""
-    if not tools or not isinstance(tools, list) or not model_takes_tools(model=model):
+    if not tools or not model_takes_tools(model=model):
         tools_answered_as_text(tools, tool_choice)
         return ()
-    if not all(isinstance(tool, dict) and isinstance(tool.get("function"), dict) for tool in tools):
-        raise DropInError(400, 'tools must be a list of {type: "function", function: {name, parameters}} objects.')
     return () if tool_choice == "none" else tuple(tools)
 
 
