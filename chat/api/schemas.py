@@ -12,6 +12,7 @@ from chat.api.context_schemas import ContextOut, StrictIn
 from chat.models import Message, Session
 from chat.selectors.context import session_sampling
 from chat.selectors.sessions import model_availability
+from engine.core.text import without_credentials
 from engine.llm.types import HostReport, Sampling
 
 
@@ -28,6 +29,8 @@ class HostFailureOut(Schema):
 
 
 class HostOut(Schema):
+    """A model host as staff see it (``GET /api/hosts``): never with the credentials its URL may carry."""
+
     url: str
     backend: str = Field(description="embedded (the bundled model server) or ollama")
     up: bool = Field(description="Whether it answered just now.")
@@ -42,7 +45,7 @@ class HostOut(Schema):
     @staticmethod
     def of(report: HostReport) -> HostOut:
         return HostOut(
-            url=report.url,
+            url=without_credentials(report.url),
             backend=report.backend,
             up=report.up,
             models=list(report.models),
@@ -51,7 +54,10 @@ class HostOut(Schema):
             queued_background=report.state.queued_background,
             served=report.state.served,
             longest_background_wait_seconds=round(report.state.longest_background_wait, 3),
-            failures=[HostFailureOut(at=datetime.fromtimestamp(f.at, UTC), error=f.error) for f in report.failures],
+            failures=[
+                HostFailureOut(at=datetime.fromtimestamp(f.at, UTC), error=without_credentials(f.error))
+                for f in report.failures
+            ],
         )
 
 

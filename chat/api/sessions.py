@@ -66,10 +66,16 @@ def models_list(request: HttpRequest) -> Any:
     return models_available()
 
 
-@router.get("/hosts", response=list[HostOut], tags=["models"], summary="List the model hosts and how busy they are")
+@router.get(
+    "/hosts", response=list[HostOut], tags=["models"], summary="List the model hosts and how busy they are (staff only)"
+)
 def hosts_list(request: HttpRequest) -> Any:
     """The bundled model server and every Ollama host (``OLLAMA_HOSTS``): whether each answers now,
-    its models, what this process has running and queued on it, and its recent failures."""
+    its models, what this process has running and queued on it, and its recent failures. Staff only
+    (403 for anyone else): the hosts are the operators' business; a user sees whether a session's
+    model is available (``model_available``)."""
+    if not api_user(request).is_staff:
+        raise HttpError(403, "The model hosts are shown to staff only.")
     return [HostOut.of(report) for report in model_hosts()]
 
 
