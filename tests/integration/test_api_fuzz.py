@@ -191,7 +191,7 @@ JSON_VALUES = st.recursive(
     max_leaves=8,
 )
 # Text a form or a query string can carry: any character but an unpaired surrogate (UTF-8 cannot send one).
-FORM_TEXT = st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=40)
+FORM_TEXT = st.text(alphabet=st.characters(codec="utf-8"), max_size=40)
 OPENAI_FIELDS = (
     "messages", "tools", "tool_choice", "functions", "function_call", "stop", "n", "user", "max_tokens",
     "max_completion_tokens", "temperature", "top_p", "seed", "frequency_penalty", "presence_penalty",
