@@ -255,18 +255,25 @@ def num_ctx_of(value: Any, where: str) -> int | None:
     return value
 
 
-def max_tokens_of(value: Any, where: str) -> int | None:
+@dataclass(frozen=True)
+class AskedCap:
+    """A request's cap on its reply: ``tokens``, asked in the field ``field`` (named when it is refused)."""
+
+    tokens: int
+    field: str
+
+
+def max_tokens_of(value: Any, where: str) -> AskedCap | None:
     """A request's cap on its reply (``where``: the field it came in), None without one: a positive integer
-    of at most the reply cap (``OLLM_REPLY_MAX_TOKENS``), or a 400. It is applied to the model call: the
-    reply stops there (``finish_reason``/``done_reason`` "length"), under the session's own cap when that is
-    smaller (a small context's, 15% of it), and under the task cap for a background task (``reply_for``).
-    Ollama's num_predict -1 (no cap) is refused rather than read as a cap nobody asked for."""
+    of at most MAX_CONTEXT_TOKENS (no reply is longer than the largest context), or a 400; Ollama's
+    num_predict -1 (no cap) is refused rather than read as a cap nobody asked for. ``reply_for`` holds it
+    to the reply cap and passes it to the model call: the reply stops there (``finish_reason``/
+    ``done_reason`` "length")."""
     if value is None:
         return None
-    cap = reply_max_tokens(MAX_CONTEXT_TOKENS, settings.OLLM_REPLY_MAX_TOKENS)
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= cap:
-        raise DropInError(400, f"{where} must be a positive integer of at most {cap:,} (the reply cap).")
-    return value
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= MAX_CONTEXT_TOKENS:
+        raise DropInError(400, f"{where} must be a positive integer of at most {MAX_CONTEXT_TOKENS:,}.")
+    return AskedCap(value, where)
 
 
 def sampling_of(values: dict[str, Any], where: str) -> Sampling:
@@ -376,13 +383,15 @@ def reply_for(
     messages: Sequence[ClientMessage],
     num_ctx: int | None,
     sampling: Sampling,
-    max_tokens: int | None = None,
+    max_tokens: AskedCap | None = None,
     tools: Sequence[dict[str, Any]] = (),
 ) -> Reply:
     """How to answer ``messages``: as a background task when they are one (``task_kind``) and the
     token keeps its client's tasks apart, and no session is named; else as the turn of the session
     they continue or start (``conversation_resolve``), with ``tools`` (``tools_for``) the model may call.
-    ``max_tokens`` (``max_tokens_of``) caps the answer, a task's or a turn's."""
+    ``max_tokens`` (``max_tokens_of``) caps the answer: a turn's must be within the reply cap
+    (``OLLM_REPLY_MAX_TOKENS``; 400 before anything is stored), and a smaller session's cap (15% of its
+    context) still applies; a task's is held under the task cap (Open WebUI asks 1,000 for a title)."""
     kind = task_kind(messages)
     named = requested_session(request)
     if kind is not None and named is None and (caller.token is None or caller.token.tasks_apart):
@@ -395,10 +404,13 @@ def reply_for(
             messages=tuple(messages),
             num_ctx=num_ctx,
             sampling=sampling,
-            max_tokens=max_tokens,
+            max_tokens=max_tokens.tokens if max_tokens is not None else None,
         )
         client_task_check(request=task)
         return Reply(lambda on_delta: client_task_answer(request=task, on_delta=on_delta), None)
+    cap = reply_max_tokens(MAX_CONTEXT_TOKENS, settings.OLLM_REPLY_MAX_TOKENS)
+    if max_tokens is not None and max_tokens.tokens > cap:
+        raise DropInError(400, f"{max_tokens.field} must be a positive integer of at most {cap:,} (the reply cap).")
     conversation = conversation_resolve(
         owner=caller.user,
         model=model,
@@ -409,7 +421,11 @@ def reply_for(
     )
     return Reply(
         lambda on_delta: conversation_reply(
-            conversation=conversation, sampling=sampling, on_delta=on_delta, tools=tools, max_tokens=max_tokens
+            conversation=conversation,
+            sampling=sampling,
+            on_delta=on_delta,
+            tools=tools,
+            max_tokens=max_tokens.tokens if max_tokens is not None else None,
         ),
         conversation.session.pk,
     )

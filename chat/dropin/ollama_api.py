@@ -22,6 +22,7 @@ from django.utils import timezone
 from chat.dropin.common import (
     SESSION_HEADER,
     Answer,
+    AskedCap,
     Caller,
     DropInError,
     Fault,
@@ -50,6 +51,8 @@ NANOSECONDS = 1_000_000_000
 # them (``tools_for``), images are refused.
 SERVED_CAPABILITIES = ("completion", "tools")
 # Ollama's options that are true or false; every other is a number, but ``stop`` (texts).
+# Options read below, each checked with its own range and message.
+CHECKED_OPTIONS = frozenset({"num_ctx", "num_predict", *Sampling.__dataclass_fields__})
 FLAG_OPTIONS = frozenset({"penalize_newline", "numa", "low_vram", "f16_kv", "vocab_only", "use_mmap", "use_mlock"})
 
 
@@ -115,7 +118,7 @@ def _text(value: Any, what: str) -> str:
     return value
 
 
-def _options(body: dict[str, Any]) -> tuple[int | None, Sampling, int | None]:
+def _options(body: dict[str, Any]) -> tuple[int | None, Sampling, AskedCap | None]:
     """The request's num_ctx, sampling options and num_predict; unsupported inputs are refused, not
     silently dropped, and every option of the wrong type too, applied or not (issue 49, item 6)."""
     if body.get("format"):
@@ -135,7 +138,7 @@ def _options(body: dict[str, Any]) -> tuple[int | None, Sampling, int | None]:
             stop_of(value, "options.stop")
         elif name in FLAG_OPTIONS:
             flag_of(value, f"options.{name}")
-        else:
+        elif name not in CHECKED_OPTIONS:
             number_of(value, f"options.{name}")
     num_ctx = num_ctx_of(options.get("num_ctx"), "options.num_ctx")
     return num_ctx, sampling_of(options, "options"), max_tokens_of(options.get("num_predict"), "options.num_predict")

@@ -80,27 +80,49 @@ def test_ollama_num_predict_stops_the_reply_there(client_of_alice, model_server,
     assert stored_reply().done_reason == "length"
 
 
-BAD_CAPS = [-1, 0, 2**63, True, "5", 5.0, 513]
+NOT_A_CAP = [-1, 0, 2**63, True, "5", 5.0]
 
 
-@pytest.mark.parametrize("value", BAD_CAPS)
+def expected(field: str, value: Any) -> str:
+    """A value that is no cap at all, or a turn's cap over the reply cap (512 here)."""
+    if value == 513:
+        return f"{field} must be a positive integer of at most 512 (the reply cap)."
+    return f"{field} must be a positive integer of at most 1,048,576."
+
+
+@pytest.mark.parametrize("value", [*NOT_A_CAP, 513])
 @pytest.mark.parametrize("field", ["max_tokens", "max_completion_tokens"])
 def test_openai_refuses_a_cap_that_is_not_a_positive_integer_within_the_reply_cap(client_of_alice, field, value):
     response = post(client_of_alice, "/v1/chat/completions", {"model": MODEL_NAME, "messages": LONG, field: value})
     assert response.status_code == 400, response.content
     error = response.json()["error"]
     assert error["type"] == "invalid_request_error"
-    assert error["message"] == f"{field} must be a positive integer of at most 512 (the reply cap)."
+    assert error["message"] == expected(field, value)
     assert not Session.objects.exists()
 
 
-@pytest.mark.parametrize("value", BAD_CAPS)
+@pytest.mark.parametrize("value", [*NOT_A_CAP, 513])
 def test_ollama_refuses_a_num_predict_that_is_not_a_positive_integer_within_the_reply_cap(client_of_alice, value):
     body = {"model": MODEL_NAME, "messages": LONG, "stream": False, "options": {"num_predict": value}}
     response = post(client_of_alice, "/ollama/api/chat", body)
     assert response.status_code == 400, response.content
-    message = "options.num_predict must be a positive integer of at most 512 (the reply cap)."
-    assert response.json() == {"error": message}
+    assert response.json() == {"error": expected("options.num_predict", value)}
+    assert not Session.objects.exists()
+
+
+def test_a_background_task_s_larger_cap_is_held_under_the_task_cap(client_of_alice, model_server, settings):
+    """Open WebUI asks max_tokens 1,000 for a chat's title: a task has no session, so its cap is the task
+    cap (OLLM_CLIENT_TASK_MAX_TOKENS), not a refusal."""
+    settings.OLLM_CLIENT_TASK_MAX_TOKENS = 8
+    # Open WebUI's title template, cut short (its whole prompt took over a minute on a busy machine).
+    prompt = '### Task:\nGenerate a title.\nJSON format: { "title": "..." }\n<chat_history>\nUSER: Hi\n</chat_history>'
+    title = [{"role": "user", "content": prompt}]
+    response = post(
+        client_of_alice, "/v1/chat/completions", {"model": MODEL_NAME, "messages": title, "max_tokens": 1000}
+    )
+    assert response.status_code == 200, response.content
+    assert "X-OLLM-Session" not in response.headers
+    assert sent_num_predict(model_server) == [8]
     assert not Session.objects.exists()
 
 
