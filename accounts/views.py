@@ -4,13 +4,14 @@ import math
 from datetime import timedelta
 from typing import Any
 
+from axes.handlers.proxy import AxesProxyHandler
+from axes.helpers import get_cool_off
 from django.conf import settings
 from django.contrib.auth import login
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import AuthenticationForm, UserCreationForm
 from django.core.exceptions import ValidationError
-from django.db.models import Max, Sum
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -132,20 +133,13 @@ def login_client_address(request: HttpRequest) -> str | None:
 
 
 def login_lock_remaining(request: HttpRequest, credentials: dict[str, Any] | None) -> timedelta:
-    """How long the lock on this login attempt still lasts: from the last counted failure of
-    each locked username or address, the cool-off time."""
-    from axes.handlers.proxy import AxesProxyHandler
-    from axes.helpers import get_cool_off, get_failure_limit
-
+    """How long the lock on this login attempt still lasts: from the last counted failure of each
+    count that locks it (``LoginThrottle.lock_counts``), the cool-off time."""
     cool_off = get_cool_off(request) or timedelta(0)
-    limit = get_failure_limit(request, credentials)
     now = timezone.now()
     handler = AxesProxyHandler.get_implementation()
-    ends = []
-    for attempts in getattr(handler, "get_user_attempts", lambda *a: [])(request, credentials):
-        totals = attempts.aggregate(failures=Sum("failures_since_start"), last=Max("attempt_time"))
-        if (totals["failures"] or 0) >= limit and totals["last"] is not None:
-            ends.append(totals["last"] + cool_off)
+    counts: list[Any] = getattr(handler, "lock_counts", lambda *a: [])(request, credentials)
+    ends = [count.last + cool_off for count in counts if count.locks]
     return max(max(ends, default=now + cool_off) - now, timedelta(0))
 
 

@@ -1,7 +1,8 @@
 """The REST API under /api/: one NinjaAPI, the apps' routers, auth and the error shapes.
 
 Every error answers ``{"detail": ...}``: 401 without valid credentials, 403 for
-a cookie request without its CSRF token, 404 for what is not the caller's,
+a cookie request without its CSRF token or a staff-only route (the model hosts)
+asked by anyone else, 404 for what is not the caller's,
 409 when a compression holds the session, a session file was imported
 before or the session's model is not available here (503 when only because
 its backend is down), 413 for what is too large (a message for the context, a file to

@@ -125,8 +125,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Brute-force protection on every login form (the app's and the admin's), by django-axes: after
-# OLLM_LOGIN_FAILURE_LIMIT failed logins for one username, or from one client address, that
-# username (or address) cannot log in, even with the right password, for OLLM_LOGIN_LOCK_MINUTES.
+# OLLM_LOGIN_FAILURE_LIMIT failed logins for one username from one client address, that username
+# cannot log in from that address, even with the right password, for OLLM_LOGIN_LOCK_MINUTES; after
+# OLLM_LOGIN_USERNAME_FAILURE_LIMIT failures for one username from any addresses, it cannot log in from
+# anywhere. An address is never locked for accounts it has not failed against: behind a reverse proxy
+# every user may share one (accounts.backends.LoginThrottle).
 # Attempts stored in the database (table axes_accessattempt; the admin lists and deletes them).
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
@@ -135,9 +138,12 @@ AUTHENTICATION_BACKENDS = [
     "accounts.backends.StaffReviewBackend",
 ]
 AXES_FAILURE_LIMIT = int(os.environ.get("OLLM_LOGIN_FAILURE_LIMIT", "5"))
+OLLM_LOGIN_USERNAME_FAILURE_LIMIT = int(os.environ.get("OLLM_LOGIN_USERNAME_FAILURE_LIMIT", "20"))
 AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("OLLM_LOGIN_LOCK_MINUTES", "15")))
-# Each of these locks on its own: a username from any address, an address for any username.
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+# The counts, in this order (LoginThrottle gives each its limit): a username from one address, to
+# AXES_FAILURE_LIMIT; a username from any address, to OLLM_LOGIN_USERNAME_FAILURE_LIMIT.
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "username"]
+AXES_HANDLER = "accounts.backends.LoginThrottle"
 # Attempts during a lock do not prolong it: it ends OLLM_LOGIN_LOCK_MINUTES after the last counted failure.
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_RESET_ON_SUCCESS = True

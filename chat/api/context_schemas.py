@@ -6,6 +6,7 @@ from datetime import date, datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
+from pydantic import ConfigDict
 
 from chat.models import Checkpoint, CheckpointRevision, Goal, Session
 from chat.selectors.context import ContextReport, Prompt, session_context
@@ -14,6 +15,14 @@ from chat.selectors.context import ContextReport, Prompt, session_context
 MAX_ID = 2**63 - 1
 ObjectId = Annotated[int, Field(ge=1, le=MAX_ID)]
 EventCursor = Annotated[int, Field(ge=0, le=MAX_ID)]
+
+
+class StrictIn(Schema):
+    """A request body's shape, read strictly (issue 49, item 6): no boolean for a number (``{"position":
+    true}`` branched at position 1), no number for a text, no text for a boolean (``locked: "yes"``);
+    422 naming the field."""
+
+    model_config = ConfigDict(strict=True)
 
 
 class ReliabilityOut(Schema):
@@ -191,23 +200,23 @@ GoalCheckpointStatus = Literal["pending", "in-progress", "completed"]
 ArtifactAction = Literal["created", "modified"]
 
 
-class GoalIn(Schema):
+class GoalIn(StrictIn):
     description: str
     priority: GoalPriority = "medium"
 
 
-class GoalPatch(Schema):
+class GoalPatch(StrictIn):
     description: str | None = None
     priority: GoalPriority | None = None
     status: GoalStatus | None = None
 
 
-class GoalCheckpointIn(Schema):
+class GoalCheckpointIn(StrictIn):
     description: str
     status: GoalCheckpointStatus = "pending"
 
 
-class GoalCheckpointPatch(Schema):
+class GoalCheckpointPatch(StrictIn):
     description: str | None = None
     status: GoalCheckpointStatus | None = None
 
@@ -219,12 +228,12 @@ class GoalCheckpointOut(Schema):
     status: str
 
 
-class DecisionIn(Schema):
+class DecisionIn(StrictIn):
     description: str
     locked: bool = False
 
 
-class DecisionPatch(Schema):
+class DecisionPatch(StrictIn):
     description: str | None = None
     locked: bool | None = None
 
@@ -238,7 +247,7 @@ class DecisionOut(Schema):
     updated_at: datetime
 
 
-class ArtifactIn(Schema):
+class ArtifactIn(StrictIn):
     path: str
     action: ArtifactAction
 
@@ -277,7 +286,7 @@ class GoalOut(Schema):
         return list(obj.artifacts.all())
 
 
-class SnapshotIn(Schema):
+class SnapshotIn(StrictIn):
     reason: str = Field("", max_length=200)
 
 

@@ -8,10 +8,11 @@ from uuid import UUID
 
 from ninja import Field, Schema
 
-from chat.api.context_schemas import ContextOut
+from chat.api.context_schemas import ContextOut, StrictIn
 from chat.models import Message, Session
 from chat.selectors.context import session_sampling
 from chat.selectors.sessions import model_availability
+from engine.core.text import without_credentials
 from engine.llm.types import HostReport, Sampling
 
 
@@ -28,6 +29,8 @@ class HostFailureOut(Schema):
 
 
 class HostOut(Schema):
+    """A model host as staff see it (``GET /api/hosts``): never with the credentials its URL may carry."""
+
     url: str
     backend: str = Field(description="embedded (the bundled model server) or ollama")
     up: bool = Field(description="Whether it answered just now.")
@@ -42,7 +45,7 @@ class HostOut(Schema):
     @staticmethod
     def of(report: HostReport) -> HostOut:
         return HostOut(
-            url=report.url,
+            url=without_credentials(report.url),
             backend=report.backend,
             up=report.up,
             models=list(report.models),
@@ -51,7 +54,10 @@ class HostOut(Schema):
             queued_background=report.state.queued_background,
             served=report.state.served,
             longest_background_wait_seconds=round(report.state.longest_background_wait, 3),
-            failures=[HostFailureOut(at=datetime.fromtimestamp(f.at, UTC), error=f.error) for f in report.failures],
+            failures=[
+                HostFailureOut(at=datetime.fromtimestamp(f.at, UTC), error=without_credentials(f.error))
+                for f in report.failures
+            ],
         )
 
 
@@ -63,19 +69,19 @@ class ContextSizeOut(Schema):
     label: str
 
 
-class SessionIn(Schema):
+class SessionIn(StrictIn):
     title: str = ""
     model: str
     context_size: int
     system_prompt: str = ""
 
 
-class BranchIn(Schema):
+class BranchIn(StrictIn):
     message_id: int | None = Field(None, description="The id of the last message the branch shares with its session.")
     position: int | None = Field(None, description="Or its position (1 = the first message).")
 
 
-class SessionPatch(Schema):
+class SessionPatch(StrictIn):
     title: str | None = None
     model: str | None = None
     context_size: int | None = None
@@ -179,8 +185,13 @@ class ImportConflictOut(Schema):
     session_id: UUID = Field(description="Your session that already has the file's sessionId.")
 
 
-class MessageIn(Schema):
+class MessageIn(StrictIn):
     content: str
+    max_tokens: int | None = Field(
+        None,
+        description="Your cap on the reply, a positive integer of at most the session's reply cap "
+        '(OLLM_REPLY_MAX_TOKENS, at most 15% of its context): the reply stops there with done_reason "length".',
+    )
 
 
 class MessageOut(Schema):

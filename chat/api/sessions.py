@@ -8,6 +8,7 @@ from uuid import UUID
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest, JsonResponse
 from ninja import Router, Status, UploadedFile
@@ -53,6 +54,7 @@ from chat.services.imports import import_throttle, session_file_import, session_
 from chat.services.revisions import message_version_choose
 from chat.services.sessions import session_branch, session_delete, session_start, session_update
 from chat.services.turn import TurnSend, turn_take
+from engine.core.config import reply_max_tokens
 from engine.resources import context_profiles
 
 router = Router(tags=["sessions"])
@@ -64,10 +66,16 @@ def models_list(request: HttpRequest) -> Any:
     return models_available()
 
 
-@router.get("/hosts", response=list[HostOut], tags=["models"], summary="List the model hosts and how busy they are")
+@router.get(
+    "/hosts", response=list[HostOut], tags=["models"], summary="List the model hosts and how busy they are (staff only)"
+)
 def hosts_list(request: HttpRequest) -> Any:
     """The bundled model server and every Ollama host (``OLLAMA_HOSTS``): whether each answers now,
-    its models, what this process has running and queued on it, and its recent failures."""
+    its models, what this process has running and queued on it, and its recent failures. Staff only
+    (403 for anyone else): the hosts are the operators' business; a user sees whether a session's
+    model is available (``model_available``)."""
+    if not api_user(request).is_staff:
+        raise HttpError(403, "The model hosts are shown to staff only.")
     return [HostOut.of(report) for report in model_hosts()]
 
 
@@ -285,14 +293,21 @@ def message_version_choose_view(request: HttpRequest, session_id: UUID, message_
 def message_send(request: HttpRequest, session_id: UUID, payload: MessageIn, wait_compression: bool = False) -> Any:
     """One full turn without streaming: the message is stored first, then the reply.
 
+    ``max_tokens`` caps the reply under the session's cap (422 beyond it, before anything is stored).
     A message that cannot fit the context is refused with 413 and stays in the history. On a session
     whose model is not served here (``model_available: false``) the message is stored and the turn is
     409 (503 when the model's backend is only down), naming the model and how to switch (PATCH its ``model``).
     """
     session = session_for_owner(user=api_user(request), session_id=session_id)
+    cap = reply_max_tokens(session.max_tokens, settings.OLLM_REPLY_MAX_TOKENS)
+    if payload.max_tokens is not None and not 0 < payload.max_tokens <= cap:
+        message = f"max_tokens must be a positive integer of at most {cap:,} (the reply cap)."
+        raise ValidationError({"max_tokens": message})
     before = session_last_event_id(session=session)
     try:
-        outcome = async_to_sync(turn_take)(session_id=session.pk, variant=TurnSend(payload.content))
+        outcome = async_to_sync(turn_take)(
+            session_id=session.pk, variant=TurnSend(payload.content), max_tokens=payload.max_tokens
+        )
     except BaseException:
         # The message is stored whatever became of the reply: the session's open pages show it.
         history_publish(session_id=session.pk)

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from asgiref.sync import async_to_sync
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, ValidationError
 from django.http import Http404, HttpRequest
 from django.http.response import HttpResponseBase
@@ -37,7 +38,7 @@ from chat.services.conversations import conversation_reply, conversation_resolve
 from chat.services.turn import OnDelta
 from engine.core.client_history import ClientHistoryError, ClientMessage, ClientToolCall, client_request
 from engine.core.client_tasks import client_label, task_kind
-from engine.core.config import MAX_CONTEXT_TOKENS, ConfigError, sampling_config
+from engine.core.config import MAX_CONTEXT_TOKENS, ConfigError, reply_max_tokens, sampling_config
 from engine.llm.types import BackendUnavailable, ChatResult, ContextOverflow, LLMError, LLMTimeout, Sampling
 
 logger = logging.getLogger(__name__)
@@ -200,7 +201,7 @@ def tools_answered_as_text(
     none. Open WebUI sends its builtin tools on every chat, with no ``tool_choice``. A choice that requires
     a call (``"required"``, a named function) cannot be met and is refused, not ignored."""
     if tools is not None and not isinstance(tools, list):
-        raise DropInError(400, "tools must be a list of tool definitions.")
+        raise DropInError(400, f"{TOOLS_SHAPE}.")
     if tool_choice in (None, "auto", "none"):
         return
     raise DropInError(
@@ -210,17 +211,19 @@ def tools_answered_as_text(
     )
 
 
+TOOLS_SHAPE = 'tools must be a list of {type: "function", function: {name, description?, parameters?}} objects'
+
+
 def tools_for(model: str, tools: Any, tool_choice: Any) -> tuple[dict[str, Any], ...]:
-    """The tool definitions the model is given for a request: its ``tools`` when the model has the "tools"
+    """The tool definitions the model is given for a request (in the function shape: ``tools_checked``
+    first): its ``tools`` when the model has the "tools"
     capability (``model_takes_tools``) and ``tool_choice`` is not "none"; none for any other model, whose
     reply is text (``tools_answered_as_text``, which refuses a choice that requires a call). A required
     choice cannot be enforced on a model that takes tools (Ollama has no such field): it may still answer
     as text."""
-    if not tools or not isinstance(tools, list) or not model_takes_tools(model=model):
+    if not tools or not model_takes_tools(model=model):
         tools_answered_as_text(tools, tool_choice)
         return ()
-    if not all(isinstance(tool, dict) and isinstance(tool.get("function"), dict) for tool in tools):
-        raise DropInError(400, 'tools must be a list of {type: "function", function: {name, parameters}} objects.')
     return () if tool_choice == "none" else tuple(tools)
 
 
@@ -252,15 +255,25 @@ def num_ctx_of(value: Any, where: str) -> int | None:
     return value
 
 
-def max_tokens_of(value: Any, where: str) -> int | None:
-    """A request's cap on its answer (``where``: the field it came in), None without one; zero or less
-    is none either (Ollama's num_predict -1 and -2: as long as the context allows). Only a background
-    task's answer follows it (``reply_for``); a turn's is the session's."""
+@dataclass(frozen=True)
+class AskedCap:
+    """A request's cap on its reply: ``tokens``, asked in the field ``field`` (named when it is refused)."""
+
+    tokens: int
+    field: str
+
+
+def max_tokens_of(value: Any, where: str) -> AskedCap | None:
+    """A request's cap on its reply (``where``: the field it came in), None without one: a positive integer
+    of at most MAX_CONTEXT_TOKENS (no reply is longer than the largest context), or a 400; Ollama's
+    num_predict -1 (no cap) is refused rather than read as a cap nobody asked for. ``reply_for`` holds it
+    to the reply cap and passes it to the model call: the reply stops there (``finish_reason``/
+    ``done_reason`` "length")."""
     if value is None:
         return None
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise DropInError(400, f"{where} must be an integer.")
-    return value if value > 0 else None
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= MAX_CONTEXT_TOKENS:
+        raise DropInError(400, f"{where} must be a positive integer of at most {MAX_CONTEXT_TOKENS:,}.")
+    return AskedCap(value, where)
 
 
 def sampling_of(values: dict[str, Any], where: str) -> Sampling:
@@ -370,13 +383,15 @@ def reply_for(
     messages: Sequence[ClientMessage],
     num_ctx: int | None,
     sampling: Sampling,
-    max_tokens: int | None = None,
+    max_tokens: AskedCap | None = None,
     tools: Sequence[dict[str, Any]] = (),
 ) -> Reply:
     """How to answer ``messages``: as a background task when they are one (``task_kind``) and the
     token keeps its client's tasks apart, and no session is named; else as the turn of the session
     they continue or start (``conversation_resolve``), with ``tools`` (``tools_for``) the model may call.
-    ``max_tokens`` caps a task's answer."""
+    ``max_tokens`` (``max_tokens_of``) caps the answer: a turn's must be within the reply cap
+    (``OLLM_REPLY_MAX_TOKENS``; 400 before anything is stored), and a smaller session's cap (15% of its
+    context) still applies; a task's is held under the task cap (Open WebUI asks 1,000 for a title)."""
     kind = task_kind(messages)
     named = requested_session(request)
     if kind is not None and named is None and (caller.token is None or caller.token.tasks_apart):
@@ -389,10 +404,13 @@ def reply_for(
             messages=tuple(messages),
             num_ctx=num_ctx,
             sampling=sampling,
-            max_tokens=max_tokens,
+            max_tokens=max_tokens.tokens if max_tokens is not None else None,
         )
         client_task_check(request=task)
         return Reply(lambda on_delta: client_task_answer(request=task, on_delta=on_delta), None)
+    cap = reply_max_tokens(MAX_CONTEXT_TOKENS, settings.OLLM_REPLY_MAX_TOKENS)
+    if max_tokens is not None and max_tokens.tokens > cap:
+        raise DropInError(400, f"{max_tokens.field} must be a positive integer of at most {cap:,} (the reply cap).")
     conversation = conversation_resolve(
         owner=caller.user,
         model=model,
@@ -403,7 +421,11 @@ def reply_for(
     )
     return Reply(
         lambda on_delta: conversation_reply(
-            conversation=conversation, sampling=sampling, on_delta=on_delta, tools=tools
+            conversation=conversation,
+            sampling=sampling,
+            on_delta=on_delta,
+            tools=tools,
+            max_tokens=max_tokens.tokens if max_tokens is not None else None,
         ),
         conversation.session.pk,
     )

@@ -22,6 +22,7 @@ from django.utils import timezone
 from chat.dropin.common import (
     SESSION_HEADER,
     Answer,
+    AskedCap,
     Caller,
     DropInError,
     Fault,
@@ -37,6 +38,7 @@ from chat.dropin.common import (
     tools_for,
     unknown_route,
 )
+from chat.dropin.fields import flag_of, number_of, stop_of, text_of, tools_checked
 from chat.selectors.sessions import models_available
 from engine.core.client_history import ClientMessage
 from engine.core.times import iso_millis
@@ -48,6 +50,10 @@ NANOSECONDS = 1_000_000_000
 # What a model does through the managed context, of what it can: tools are passed to a model that takes
 # them (``tools_for``), images are refused.
 SERVED_CAPABILITIES = ("completion", "tools")
+# Ollama's options that are true or false; every other is a number, but ``stop`` (texts).
+# Options read below, each checked with its own range and message.
+CHECKED_OPTIONS = frozenset({"num_ctx", "num_predict", *Sampling.__dataclass_fields__})
+FLAG_OPTIONS = frozenset({"penalize_newline", "numa", "low_vram", "f16_kv", "vocab_only", "use_mmap", "use_mlock"})
 
 
 def _error(status: int, message: str, fault: str | None = None) -> HttpResponseBase:
@@ -112,14 +118,28 @@ def _text(value: Any, what: str) -> str:
     return value
 
 
-def _options(body: dict[str, Any]) -> tuple[int | None, Sampling, int | None]:
+def _options(body: dict[str, Any]) -> tuple[int | None, Sampling, AskedCap | None]:
     """The request's num_ctx, sampling options and num_predict; unsupported inputs are refused, not
-    silently dropped."""
+    silently dropped, and every option of the wrong type too, applied or not (issue 49, item 6)."""
     if body.get("format"):
         raise DropInError(400, "'format' is not supported by ollm-site's managed context.")
     options = body.get("options") or {}
     if not isinstance(options, dict):
         raise DropInError(400, "options must be an object.")
+    flag_of(body.get("stream"), "stream")
+    keep_alive = body.get("keep_alive")
+    if keep_alive is not None and not isinstance(keep_alive, str):
+        number_of(keep_alive, "keep_alive")
+    think = body.get("think")
+    if think is not None and not isinstance(think, str):
+        flag_of(think, "think")
+    for name, value in options.items():
+        if name == "stop":
+            stop_of(value, "options.stop")
+        elif name in FLAG_OPTIONS:
+            flag_of(value, f"options.{name}")
+        elif name not in CHECKED_OPTIONS:
+            number_of(value, f"options.{name}")
     num_ctx = num_ctx_of(options.get("num_ctx"), "options.num_ctx")
     return num_ctx, sampling_of(options, "options"), max_tokens_of(options.get("num_predict"), "options.num_predict")
 
@@ -162,6 +182,7 @@ def _answer(
     request: HttpRequest, caller: Caller, body: dict[str, Any], messages: list[ClientMessage], *, chat: bool
 ) -> HttpResponseBase:
     model = model_of(body)
+    tools_checked(body.get("tools"))
     tools = tools_for(model, body.get("tools"), body.get("tool_choice"))
     num_ctx, sampling, max_tokens = _options(body)
     reply = reply_for(
@@ -243,6 +264,14 @@ def generate(request: HttpRequest, caller: Caller) -> HttpResponseBase:
     prompt = _text(body.get("prompt", ""), "prompt")
     if body.get("images"):
         raise DropInError(400, "images are not supported by ollm-site's managed context.")
+    context = body.get("context")
+    if context is not None and (
+        not isinstance(context, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in context)
+    ):
+        raise DropInError(400, "context must be a list of token ids (integers); it is not read here.")
+    flag_of(body.get("raw"), "raw")
+    for name in ("template", "suffix"):
+        text_of(body.get(name), name)
     if not prompt:
         return _loaded(body, chat=False)
     messages = [ClientMessage("system", system)] if system.strip() else []

@@ -37,6 +37,7 @@ from chat.dropin.common import (
     tools_for,
     unknown_route,
 )
+from chat.dropin.fields import flag_of, function_checked, number_of, stop_of, text_of, tools_checked
 from chat.selectors.sessions import models_available
 from engine.core.client_history import ClientMessage
 
@@ -123,14 +124,39 @@ def _usage(outcome: Answer) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
+def _fields_checked(body: dict[str, Any]) -> None:
+    """Refuse a field of the wrong type rather than pass it on or read it loosely (issue 49, item 6), even
+    one that is not applied (``stop``, the penalties: docs/drop-in.md)."""
+    flag_of(body.get("stream"), "stream")
+    options = body.get("stream_options")
+    if options is not None:
+        if not isinstance(options, dict):
+            raise DropInError(400, "stream_options must be an object.")
+        flag_of(options.get("include_usage"), "stream_options.include_usage")
+    stop_of(body.get("stop"), "stop")
+    text_of(body.get("user"), "user")
+    for name in ("frequency_penalty", "presence_penalty"):
+        number_of(body.get(name), name)
+    for name in ("logprobs", "parallel_tool_calls", "store"):
+        flag_of(body.get(name), name)
+    functions = body.get("functions")
+    if functions is not None:
+        if not isinstance(functions, list):
+            raise DropInError(400, "functions must be a list of {name, description?, parameters?} objects.")
+        for index, function in enumerate(functions):
+            function_checked(function, f"functions[{index}]")
+
+
 @endpoint(_error, "POST")
 def chat_completions(request: HttpRequest, caller: Caller) -> HttpResponseBase:
     """POST /v1/chat/completions: the request's last message is answered in its session, or a background
     task apart (``reply_for``)."""
     body = json_body(request)
     model = model_of(body)
-    if body.get("n") not in (None, 1):
+    if body.get("n") not in (None, 1) or isinstance(body.get("n"), bool):
         raise DropInError(400, "n must be 1.")
+    _fields_checked(body)
+    tools_checked(body.get("tools"))
     tools = tools_for(model, body.get("tools"), body.get("tool_choice"))
     # The deprecated form of the same: ``functions`` with ``function_call``.
     tools_answered_as_text(

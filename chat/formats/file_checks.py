@@ -27,6 +27,9 @@ MAX_IMPORT_BYTES = 2 * 1024 * 1024
 # Objects and arrays inside one another, counted from the top of the file; a tool call's args and
 # result are free JSON.
 MAX_IMPORT_DEPTH = 20
+# A drop-in body's tool schemas (JSON Schema, which nests an object's properties two levels per level) may
+# go this deep, counted from the top of the body; the body's size still bounds them (issue 49, item 7).
+MAX_TOOL_SCHEMA_DEPTH = 64
 MAX_TIMESTAMP_CHARS = 64
 # The error type of a file with more than MAX_IMPORT_ENTRIES entries (the import answers 413).
 TOO_MANY_ENTRIES = "too_many_entries"
@@ -172,7 +175,8 @@ def json_load(raw: bytes, *, what: str, checked: bool = True) -> Any:
 
     ``checked``: a model checks the value next (the import's), so a number too long to read is kept as a
     LongNumber and NaN and Infinity as Python reads them, for the model to refuse where they stand; without
-    one (a drop-in body) they are refused here, with any nesting deeper than MAX_IMPORT_DEPTH."""
+    one (a drop-in body) they are refused here, with any nesting deeper than MAX_IMPORT_DEPTH, except in its
+    tool schemas, which may reach MAX_TOOL_SCHEMA_DEPTH."""
     if len(raw) > MAX_IMPORT_BYTES:
         raise ImportTooLarge(f"The {what} is {len(raw):,} bytes; the limit is {MAX_IMPORT_BYTES:,}.")
     deep = ValidationError(f"The {what} is nested more than {MAX_IMPORT_DEPTH} levels deep.")
@@ -185,9 +189,40 @@ def json_load(raw: bytes, *, what: str, checked: bool = True) -> Any:
         raise deep from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise ValidationError(f"The {what} is not JSON: {exc}") from exc
-    if not checked and _nesting(value) > MAX_IMPORT_DEPTH:
-        raise deep
+    if not checked:
+        rest, schemas = _tool_schemas_apart(value)
+        if _nesting(rest) > MAX_IMPORT_DEPTH:
+            raise deep
+        if any(start + _nesting(schema) > MAX_TOOL_SCHEMA_DEPTH for start, schema in schemas):
+            raise ValidationError(
+                f"A tool's parameters in the {what} are nested more than {MAX_TOOL_SCHEMA_DEPTH} levels deep."
+            )
     return value
+
+
+def _tool_schemas_apart(body: Any) -> tuple[Any, list[tuple[int, Any]]]:
+    """A drop-in body without its tool schemas (``tools[].function.parameters``, the deprecated
+    ``functions[].parameters``, each left as ``{}``), and the schemas with the depth each starts at (the
+    body, ``tools``, a tool, its ``function``: 4; 3 for ``functions``): an ordinary tool's schema nests
+    deeper than the rest of a request needs to, so it has a depth cap of its own."""
+    if not isinstance(body, dict):
+        return body, []
+    schemas: list[tuple[int, Any]] = []
+    rest = dict(body)
+    for key in ("tools", "functions"):
+        tools = body.get(key)
+        if not isinstance(tools, list):
+            continue
+        kept: list[Any] = []
+        for tool in tools:
+            holder = tool.get("function") if key == "tools" and isinstance(tool, dict) else tool
+            if isinstance(holder, dict) and "parameters" in holder:
+                schemas.append((4 if key == "tools" else 3, holder["parameters"]))
+                holder = {**holder, "parameters": {}}
+                tool = {**tool, "function": holder} if key == "tools" else holder
+            kept.append(tool)
+        rest[key] = kept
+    return rest, schemas
 
 
 def storable(value: str) -> str:

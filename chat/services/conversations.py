@@ -258,13 +258,15 @@ async def conversation_reply(
     gateway: Gateway | None = None,
     on_delta: OnDelta | None = None,
     tools: Sequence[dict[str, Any]] = (),
+    max_tokens: int | None = None,
 ) -> TurnOutcome:
     """Answer the request's new message (or its tool results) as the chat page does (``turn_take``: stored
     first, then the reply from the managed prompt; ``TurnRetry`` when it is stored already), then remember the history
     the client holds: with the reply, or with the part of it the client had when it went away, or
     without one (the same request repeated answers the stored message). Raises what the turn raises.
     ``sampling``: what the request sets of it, over the session's settings for this reply only; ``tools``:
-    the tools the model may call (``turn_take``), whose calls the client holds with the reply.
+    the tools the model may call (``turn_take``), whose calls the client holds with the reply; ``max_tokens``:
+    the request's cap on the reply, under the session's (``turn_take``).
 
     Precondition: the session was claimed for this request (``conversation_resolve``)."""
     request, session_id = conversation.request, conversation.session.pk
@@ -292,7 +294,12 @@ async def conversation_reply(
             outcome: TurnOutcome | None = None
             try:
                 outcome = await turn_take(
-                    session_id=session_id, variant=variant, gateway=gateway, on_delta=hear, tools=tools
+                    session_id=session_id,
+                    variant=variant,
+                    gateway=gateway,
+                    on_delta=hear,
+                    tools=tools,
+                    max_tokens=max_tokens,
                 )
             finally:
                 # What the turn stored, the session's open pages show: appended after a reply to a new

@@ -219,12 +219,15 @@ async def turn_take(
     on_stored: OnStored | None = None,
     on_wait: OnWait | None = None,
     tools: Sequence[dict[str, Any]] = (),
+    max_tokens: int | None = None,
 ) -> TurnOutcome:
     """Run one turn as ``variant`` says; ``on_stored`` hears of the user's message once it is safe in
     the history, ``on_wait`` why the reply waits (for a compression), ``on_delta`` receives the reply
     as it streams. ``tools``: the tool definitions the model may call (only for a model with the "tools"
     capability); the calls it makes are stored as tool messages awaiting their results, named by the ids
-    the outcome's ``result.tool_calls`` carry.
+    the outcome's ``result.tool_calls`` carry. ``max_tokens``: the client's own cap on the reply (a drop-in
+    request's ``max_tokens`` or ``num_predict``, the REST message's), applied under the session's: the reply
+    stops there with ``done_reason`` "length".
 
     Raises a ValidationError for a variant the session's history does not allow, or bad input (nothing
     stored), an LLMError when no reply can be had (the user's message stays stored).
@@ -249,13 +252,15 @@ async def turn_take(
         # place (with its switcher); a continued version stays among its siblings.
         version_of_id = latest.version_of_id or latest.pk
     return await _reply(
-        user_message.session, gateway, user_message, on_delta, on_wait, continued, version_of_id, tuple(tools)
-    )
+        user_message.session, gateway, user_message, on_delta, on_wait, continued, version_of_id, tuple(tools),
+        max_tokens,
+    )  # fmt: skip
 
 
 async def _reply(  # ``continued``: the reply a TurnContinue goes on from; ``version_of_id``: see message_create
     session: Session, gateway: Gateway, user_message: Message, on_delta: OnDelta | None, on_wait: OnWait | None,
     continued: Message | None = None, version_of_id: int | None = None, tools: tuple[dict[str, Any], ...] = (),
+    requested_max_tokens: int | None = None,
 ) -> TurnOutcome:  # fmt: skip
     await sync_to_async(model_require_available, thread_sensitive=False)(session=session, gateway=gateway)
     await refuse_if_it_can_never_fit(session, user_message)
@@ -266,6 +271,9 @@ async def _reply(  # ``continued``: the reply a TurnContinue goes on from; ``ver
     max_tokens = min(
         reply_max_tokens(session.max_tokens, settings.OLLM_REPLY_MAX_TOKENS), session.max_tokens - prompt.tokens
     )
+    if requested_max_tokens is not None:
+        # The client's smaller cap (issue 49, item 2): its reply stops there, as it asked.
+        max_tokens = min(max_tokens, requested_max_tokens)
     stream = gateway.send(
         ChatRequest(
             messages,

@@ -7,8 +7,15 @@ from chat.models import Message
 from chat.selectors import presentation
 from chat.selectors.sessions import VersionSwitch, client_tasks_recent
 from chat.web.rendering import render_markdown
+from engine.core.text import without_credentials as _without_credentials
 
 register = template.Library()
+
+
+@register.filter
+def without_credentials(text: str) -> str:
+    """A text naming hosts, its URLs without ``user:password@`` (the backend line staff see)."""
+    return _without_credentials(str(text))
 
 
 @register.inclusion_tag("chat/_client_tasks.html", takes_context=True)

@@ -9,6 +9,15 @@ from typing import Any
 # PostgreSQL text cannot hold NUL bytes (nor can its jsonb hold a \u0000 escape), and UTF-8
 # cannot encode an unpaired surrogate (a JSON body can carry one as an escape).
 UNSTORABLE_CHARS = re.compile("[\x00\ud800-\udfff]")
+# A URL's user information (``user:password@`` after its scheme): an OLLAMA_HOSTS entry may carry a
+# proxy's credentials, which no page, answer or log line shows (issue 49, item 4).
+URL_CREDENTIALS = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]*://)[^\s/@]+@")
+
+
+def without_credentials(text: str) -> str:
+    """``text`` with the user information taken out of every URL in it: ``http://u:p@h:11434`` reads
+    ``http://h:11434``."""
+    return URL_CREDENTIALS.sub(r"\1", text)
 
 
 def storable_text(text: str) -> str:

@@ -50,7 +50,7 @@ class EmbeddedBackend(OllamaBackend):
 
     def unreachable(self) -> str:
         return (
-            f"the bundled model server is not reachable at {self.host}: `make run` starts it "
+            f"the bundled model server is not reachable at {self.shown_host}: `make run` starts it "
             "(python -m modelserver --supervise); if it just stopped, it is starting again"
         )
 

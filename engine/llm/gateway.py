@@ -154,8 +154,8 @@ class Gateway:
                 models = await answering.list_models()
                 default = models[0].name if models else None
                 if default is not None or self.embedded is None:
-                    return BackendStatus(self.mode, "ollama", f"Ollama answers at {answering.host}", default)
-                reason = f"Ollama at {answering.host} has no models pulled; using the embedded model"
+                    return BackendStatus(self.mode, "ollama", f"Ollama answers at {answering.shown_host}", default)
+                reason = f"Ollama at {answering.shown_host} has no models pulled; using the embedded model"
             else:
                 reason = f"Ollama is not reachable at {self._ollama_where()}"
                 if self.embedded is None:

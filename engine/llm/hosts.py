@@ -157,7 +157,8 @@ class Host:
 
     @property
     def url(self) -> str:
-        return self.backend.host
+        """The host's URL as reports and logs show it: without credentials (the backend keeps them)."""
+        return self.backend.shown_host
 
     def is_down(self) -> bool:
         return time.monotonic() < self.down_until

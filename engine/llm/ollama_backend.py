@@ -19,6 +19,7 @@ import httpx
 import ollama
 
 from engine.core.reliability import parameter_size_from_tag
+from engine.core.text import without_credentials
 from engine.llm.types import (
     BackendUnavailable,
     ChatMessage,
@@ -75,6 +76,8 @@ class OllamaBackend:
 
     def __init__(self, *, host: str, timeout: float = 120.0, connect_timeout: float = 3.0) -> None:
         self.host = host
+        # The host as messages and pages show it: without the credentials its URL may carry.
+        self.shown_host = without_credentials(host)
         self._timeout = httpx.Timeout(timeout, connect=connect_timeout)
         # httpx connections belong to the event loop that opened them, and this
         # backend is called from several (the server's, and the ones async_to_sync
@@ -96,7 +99,7 @@ class OllamaBackend:
         return self._client_for(background=False)
 
     def unreachable(self) -> str:
-        return f"Ollama is not reachable at {self.host}: start it with `ollama serve` or set OLLAMA_HOST"
+        return f"Ollama is not reachable at {self.shown_host}: start it with `ollama serve` or set OLLAMA_HOST"
 
     @asynccontextmanager
     async def _errors(self, model: str | None = None) -> AsyncIterator[None]:
@@ -113,10 +116,10 @@ class OllamaBackend:
         except (ConnectionError, httpx.ConnectError) as exc:
             raise BackendUnavailable(self.unreachable()) from exc
         except httpx.TimeoutException as exc:
-            raise LLMTimeout(f"{self.label} at {self.host} did not answer in time") from exc
+            raise LLMTimeout(f"{self.label} at {self.shown_host} did not answer in time") from exc
         except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
             raise ConnectionLost(
-                f"the connection to {self.label} at {self.host} broke off mid-reply; Retry asks again"
+                f"the connection to {self.label} at {self.shown_host} broke off mid-reply; Retry asks again"
             ) from exc
 
     def chat(self, request: ChatRequest) -> ChatStream:
@@ -165,7 +168,7 @@ class OllamaBackend:
                     )
                     return
             raise ConnectionLost(
-                f"{self.label} at {self.host} ended the reply after {time.perf_counter() - started:.1f} s "
+                f"{self.label} at {self.shown_host} ended the reply after {time.perf_counter() - started:.1f} s "
                 "without finishing it"
             )
 

@@ -172,3 +172,137 @@ def test_unreadable_numbers_and_times_in_an_import_are_422_at_their_place(client
     assert response.status_code == 422, response.content
     assert response.json()["detail"].startswith(f"{name}: ")
     assert not Session.objects.exists()
+
+
+# --- Hypothesis over the drop-in endpoints, REST bodies of the wrong types, search and the forms (issue 49) ---
+# Each property: whatever comes in, no 500 comes back, and a refusal is in the API's own error shape. The
+# examples stay few: the model, when a request gets that far, answers one token (OLLM_REPLY_MAX_TOKENS = 1).
+
+JSON_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12)
+)
+JSON_VALUES = st.recursive(
+    JSON_SCALARS,
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3),
+    max_leaves=8,
+)
+# Text a form or a query string can carry: any character but an unpaired surrogate (UTF-8 cannot send one).
+FORM_TEXT = st.text(alphabet=st.characters(codec="utf-8"), max_size=40)
+OPENAI_FIELDS = (
+    "messages", "tools", "tool_choice", "functions", "function_call", "stop", "n", "user", "max_tokens",
+    "max_completion_tokens", "temperature", "top_p", "seed", "frequency_penalty", "presence_penalty",
+    "stream_options", "response_format", "num_ctx", "logprobs",
+)  # fmt: skip
+OLLAMA_FIELDS = ("messages", "tools", "tool_choice", "options", "format", "keep_alive", "think", "prompt", "system",
+                 "context", "raw", "template", "images")  # fmt: skip
+OLLAMA_OPTIONS = ("num_predict", "num_ctx", "stop", "temperature", "top_k", "seed", "mirostat", "use_mmap")
+HELLO = [{"role": "user", "content": "Hi"}]
+LITTLE = settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+@pytest.fixture
+def one_token_replies(api_gateway, settings):
+    settings.OLLM_REPLY_MAX_TOKENS = 1
+
+
+def _post_json(client, path, body, **extra):
+    return client.post(path, json.dumps(body), content_type="application/json", **extra)
+
+
+@pytest.mark.django_db
+@given(
+    fields=st.dictionaries(st.sampled_from(OPENAI_FIELDS), JSON_VALUES, max_size=3),
+    keep_messages=st.booleans(),
+)
+@LITTLE
+def test_any_openai_body_finds_no_server_error(client, api_token, one_token_replies, fields, keep_messages):
+    body = {"model": MODEL_NAME, "stream": False, **({"messages": HELLO} if keep_messages else {}), **fields}
+    response = _post_json(client, "/v1/chat/completions", body, headers={"Authorization": f"Bearer {api_token}"})
+    assert response.status_code < 500, response.content
+    if response.status_code >= 400:
+        assert isinstance(response.json()["error"]["message"], str)
+
+
+@pytest.mark.django_db
+@given(
+    path=st.sampled_from(["/ollama/api/chat", "/ollama/api/generate"]),
+    fields=st.dictionaries(st.sampled_from(OLLAMA_FIELDS), JSON_VALUES, max_size=3),
+    options=st.dictionaries(st.sampled_from(OLLAMA_OPTIONS), JSON_VALUES, max_size=2),
+)
+@LITTLE
+def test_any_ollama_body_finds_no_server_error(client, api_token, one_token_replies, path, fields, options):
+    asked = {"messages": HELLO} if path.endswith("chat") else {"prompt": "Hi"}
+    body = {"model": MODEL_NAME, "stream": False, **asked, **fields, **({"options": options} if options else {})}
+    response = _post_json(client, path, body, headers={"Authorization": f"Bearer {api_token}"})
+    assert response.status_code < 500, response.content
+    if response.status_code >= 400:
+        assert isinstance(response.json()["error"], str)
+
+
+REST_BODIES = {
+    "POST /api/sessions": ("title", "model", "context_size", "system_prompt"),
+    "PATCH /api/sessions/{session_id}": ("title", "context_size", "system_prompt", "summary_model", "settings"),
+    "POST /api/sessions/{session_id}/branch": ("message_id", "position"),
+    "POST /api/sessions/{session_id}/messages": ("content", "max_tokens"),
+    "POST /api/goals/{goal_id}/decisions": ("description", "locked"),
+    "PATCH /api/goals/{goal_id}": ("description", "priority", "status"),
+}
+
+
+@pytest.mark.django_db
+@given(data=st.data(), operation=st.sampled_from(sorted(REST_BODIES)))
+@LITTLE
+def test_rest_bodies_of_any_types_find_no_server_error(client, api_token, world, data, operation):
+    ids = world()
+    method, template = operation.split(" ")
+    body = data.draw(st.dictionaries(st.sampled_from(REST_BODIES[operation]), JSON_VALUES, max_size=3))
+    path = template.format(**ids)
+    headers = {"Authorization": f"Bearer {api_token}"}
+    call = client.post if method == "POST" else client.patch
+    response = call(path, json.dumps(body), content_type="application/json", headers=headers)
+    assert response.status_code < 500, response.content
+    if response.status_code in (400, 422):
+        assert response.json()["detail"]
+
+
+SEARCH_PARAMS = ("q", "session", "model", "since", "until", "role", "kind", "locked", "page", "page_size")
+
+
+@pytest.mark.django_db
+@given(
+    path=st.sampled_from(["/api/search", "/search/", "/search/export/"]),
+    params=st.dictionaries(st.sampled_from(SEARCH_PARAMS), FORM_TEXT, max_size=4),
+)
+@LITTLE
+def test_any_search_finds_no_server_error(client, user, api_token, path, params):
+    if path.startswith("/api/"):
+        response = client.get(path, params, headers={"Authorization": f"Bearer {api_token}"})
+    else:
+        client.force_login(user)
+        response = client.get(path, params)
+    assert response.status_code < 500, response.content[:500]
+
+
+FORMS = {
+    "/sessions/new/": ("title", "model", "context_size", "system_prompt"),
+    "/accounts/login/": ("username", "password", "next"),
+}
+
+
+@pytest.mark.django_db
+@given(data=st.data(), path=st.sampled_from(sorted(FORMS)))
+@LITTLE
+def test_any_form_post_finds_no_server_error(client, user, api_gateway, data, path):
+    form = data.draw(st.dictionaries(st.sampled_from(FORMS[path]), FORM_TEXT, max_size=4))
+    if not path.startswith("/accounts/"):
+        client.force_login(user)
+    response = client.post(path, form)
+    assert response.status_code < 500, response.content[:500]

@@ -210,7 +210,9 @@ def test_session_list_shows_usage_tier_compressions_and_reliability(session, own
     # and that nothing was compressed yet.
     assert 'Critical (30%)</span> <span class="muted">nothing compressed yet' in page
     assert "embedded/smollm2-135m" in page  # offered in the new-session form
-    assert "LLM: embedded" in page
+    # A user who is not staff sees whether the LLM answers, not which backend or host (issue 49, item 4).
+    assert "LLM: available" in page
+    assert "LLM: embedded" not in page
 
 
 def test_the_meter_and_the_api_give_the_same_reliability(session, owner_client, api):

@@ -11,7 +11,7 @@ from django.test import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chat.formats.file_checks import MAX_IMPORT_BYTES, MAX_IMPORT_DEPTH
+from chat.formats.file_checks import MAX_IMPORT_BYTES, MAX_IMPORT_DEPTH, MAX_TOOL_SCHEMA_DEPTH
 from engine.llm.embedded import MODEL_NAME
 
 pytestmark = pytest.mark.django_db
@@ -112,3 +112,61 @@ def test_extreme_values_in_a_drop_in_body_find_no_server_error(client_of_alice, 
     assert response.status_code < 500, response.content
     if response.status_code >= 400:
         assert error_text(path, response)
+
+
+def tool_schema(depth: int) -> dict[str, Any]:
+    """A function's parameters ``depth`` objects deep: an object property inside an object property..."""
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(depth - 1):
+        schema = {"type": "object", "properties": {"inner": schema}}
+    return schema
+
+
+def with_tool(path: str, parameters: dict[str, Any]) -> str:
+    tool = {"type": "function", "function": {"name": "lookup", "description": "Look up.", "parameters": parameters}}
+    return json.dumps({"model": MODEL_NAME, "stream": False, "messages": HI, "tools": [tool]})
+
+
+def nesting(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max((nesting(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((nesting(v) for v in value), default=0)
+    return 0
+
+
+@pytest.mark.parametrize("path", CHAT_PATHS)
+def test_an_ordinary_tool_schema_deeper_than_the_body_cap_is_read(client_of_alice, path):
+    # A small request (well under 1 KB) whose schema nests object properties nine deep: 21 levels in all.
+    body = with_tool(path, tool_schema(9))
+    assert len(body) < 1024
+    assert nesting(json.loads(body)) > MAX_IMPORT_DEPTH
+    response = client_of_alice.post(path, body, content_type="application/json")
+    assert response.status_code == 200, response.content
+
+
+@pytest.mark.parametrize("path", CHAT_PATHS)
+def test_a_tool_schema_may_reach_the_tool_cap_and_no_further(client_of_alice, path):
+    # Body, tools, a tool, its function: the schema starts four levels in.
+    deepest = json.loads(with_tool(path, tool_schema(1)))["tools"][0]["function"]["parameters"]
+    assert nesting(deepest) == 1
+    levels = (MAX_TOOL_SCHEMA_DEPTH - 4 + 1) // 2  # each level of the schema is two objects
+    at_cap = with_tool(path, tool_schema(levels))
+    assert nesting(json.loads(at_cap)) <= MAX_TOOL_SCHEMA_DEPTH
+    assert "nested" not in client_of_alice.post(path, at_cap, content_type="application/json").content.decode()
+    beyond = with_tool(path, tool_schema(levels + 1))
+    assert nesting(json.loads(beyond)) > MAX_TOOL_SCHEMA_DEPTH
+    response = client_of_alice.post(path, beyond, content_type="application/json")
+    assert response.status_code == 400, response.content
+    assert error_text(path, response) == (
+        f"A tool's parameters in the body are nested more than {MAX_TOOL_SCHEMA_DEPTH} levels deep."
+    )
+
+
+@pytest.mark.parametrize("path", CHAT_PATHS)
+def test_the_body_cap_still_holds_outside_a_tool_schema(client_of_alice, path):
+    tool = {"type": "function", "function": {"name": "lookup", "parameters": {}, "x": json.loads(nested(20))}}
+    body = json.dumps({"model": MODEL_NAME, "stream": False, "messages": HI, "tools": [tool]})
+    response = client_of_alice.post(path, body, content_type="application/json")
+    assert response.status_code == 400, response.content
+    assert error_text(path, response) == f"The body is nested more than {MAX_IMPORT_DEPTH} levels deep."

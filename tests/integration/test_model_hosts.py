@@ -140,7 +140,9 @@ async def test_with_every_host_down_the_error_says_so(fake_ollama, closed_port_u
 @pytest.mark.django_db(transaction=True)
 def test_turns_go_on_while_a_host_dies_and_comes_back(api, use_gateway, two_hosts, fake_ollama, second_host, user):
     """A session is tied to no host: its turns go on, over the REST API, whichever host answers;
-    /api/hosts shows the dead one down with its failure, and up once it is back."""
+    /api/hosts (staff's) shows the dead one down with its failure, and up once it is back."""
+    user.is_staff = True
+    user.save(update_fields=["is_staff"])
     use_gateway(two_hosts)
     asked = {"model": SERVED_MODEL, "context_size": 4096, "title": "hosts"}
     created = api.post("/api/sessions", asked, content_type="application/json")
