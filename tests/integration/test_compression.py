@@ -507,6 +507,7 @@ def test_a_checkpoint_its_first_fit_leaves_too_large_is_refitted_and_committed(u
     until_due(session, start=18)
     outcome = compression_run(session_id=session.pk, gateway=gateway)
     assert outcome.status == "compressed", outcome.reason
+    assert outcome.checkpoint_id is not None
     checkpoint = Checkpoint.objects.get(pk=outcome.checkpoint_id)
     assert checkpoint.ledger, "the refit keeps a ledger, only a smaller one"
     assert checkpoint.current_tokens <= 0.7 * checkpoint.original_tokens
