@@ -1,6 +1,11 @@
 from __future__ import annotations
 
+from datetime import datetime
+
 from django import template
+from django.contrib.humanize.templatetags.humanize import naturaltime
+from django.utils import timezone
+from django.utils.dateformat import format as date_format
 from django.utils.safestring import SafeString
 
 from chat.models import Message
@@ -21,6 +26,17 @@ def client_tasks_recent_table(context: template.Context) -> dict[str, object]:
 @register.filter(name="markdown")
 def markdown_filter(text: str) -> SafeString:
     return render_markdown(text)
+
+
+@register.filter
+def ago(value: datetime | None) -> str:
+    """How long ago ``value`` was ("3 minutes ago"); a time still to come (a clock set ahead, an
+    imported file's) as its date, never as "years from now" (issue 47, item 8)."""
+    if value is None:
+        return ""
+    if value > timezone.now():
+        return date_format(timezone.localtime(value) if timezone.is_aware(value) else value, "j M Y, H:i")
+    return str(naturaltime(value))
 
 
 @register.filter
