@@ -53,6 +53,8 @@ def percent(value: float | None) -> str:
 def context_state(message: Message) -> str:
     """Where the message stands; its checkpoint should be fetched with it (select_related)."""
     checkpoint = message.compressed_into
+    if checkpoint is not None and checkpoint.retired:
+        checkpoint = None  # retired by a restore: the message is what the restore left it (issue 47, item 6)
     return presentation.describe_message_state(
         checkpoint_number=None if checkpoint is None else checkpoint.number,
         checkpoint_level=None if checkpoint is None else checkpoint.level,
