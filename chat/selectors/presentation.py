@@ -105,7 +105,7 @@ def describe_event(event_type: str, payload: Any) -> str:
     if event_type == "snapshot-restored":
         number = data.get("snapshot")
         line = f"Restored snapshot {number}" if isinstance(number, int) else "Restored a snapshot"
-        what = [
+        changes = [
             f"{plural(value, noun)} {verb}"
             for key, noun, verb in (
                 ("messages_excluded", "message", "left the context (kept in the full history)"),
@@ -113,8 +113,8 @@ def describe_event(event_type: str, payload: Any) -> str:
             )
             if isinstance(value := data.get(key), int) and value
         ]
-        if what:
-            line += ": " + ", ".join(what)
+        if changes:
+            line += ": " + ", ".join(changes)
         if isinstance(data.get("undo_snapshot"), int):
             line += f"; snapshot {data['undo_snapshot']} holds the state before, to undo it"
         elif "undo_snapshot" in data:

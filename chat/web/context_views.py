@@ -38,6 +38,7 @@ from chat.services.compression import (
     compression_schedule,
 )
 from chat.services.goals import (
+    CURRENT_GOAL_OUTCOMES,
     artifact_record,
     decision_record,
     decision_update,
@@ -85,6 +86,13 @@ def _optional(request: HttpRequest, name: str) -> str | None:
 @require_POST
 def goal_new(request: HttpRequest, session_id: UUID) -> HttpResponse:
     session = session_for_owner(user=request.user, session_id=session_id)
+    # The form asks what becomes of the active goal (issue 47, item 8): it is never paused unasked.
+    current = active_goal(session=session)
+    becomes = request.POST.get("current", "")
+    if current is not None and becomes not in CURRENT_GOAL_OUTCOMES:
+        return _goals_panel(
+            request, session, f"Choose whether the current goal, “{current.description}”, is paused or completed."
+        )
     return _apply(
         request,
         session,
@@ -92,6 +100,7 @@ def goal_new(request: HttpRequest, session_id: UUID) -> HttpResponse:
             session=session,
             description=request.POST.get("description", ""),
             priority=request.POST.get("priority", Goal.Priority.MEDIUM),
+            current_becomes=becomes or Goal.Status.PAUSED,
         ),
     )
 

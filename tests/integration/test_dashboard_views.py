@@ -413,3 +413,27 @@ def test_a_last_activity_in_the_future_shows_as_a_date(user, owner_client):
     page = owner_client.get(reverse("chat:session_list")).content.decode()
     assert "from now" not in page
     assert "4 Mar 2031" in page
+
+
+def test_setting_a_new_goal_asks_what_becomes_of_the_current_one(session, owner_client):
+    """Issue 47, item 8: "Set goal" quietly paused the active goal; the form now asks, and does what was chosen."""
+    url = reverse("context:goal_new", args=[session.pk])
+    owner_client.post(url, {"description": "Write the login form"}, HTTP_HX_REQUEST="true")
+    panel = owner_client.get(reverse("chat:chat", args=[session.pk])).content.decode()
+    assert "And the current goal, “Write the login form”?" in panel
+    assert 'name="current" value="completed" required' in panel
+
+    unasked = owner_client.post(url, {"description": "Ship it"}, HTTP_HX_REQUEST="true")
+    assert unasked.status_code == 422
+    assert "is paused or completed" in unasked.content.decode()
+    assert list(Goal.objects.filter(session=session).values_list("description", "status")) == [
+        ("Write the login form", "active")
+    ]
+
+    owner_client.post(url, {"description": "Ship it", "current": "completed"}, HTTP_HX_REQUEST="true")
+    first = Goal.objects.get(session=session, description="Write the login form")
+    assert first.status == "completed"
+    assert first.completed_at is not None
+    owner_client.post(url, {"description": "Document it", "current": "paused"}, HTTP_HX_REQUEST="true")
+    statuses = dict(Goal.objects.filter(session=session).values_list("description", "status"))
+    assert statuses == {"Write the login form": "completed", "Ship it": "paused", "Document it": "active"}
