@@ -103,9 +103,23 @@ def describe_event(event_type: str, payload: Any) -> str:
         snapshot = f" {data['snapshot']}" if isinstance(data.get("snapshot"), int) else ""
         return f"Snapshot{snapshot}{size} {data.get('reason', '')}".strip()
     if event_type == "snapshot-restored":
-        return (
-            f"Restored snapshot {data['snapshot']}" if isinstance(data.get("snapshot"), int) else "Restored a snapshot"
-        )
+        number = data.get("snapshot")
+        line = f"Restored snapshot {number}" if isinstance(number, int) else "Restored a snapshot"
+        changes = [
+            f"{plural(value, noun)} {verb}"
+            for key, noun, verb in (
+                ("messages_excluded", "message", "left the context (kept in the full history)"),
+                ("checkpoints_retired", "checkpoint", "retired"),
+            )
+            if isinstance(value := data.get(key), int) and value
+        ]
+        if changes:
+            line += ": " + ", ".join(changes)
+        if isinstance(data.get("undo_snapshot"), int):
+            line += f"; snapshot {data['undo_snapshot']} holds the state before, to undo it"
+        elif "undo_snapshot" in data:
+            line += "; it cannot be undone (snapshots are off)"
+        return line + "."
     return event_type
 
 

@@ -110,15 +110,16 @@ def _copy_goals(branch: Session, state: dict[str, Any]) -> None:
 
 
 @transaction.atomic
-def context_branch(*, parent: Session, branch: Session, through: int) -> None:
+def context_branch(*, parent: Session, branch: Session, through: int, goals_now: bool = False) -> None:
     """Give ``branch`` the managed state ``parent`` had when its last message was at ``through``
     (``chat.selectors.snapshot_state.branch_source``): its goals with their progress, its decisions and
     artifacts, its checkpoints (with their revisions), and each message's place in the context:
-    what was compressed into a checkpoint then stays compressed in the branch.
+    what was compressed into a checkpoint then stays compressed in the branch. ``goals_now``: the goals,
+    decisions and artifacts as they are now (``session_branch``).
 
     Precondition: ``branch`` was just created (chat.services.sessions.session_branch) and holds copies of
     ``parent``'s messages 1..``through`` at the same positions, and nothing of its own yet."""
-    source = branch_source(session=parent, through=through)
+    source = branch_source(session=parent, through=through, goals_now=goals_now)
     state = source.state
     as_of = source.snapshot.created_at if source.snapshot is not None else None
     new_ids = _copy_checkpoints(parent, branch, state["checkpoints"], through, as_of)

@@ -220,6 +220,8 @@ def _branch_from_request(
         # A HistoryEntry's fields are NewMessage's of the same names.
         messages=[NewMessage(token_count=count, **asdict(e)) for e, count in zip(rest, counts, strict=True)],
         client=client,
+        # The client edits or regenerates the conversation its user pinned goals to: they go on with it.
+        goals_now=True,
     )
     # Asks the backend about the model, so outside the branch's transaction.
     return branch if model == branch.model else session_update(session=branch, model=model)

@@ -52,13 +52,28 @@ def _text(field: str, value: str, limit: int = MAX_GOAL_CHARS) -> str:
     return value
 
 
+CURRENT_GOAL_OUTCOMES = (Goal.Status.PAUSED, Goal.Status.COMPLETED)
+
+
 @transaction.atomic
-def goal_create(*, session: Session, description: str, priority: str = Goal.Priority.MEDIUM) -> Goal:
-    """Make a new active goal; the previously active one is paused (one active goal per session)."""
+def goal_create(
+    *,
+    session: Session,
+    description: str,
+    priority: str = Goal.Priority.MEDIUM,
+    current_becomes: str = Goal.Status.PAUSED,
+) -> Goal:
+    """Make a new active goal; the previously active one becomes ``current_becomes``: paused (the
+    default) or completed (one active goal per session)."""
     _pinned_block_changes(session.pk)
     description = _text("description", description)
     _choice("priority", priority, Goal.Priority.values)
-    Goal.objects.filter(session=session, status=Goal.Status.ACTIVE).update(status=Goal.Status.PAUSED)
+    _choice("current_becomes", current_becomes, [str(outcome) for outcome in CURRENT_GOAL_OUTCOMES])
+    completed_at = timezone.now() if current_becomes == Goal.Status.COMPLETED else None
+    # updated_at too (update() skips auto_now): a branch reads from it when the goal last changed.
+    Goal.objects.filter(session=session, status=Goal.Status.ACTIVE).update(
+        status=current_becomes, completed_at=completed_at, updated_at=timezone.now()
+    )
     return Goal.objects.create(session=session, description=description, priority=priority)
 
 
@@ -82,7 +97,7 @@ def goal_update(
         goal.status = _choice("status", status, Goal.Status.values)
         if status == Goal.Status.ACTIVE:
             Goal.objects.filter(session=goal.session, status=Goal.Status.ACTIVE).exclude(pk=goal.pk).update(
-                status=Goal.Status.PAUSED
+                status=Goal.Status.PAUSED, updated_at=timezone.now()
             )
         goal.completed_at = timezone.now() if status == Goal.Status.COMPLETED else None
     goal.save()

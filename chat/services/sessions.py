@@ -347,13 +347,20 @@ _BRANCH_SETS = ("compressed_into", "context_version", "excluded_from_context", "
 
 @transaction.atomic
 def session_branch(
-    *, session: Session, at_message: Message, messages: Sequence[NewMessage] = (), client: str | None = None
+    *,
+    session: Session,
+    at_message: Message,
+    messages: Sequence[NewMessage] = (),
+    client: str | None = None,
+    goals_now: bool = False,
 ) -> Session:
     """A new session that goes on from ``at_message`` of ``session`` another way: it shares the
     history up to it (copied, at the same positions), starts from the managed state ``session`` had
     there (``context_branch``: the goal and its progress, decisions, artifacts, checkpoints; what was
     compressed stays compressed), then holds ``messages``. ``session`` is not changed.
-    ``client``: the outside client the branch is for (None: ``session``'s).
+    ``client``: the outside client the branch is for (None: ``session``'s). ``goals_now``: the goals,
+    decisions and artifacts as they are now rather than as they stood at ``at_message`` (an outside
+    client's Edit or Regenerate goes on with the conversation its user pinned them to).
 
     Holds ``session``'s row lock for the transaction. Precondition: the caller checked that the user owns
     ``session`` (``session_for_owner``). A ValidationError when ``at_message`` is not one of its messages,
@@ -391,7 +398,7 @@ def session_branch(
     copies = dict(Message.objects.filter(session=branch).values_list("position", "pk"))
     for position, first in first_positions.items():
         Message.objects.filter(pk=copies[position]).update(version_of_id=copies[first])
-    context_branch(parent=session, branch=branch, through=through)
+    context_branch(parent=session, branch=branch, through=through, goals_now=goals_now)
     if messages:
         message_create_many(session=branch, messages=messages)
     branch.refresh_from_db()

@@ -1,6 +1,11 @@
 from __future__ import annotations
 
+from datetime import datetime
+
 from django import template
+from django.contrib.humanize.templatetags.humanize import naturaltime
+from django.utils import timezone
+from django.utils.dateformat import format as date_format
 from django.utils.safestring import SafeString
 
 from chat.models import Message
@@ -31,6 +36,17 @@ def markdown_filter(text: str) -> SafeString:
 
 
 @register.filter
+def ago(value: datetime | None) -> str:
+    """How long ago ``value`` was ("3 minutes ago"); a time still to come (a clock set ahead, an
+    imported file's) as its date, never as "years from now" (issue 47, item 8)."""
+    if value is None:
+        return ""
+    if value > timezone.now():
+        return date_format(timezone.localtime(value) if timezone.is_aware(value) else value, "j M Y, H:i")
+    return str(naturaltime(value))
+
+
+@register.filter
 def level_name(level: int) -> str:
     return presentation.level_name(level)
 
@@ -44,6 +60,8 @@ def percent(value: float | None) -> str:
 def context_state(message: Message) -> str:
     """Where the message stands; its checkpoint should be fetched with it (select_related)."""
     checkpoint = message.compressed_into
+    if checkpoint is not None and checkpoint.retired:
+        checkpoint = None  # retired by a restore: the message is what the restore left it (issue 47, item 6)
     return presentation.describe_message_state(
         checkpoint_number=None if checkpoint is None else checkpoint.number,
         checkpoint_level=None if checkpoint is None else checkpoint.level,

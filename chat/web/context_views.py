@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Page, Paginator
@@ -14,6 +15,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from chat.models import EventType, Goal, Message, Session, Snapshot
@@ -27,6 +29,7 @@ from chat.selectors.context import (
     session_checkpoints,
     session_config,
     session_events,
+    session_last_event_id,
 )
 from chat.selectors.presentation import describe_event, reliability_chart
 from chat.selectors.sessions import session_for_owner, session_for_viewer
@@ -35,6 +38,7 @@ from chat.services.compression import (
     compression_schedule,
 )
 from chat.services.goals import (
+    CURRENT_GOAL_OUTCOMES,
     artifact_record,
     decision_record,
     decision_update,
@@ -45,6 +49,7 @@ from chat.services.goals import (
     goal_update,
 )
 from chat.services.snapshots import SnapshotError, snapshot_create, snapshot_restore
+from chat.web.fragments import chat_fragments
 from chat.web.panels import context_panel, goals_context, snapshots_context
 from engine.core.reliability import compute_reliability
 
@@ -81,6 +86,13 @@ def _optional(request: HttpRequest, name: str) -> str | None:
 @require_POST
 def goal_new(request: HttpRequest, session_id: UUID) -> HttpResponse:
     session = session_for_owner(user=request.user, session_id=session_id)
+    # The form asks what becomes of the active goal (issue 47, item 8): it is never paused unasked.
+    current = active_goal(session=session)
+    becomes = request.POST.get("current", "")
+    if current is not None and becomes not in CURRENT_GOAL_OUTCOMES:
+        return _goals_panel(
+            request, session, f"Choose whether the current goal, “{current.description}”, is paused or completed."
+        )
     return _apply(
         request,
         session,
@@ -88,6 +100,7 @@ def goal_new(request: HttpRequest, session_id: UUID) -> HttpResponse:
             session=session,
             description=request.POST.get("description", ""),
             priority=request.POST.get("priority", Goal.Priority.MEDIUM),
+            current_becomes=becomes or Goal.Status.PAUSED,
         ),
     )
 
@@ -203,12 +216,28 @@ def snapshot_restore_page(request: HttpRequest, snapshot_id: int) -> HttpRespons
     session = snapshot.session
     error = ""
     if request.method == "POST":
+        last_event = session_last_event_id(session=session)
         try:
             snapshot_restore(snapshot=snapshot)
         except SnapshotError as exc:
             error = str(exc)
         else:
+            restored = session_events(session=session, after=last_event).filter(type=EventType.SNAPSHOT_RESTORED).last()
+            line = describe_event(EventType.SNAPSHOT_RESTORED, restored.payload if restored else {})
+            if request.headers.get("HX-Request"):
+                # From the chat page: the history, meter, warning, goals and snapshots as restored, and
+                # the line that says what was restored, all in place (issue 47, item 6).
+                event = {"type": EventType.SNAPSHOT_RESTORED.value, "payload": restored.payload if restored else {}}
+                return HttpResponse(chat_fragments("event", session.pk, event=event, with_history=True))
+            messages.success(request, line)
             return redirect("chat:chat", session_id=session.pk)
+        if request.headers.get("HX-Request"):
+            return HttpResponse(
+                render_to_string(
+                    "chat/_progress.html",
+                    {"session": session, "text": error, "oob": True, "event_type": "snapshot-error"},
+                )
+            )
     written_after = Message.objects.filter(session=session, position__gt=snapshot.message_count).count()
     return render(
         request,

@@ -20,6 +20,12 @@ CHECKPOINT_TEXTS = tuple(
 )
 
 
+def _live_checkpoint_id(message: Message) -> int | None:
+    """The checkpoint the message is compressed into, unless a restore retired it."""
+    checkpoint = message.compressed_into
+    return None if checkpoint is None or checkpoint.retired else checkpoint.pk
+
+
 def history_groups(
     session: Session, *, around: int | None = None, before: int | None = None, answering: bool = False
 ) -> dict[str, Any]:
@@ -48,11 +54,11 @@ def history_groups(
     messages = [
         m for m in session_history(session=session).defer(*CHECKPOINT_TEXTS)[start:end] if m.pk not in layout.hidden
     ]
+    # A checkpoint a restore retired no longer holds its messages: they show as what they are now
+    # (history only, out of the context), not under its marker (issue 47, item 6).
     groups = [
         (checkpoint_id and rows[0].compressed_into, rows)
-        for checkpoint_id, rows in (
-            (key, list(group)) for key, group in groupby(messages, key=lambda m: m.compressed_into_id)
-        )
+        for checkpoint_id, rows in ((key, list(group)) for key, group in groupby(messages, key=_live_checkpoint_id))
     ]
     last = session_latest_message(session=session, layout=layout)
     if last is not None and last.excluded_from_context:

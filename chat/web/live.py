@@ -27,6 +27,7 @@ from chat.selectors.sessions import ModelUnavailable
 from chat.services.events import session_group
 from chat.services.turn import TurnVariant, turn_take
 from chat.web.fragments import chat_fragments
+from chat.web.rendering import render_markdown
 from engine.llm.types import ContextOverflow, LLMError
 
 logger = logging.getLogger(__name__)
@@ -108,7 +109,12 @@ def _layer() -> BaseChannelLayer:
 
 
 def _stream_frame(live: LiveReply, part: str, text: str = "") -> str:
-    return render_to_string("chat/ws/_reply_stream.html", {"part": part, "reply_id": live.reply_id, "text": text})
+    """A frame of the streamed reply; a delta's carries the reply so far rendered as the stored one will be
+    (markdown, sanitized: chat.web.rendering), so it reads as formatted text while it grows (issue 47, item 7)."""
+    rendered = render_markdown(live.text) if part == "delta" else ""
+    return render_to_string(
+        "chat/ws/_reply_stream.html", {"part": part, "reply_id": live.reply_id, "text": text, "rendered": rendered}
+    )
 
 
 async def _broadcast(live: LiveReply, html: str, *, origin: str = "", own: str = "", **state: Any) -> None:

@@ -11,6 +11,7 @@ from uuid import UUID
 from chat.models import Artifact, Goal, Session
 from chat.selectors.context import (
     ContextReport,
+    active_goal,
     artifacts_of_session,
     context_meter,
     decisions_of_session,
@@ -76,6 +77,7 @@ def context_panel(session: Session, *, report: ContextReport | None = None) -> d
 def goals_context(session: Session) -> dict[str, Any]:
     return {
         "goals": session_goals(session=session),
+        "active_goal": active_goal(session=session),
         "decisions": decisions_of_session(session=session),
         "artifacts": artifacts_of_session(session=session)[:20],
         "priorities": Goal.Priority.values,

@@ -80,11 +80,17 @@ def test_a_long_conversation_in_the_browser(live_url, browser):
     assert "Use C35/45 concrete" in viewer.locator(".block-goal").inner_text()
     viewer.screenshot(path=str(SCREENSHOTS / "context-window.png"), full_page=True)
 
-    # Restore the automatic snapshot taken before the compression.
-    page.locator("#snapshots-panel tr:has-text('auto') a:has-text('Restore')").first.click()
-    page.wait_for_selector("text=Restore the snapshot")
-    page.click("button:has-text('Restore')")
-    page.wait_for_selector("#composer")
-    assert page.locator("details.compressed").count() == 0
+    # Restore the automatic snapshot taken before the compression, on the page: it asks first, then
+    # every message's label, the meter and the panels show the restored state without a reload, and a
+    # line says what was restored (issue 47, item 6).
+    page.evaluate("() => { window.notReloaded = true; }")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.locator("#snapshots-panel tr:has-text('auto') button:has-text('Restore')").last.click()
+    page.wait_for_selector("#progress:has-text('Restored snapshot')", timeout=30_000)
+    assert page.evaluate("() => window.notReloaded === true"), "no reload"
+    page.wait_for_function("() => !document.querySelector('details.compressed')")
+    assert "compressed into checkpoint" not in page.locator("#history").inner_text()
+    assert "nothing compressed yet" in page.locator("#context-meter").inner_text()
+    assert page.locator("#snapshots-panel tr:has-text('auto')").count() >= 2, "the undo snapshot is listed"
     assert page.locator(".badge:has-text('not in the context')").count() >= 1
     context.close()

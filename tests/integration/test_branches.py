@@ -20,7 +20,7 @@ from chat.services.messages import NewMessage, message_create
 from chat.services.sessions import session_branch
 from chat.services.snapshots import snapshot_create
 from engine.core.tokens import TokenCount
-from tests.factories import converse, frozen, prompt
+from tests.factories import converse, frozen, prompt, small_session
 from tests.support.timing import scaled
 
 pytestmark = pytest.mark.django_db
@@ -174,15 +174,18 @@ def test_without_a_snapshot_that_old_a_branch_before_the_checkpoint_has_no_check
     assert not Checkpoint.objects.filter(session=branch).exists()
     assert not Message.objects.filter(session=branch, compressed_into__isnull=False).exists()
     assert branch.compression_count == 0
-    assert Goal.objects.get(session=branch).description == GOAL
-    assert Decision.objects.get(session=branch, description=DECISION).locked
+    # The goal and the decision were set after every message of the fixture, so after the fork too:
+    # the branch starts without them, as the parent stood there (issue 47, item 8).
+    assert not Goal.objects.filter(session=branch).exists()
+    assert not Decision.objects.filter(session=branch).exists()
+    assert Goal.objects.get(session=due_session).description == GOAL
     assert Checkpoint.objects.filter(session=due_session).count() == 1  # the parent's stays
 
 
 def test_a_branch_with_new_messages_holds_them_after_the_shared_prefix(chat_session):
+    goal_create(session=chat_session, description=GOAL)
     for text in ("One?", "Two?"):
         message_create(session=chat_session, role="user", content=text)
-    goal_create(session=chat_session, description=GOAL)
     first = chat_session.messages.get(position=1)
 
     branch = session_branch(
@@ -313,3 +316,42 @@ def test_a_branch_waits_for_a_write_holding_the_sessions_row_and_copies_what_it_
     brancher.join(scaled(60))
     [made] = branches
     assert list(made.goals.values_list("description", flat=True)) == [GOAL]
+
+
+def test_a_branch_has_the_goals_and_decisions_of_its_message_not_later_ones(user):
+    """Issue 47, item 8: a branch made at message 9 inherited a goal and a locked decision added after message 11.
+    Nothing is compressed, so no snapshot is needed: the history says what came when."""
+    session = small_session(user)
+    first = goal_create(session=session, description="Plan the harbour wall")
+    decision_record(session=session, description="Concrete C35/45", locked=True)
+    converse(session, 6)  # messages 1-12
+    later = goal_create(session=session, description="Order the crane")  # pauses the first
+    decision_record(session=session, description="Crane from Rotterdam", locked=True)
+    decision_update(decision=Decision.objects.get(session=session, description="Concrete C35/45"), locked=False)
+    converse(session, 1, start=50)
+    at = Message.objects.get(session=session, position=9)
+
+    branch = session_branch(session=session, at_message=at)
+
+    goals = dict(Goal.objects.filter(session=branch).values_list("description", "status"))
+    assert goals == {"Plan the harbour wall": "active"}
+    decisions = list(Decision.objects.filter(session=branch).values_list("description", "locked"))
+    # The decision was unlocked after message 12: with no snapshot from before, as it is now; the one
+    # added later is not there.
+    assert decisions == [("Concrete C35/45", False)]
+    # The parent keeps its own.
+    assert Goal.objects.get(pk=first.pk).status == "paused"
+    assert Goal.objects.get(pk=later.pk).status == "active"
+
+    # With a snapshot from before the change, the decision is as the snapshot holds it.
+    snapshot_session = small_session(user)
+    decision_record(session=snapshot_session, description="Steel piles", locked=True)
+    converse(snapshot_session, 3)
+    snapshot_create(session=snapshot_session, kind=Snapshot.Kind.MANUAL)
+    converse(snapshot_session, 2, start=20)
+    decision_update(decision=Decision.objects.get(session=snapshot_session), locked=False)
+    converse(snapshot_session, 1, start=40)
+    branch = session_branch(
+        session=snapshot_session, at_message=Message.objects.get(session=snapshot_session, position=9)
+    )
+    assert list(Decision.objects.filter(session=branch).values_list("description", "locked")) == [("Steel piles", True)]

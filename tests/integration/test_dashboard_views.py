@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import pytest
 from django.test import Client
@@ -206,21 +207,30 @@ def test_session_list_shows_usage_tier_compressions_and_reliability(session, own
     message_create(session=session, role="user", content="hello there")
     page = owner_client.get(reverse("chat:session_list")).content.decode()
     assert "4K · Tier 1 Minimal" in page
-    # A model under 7B scores 0.30 before any compression: the list says so, as the API's context line does,
-    # and that nothing was compressed yet.
-    assert 'Critical (30%)</span> <span class="muted">nothing compressed yet' in page
+    # Nothing compressed yet: nothing lost, so no score and no warning colour (issue 47, item 2), though
+    # the spec's formula gives a model under 7B 30% for its size alone.
+    full = '<span class="dot" aria-hidden="true"></span>Full context</span> <span class="muted">nothing compressed yet'
+    assert f'rel-none">{full}' in page
+    assert "rel-critical" not in page
+    assert "Critical (" not in page
     assert "embedded/smollm2-135m" in page  # offered in the new-session form
-    # A user who is not staff sees whether the LLM answers, not which backend or host (issue 49, item 4).
-    assert "LLM: available" in page
+    # A user who is not staff sees which server runs the model in a user's words: no backend setting, no
+    # host (issues 47 and 49).
+    assert "Models: bundled" in page
     assert "LLM: embedded" not in page
+    assert "OLLM_" not in page
 
 
-def test_the_meter_and_the_api_give_the_same_reliability(session, owner_client, api):
-    """Before any compression too: the page showed "nothing compressed yet" where the API said "🔴 30%"."""
+def test_a_new_session_shows_no_reliability_warning(session, owner_client, api):
+    """Nothing compressed, nothing lost: the page shows no score and no red (issue 47, item 2), where it
+    showed "Reliability: Critical 30%" for the model's size alone; the API keeps the spec's formula."""
     display = api.get(f"/api/sessions/{session.pk}/context").json()["display"]
     page = owner_client.get(reverse("chat:chat", args=[session.pk])).content.decode()
-    assert display.endswith("🔴 30% (0 compressions)")
-    assert "Reliability: Critical 30% · nothing compressed yet" in page
+    assert display.endswith("(0 compressions)")
+    assert "Full context · nothing compressed yet" in page
+    assert "Reliability: Critical" not in page
+    assert "rel-critical" not in page
+    assert "OLLM_" not in page, "no settings name in the chat header (issue 47, item 8)"
 
 
 def test_the_session_list_reads_its_rows_together_and_right(user, owner_client, django_assert_max_num_queries):
@@ -396,3 +406,36 @@ def test_the_chat_page_names_a_tool_call_and_says_when_its_result_has_not_come(o
     page = owner_client.get(reverse("chat:chat", args=[chat_session.pk])).content.decode()
     assert "tool <code>get_weather</code>: called, awaiting its result" in page
     assert "tool <code>get_time</code></p>" in page
+
+
+def test_a_last_activity_in_the_future_shows_as_a_date(user, owner_client):
+    """A clock set ahead or an imported file: a date, never "years from now" (issue 47, item 8)."""
+    session = session_create(owner=user, model="llama3.2:3b", context_size=4096, title="From the future")
+    Session.objects.filter(pk=session.pk).update(last_activity=datetime(2031, 3, 4, 5, 6, tzinfo=UTC))
+    page = owner_client.get(reverse("chat:session_list")).content.decode()
+    assert "from now" not in page
+    assert "4 Mar 2031" in page
+
+
+def test_setting_a_new_goal_asks_what_becomes_of_the_current_one(session, owner_client):
+    """Issue 47, item 8: "Set goal" quietly paused the active goal; the form now asks, and does what was chosen."""
+    url = reverse("context:goal_new", args=[session.pk])
+    owner_client.post(url, {"description": "Write the login form"}, HTTP_HX_REQUEST="true")
+    panel = owner_client.get(reverse("chat:chat", args=[session.pk])).content.decode()
+    assert "And the current goal, “Write the login form”?" in panel
+    assert 'name="current" value="completed" required' in panel
+
+    unasked = owner_client.post(url, {"description": "Ship it"}, HTTP_HX_REQUEST="true")
+    assert unasked.status_code == 422
+    assert "is paused or completed" in unasked.content.decode()
+    assert list(Goal.objects.filter(session=session).values_list("description", "status")) == [
+        ("Write the login form", "active")
+    ]
+
+    owner_client.post(url, {"description": "Ship it", "current": "completed"}, HTTP_HX_REQUEST="true")
+    first = Goal.objects.get(session=session, description="Write the login form")
+    assert first.status == "completed"
+    assert first.completed_at is not None
+    owner_client.post(url, {"description": "Document it", "current": "paused"}, HTTP_HX_REQUEST="true")
+    statuses = dict(Goal.objects.filter(session=session).values_list("description", "status"))
+    assert statuses == {"Write the login form": "completed", "Ship it": "paused", "Document it": "active"}

@@ -54,7 +54,7 @@ def test_staff_see_the_hosts_without_credentials(api, staff, credentialed_gatewa
 
 def test_a_user_sees_only_whether_the_llm_answers(owner_client, credentialed_gateway, port):
     page = owner_client.get(reverse("chat:session_list")).content.decode()
-    assert "LLM: available" in page
+    assert "Models: bundled" in page  # the embedded model answers, as Ollama does not
     assert f"127.0.0.1:{port}" not in page
     assert "not reachable" not in page
 

@@ -187,3 +187,39 @@ def test_the_admin_reviews_snapshots_and_a_deletion_breaks_no_other(admin_client
     snapshot_restore(snapshot=first)
     snapshot_restore(snapshot=last)
     assert prompt(due_session) == captured
+
+
+def test_a_restore_from_the_chat_page_answers_with_the_restored_state(due_session, gateway, fake_ollama, owner_client):
+    """Issue 47, item 6: after restoring a snapshot taken before any compression, no message reads
+    "compressed into checkpoint", the meter says nothing is compressed, and a line says what was restored;
+    all in the answer to the page's request, swapped in without a reload."""
+    snapshot = snapshot_create(session=due_session, kind=Snapshot.Kind.MANUAL, reason="before compressing")
+    for index in range(3):
+        message_create(session=due_session, role="user", content=f"Later question {index}")
+        message_create(session=due_session, role="assistant", content="A later answer. " * 30)
+    fake_ollama.behaviour.canned_reply = "A summary."
+    assert compression_run(session_id=due_session.pk, gateway=gateway, force=True).status == "compressed"
+    fake_ollama.behaviour.canned_reply = "Another summary."
+    compression_run(session_id=due_session.pk, gateway=gateway, force=True)
+    before = owner_client.get(reverse("chat:chat", args=[due_session.pk])).content.decode()
+    assert "compressed into checkpoint #1" in before
+
+    url = reverse("context:snapshot_restore", args=[snapshot.pk])
+    answer = owner_client.post(url, HTTP_HX_REQUEST="true")
+    assert answer.status_code == 200
+    html = answer.content.decode()
+    assert "compressed into checkpoint" not in html
+    assert "Full context · nothing compressed yet" in html
+    assert '<div id="history" hx-swap-oob="true">' in html
+    assert f"Restored snapshot {snapshot.pk}: 6 messages left the context" in html
+    assert "snapshots-panel" in html
+    assert "history only, not in the context" in html
+    # The page opened anew says the same.
+    page = owner_client.get(reverse("chat:chat", args=[due_session.pk])).content.decode()
+    assert "compressed into checkpoint" not in page
+
+
+def test_a_restore_from_its_own_page_is_confirmed_on_the_chat_page(due_session, owner_client):
+    snapshot = snapshot_create(session=due_session, kind=Snapshot.Kind.MANUAL, reason="known good")
+    answer = owner_client.post(reverse("context:snapshot_restore", args=[snapshot.pk]), follow=True)
+    assert f"Restored snapshot {snapshot.pk}" in answer.content.decode()

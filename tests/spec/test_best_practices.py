@@ -92,7 +92,7 @@ def test_the_reliability_score_is_shown_and_falls_with_each_compression(user, cl
     fake_ollama.behaviour.canned_reply = RECAP
     client.force_login(user)
     session = session_on_model_of_size(user, "70B", gateway, fake_ollama)
-    assert "Reliability: High 95% · nothing compressed yet" in _page(client, session)
+    assert "Full context · nothing compressed yet" in _page(client, session)
     scores = [_reliability(client, session)["reliability"]["score"]]
     turn = 0
     for count in (1, 2):
