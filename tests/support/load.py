@@ -83,7 +83,11 @@ class LoadRun:
 
 def users_with_tokens(work: Path, model_server: ModelServerProcess, count: int) -> list[str]:
     """``count`` users on the live server's database (``load1``…), an API token each."""
-    create = "; ".join(f"get_user_model().objects.get_or_create(username='load{n}')" for n in range(1, count + 1))
+    # load1 is staff: the run reads /api/hosts, which is the operators' (issue 49, item 4).
+    create = "; ".join(
+        f"get_user_model().objects.get_or_create(username='load{n}', defaults={{'is_staff': {n == 1}}})"
+        for n in range(1, count + 1)
+    )
     manage(work, model_server, "shell", "-c", f"from django.contrib.auth import get_user_model; {create}")
     return [
         manage(work, model_server, "create_api_token", f"load{n}", "--name", "load").strip()
