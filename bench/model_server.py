@@ -33,8 +33,8 @@ from tests.support.timing import wait_until  # noqa: E402
 # Repeatable replies: a request that sets no seed gets this one.
 BENCH_SEED = 1234
 
-# The server logs the threads it settled on ("... (2 threads, context 8192, pid 123)").
-THREADS_LOGGED = re.compile(r"\((\d+) threads, context")
+# The server logs the threads it settled on ("... (2 threads, 4 turn slots, context 8192, pid 123)").
+THREADS_LOGGED = re.compile(r"\((\d+) threads, ")
 
 
 class BenchModelServer:

@@ -242,6 +242,32 @@ def _fitted(
     return kept
 
 
+def _fitted_or_extracted(
+    keep: Callable[[Shrunk, int], KeptFacts],
+    shrunk: Shrunk,
+    summarizer: Summarizer,
+    *,
+    texts: Sequence[str],
+    besides: Sequence[str],
+    extract_target: int,
+    before_tokens: int,
+) -> KeptFacts:
+    """``_fitted`` of ``shrunk``; while that would not free ``MIN_SHRINK`` either, the extract of ``texts``
+    (but for the ledger's clauses, ``besides``) in its place: first at ``extract_target`` when ``shrunk`` is
+    a model's summary, then smaller by what the last went over by. Still too large after that, it is
+    returned as it is: the caller rolls over or refuses it."""
+    kept = _fitted(keep, shrunk, summarizer, before_tokens=before_tokens)
+    if _shortfall(kept, summarizer, before_tokens=before_tokens) and shrunk.strategy == "summarize":
+        extract = Shrunk(summarizer.extract(texts, extract_target, besides), "truncate", f"extract: {_TOO_LARGE}")
+        kept = _fitted(keep, extract, summarizer, before_tokens=before_tokens)
+    over = _shortfall(kept, summarizer, before_tokens=before_tokens)
+    smaller = summarizer.tokens(kept.shrunk.text) - over
+    if over and smaller > 0:
+        extract = Shrunk(summarizer.extract(texts, smaller, besides), "truncate", kept.shrunk.how)
+        kept = _fitted(keep, extract, summarizer, before_tokens=before_tokens)
+    return kept
+
+
 def _summary_output(shrunk: Shrunk, *, goal_set: bool) -> SummaryOutput:
     """The summary's parts: only the model's goal-aware summary has marker lines of its own; an extract's
     are the replies', which were applied when they arrived."""
@@ -338,15 +364,15 @@ def _compress(
             spare=spare,
         )
 
-    kept = _fitted(keep, shrunk, summarizer, before_tokens=selection.tokens)
-    if _shortfall(kept, summarizer, before_tokens=selection.tokens) and shrunk.strategy == "summarize":
-        # The model's summary leaves no room even with an emptier ledger: its extract stands instead.
-        extract = Shrunk(
-            summarizer.extract([m.content for m in chosen], extract_target, besides=held),
-            "truncate",
-            f"extract: {_TOO_LARGE}",
-        )
-        kept = _fitted(keep, extract, summarizer, before_tokens=selection.tokens)
+    kept = _fitted_or_extracted(
+        keep,
+        shrunk,
+        summarizer,
+        texts=[m.content for m in chosen],
+        besides=held,
+        extract_target=extract_target,
+        before_tokens=selection.tokens,
+    )
     if _shortfall(kept, summarizer, before_tokens=selection.tokens) and budget.compression_due:
         # What it chose is too little to free enough (its checkpoint's own lines weigh too much): a rollover
         # takes more, so that the session does not stay over its trigger.
@@ -482,10 +508,15 @@ def _rollover(
             spare=spare,
         )
 
-    kept = _fitted(keep, shrunk, summarizer, before_tokens=replaced)
-    if _shortfall(kept, summarizer, before_tokens=replaced) and shrunk.strategy == "summarize":
-        extract = summarizer.extract([cp.summary for cp in checkpoints] + [m.content for m in moved], target)
-        kept = _fitted(keep, Shrunk(extract, "truncate", f"extract: {_TOO_LARGE}"), summarizer, before_tokens=replaced)
+    kept = _fitted_or_extracted(
+        keep,
+        shrunk,
+        summarizer,
+        texts=[cp.summary for cp in checkpoints] + [m.content for m in moved],
+        besides=(),
+        extract_target=target,
+        before_tokens=replaced,
+    )
     skipped = _shrink_skip(session, kept, summarizer, before_tokens=replaced, reason=reason)
     if skipped is not None:
         return skipped

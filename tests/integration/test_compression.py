@@ -517,7 +517,8 @@ def test_a_checkpoint_its_first_fit_leaves_too_large_is_refitted_and_committed(u
 @pytest.mark.django_db
 def test_a_compression_that_cannot_free_enough_rolls_over_and_ends_under_the_trigger(user, gateway):
     """Replies made of marker lines only: the checkpoint's decisions and files lines weigh as much as the
-    replies themselves, so no checkpoint of them frees 30%. Over its trigger, the session rolls over
+    replies themselves, so the first checkpoint of them does not free 30% (333 tokens into 383). The
+    extract is made smaller until it does, and the session, still over its trigger, rolls over
     instead of staying stuck there (issue 47)."""
     session = small_session(user, context_size=TIER2, compression={"strategy": "truncate"})
     converse(
@@ -532,5 +533,5 @@ def test_a_compression_that_cannot_free_enough_rolls_over_and_ends_under_the_tri
     assert outcome.status == "rolled-over", outcome.reason
     assert not session_budget(session=session).compression_due
     assert not ContextEvent.objects.filter(session=session, type="compression-skipped").exists()
-    rollover = ContextEvent.objects.get(session=session, type="rollover-complete").payload
-    assert rollover["trigger"] == "trigger: the checkpoint would not free 30% of what it replaces"
+    # A smaller extract of the replies frees 30% of them, and what is left over the trigger rolls over.
+    assert ContextEvent.objects.filter(session=session, type="rollover-complete").exists()
