@@ -9,9 +9,8 @@ compression per session at a time, on SQLite and PostgreSQL alike.
 from __future__ import annotations
 
 import logging
-import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 from uuid import UUID
@@ -42,7 +41,17 @@ from chat.services.lease import (
     lease_take_over,
 )
 from chat.services.snapshots import snapshot_auto_create
-from chat.services.summaries import HEADING_TOKENS, KeptFacts, Shrunk, Summarizer, keep_facts, reconnect_if_broken
+from chat.services.summaries import (
+    HEADING_TOKENS,
+    TOO_LARGE,
+    KeptFacts,
+    Shrunk,
+    Summarizer,
+    checkpoint_fit_or_extract,
+    checkpoint_shortfall,
+    keep_facts,
+    reconnect_if_broken,
+)
 from engine.core.aging import MIN_TARGET_TOKENS, CheckpointInfo, Level, plan_aging
 from engine.core.budget import MIN_SHRINK, Budget, shrink_shortfall
 from engine.core.clauses import reference_facts
@@ -212,62 +221,6 @@ def _shrink_skip(
     return _record_skip(session, f"not committed: {why}", trigger=reason, how=kept.how)
 
 
-# Why a checkpoint was made smaller than its first fit, or a rollover took over from a compression.
-_TOO_LARGE = f"the checkpoint would not free {float(MIN_SHRINK):.0%} of what it replaces"
-# How many times a checkpoint's ledger is refitted, each time without the tokens the last fit went over by.
-FIT_ROUNDS = 3
-
-
-def _shortfall(kept: KeptFacts, summarizer: Summarizer, *, before_tokens: int) -> int:
-    """How many tokens the checkpoint ``kept`` is over what frees ``MIN_SHRINK`` of ``before_tokens`` (0: none)."""
-    allowed = math.floor(before_tokens * (1 - MIN_SHRINK))
-    return max(0, summarizer.tokens(render_checkpoint(kept.view)) - allowed)
-
-
-def _fitted(
-    keep: Callable[[Shrunk, int], KeptFacts], shrunk: Shrunk, summarizer: Summarizer, *, before_tokens: int
-) -> KeptFacts:
-    """The checkpoint ``keep`` makes of ``shrunk``, refitted with a smaller ledger while it would not free
-    ``MIN_SHRINK`` of the ``before_tokens`` it replaces: the ledger is fitted in cl100k counts and rendered
-    with headers, so the model's count of the whole can come out a few tokens over. ``keep``'s second
-    argument is the tokens the ledger leaves unused."""
-    kept = keep(shrunk, 0)
-    spare = 0
-    for _ in range(FIT_ROUNDS):
-        over = _shortfall(kept, summarizer, before_tokens=before_tokens)
-        if not over or not kept.ledger.entries:
-            break
-        spare += over
-        kept = keep(shrunk, spare)
-    return kept
-
-
-def _fitted_or_extracted(
-    keep: Callable[[Shrunk, int], KeptFacts],
-    shrunk: Shrunk,
-    summarizer: Summarizer,
-    *,
-    texts: Sequence[str],
-    besides: Sequence[str],
-    extract_target: int,
-    before_tokens: int,
-) -> KeptFacts:
-    """``_fitted`` of ``shrunk``; while that would not free ``MIN_SHRINK`` either, the extract of ``texts``
-    (but for the ledger's clauses, ``besides``) in its place: first at ``extract_target`` when ``shrunk`` is
-    a model's summary, then smaller by what the last went over by. Still too large after that, it is
-    returned as it is: the caller rolls over or refuses it."""
-    kept = _fitted(keep, shrunk, summarizer, before_tokens=before_tokens)
-    if _shortfall(kept, summarizer, before_tokens=before_tokens) and shrunk.strategy == "summarize":
-        extract = Shrunk(summarizer.extract(texts, extract_target, besides), "truncate", f"extract: {_TOO_LARGE}")
-        kept = _fitted(keep, extract, summarizer, before_tokens=before_tokens)
-    over = _shortfall(kept, summarizer, before_tokens=before_tokens)
-    smaller = summarizer.tokens(kept.shrunk.text) - over
-    if over and smaller > 0:
-        extract = Shrunk(summarizer.extract(texts, smaller, besides), "truncate", kept.shrunk.how)
-        kept = _fitted(keep, extract, summarizer, before_tokens=before_tokens)
-    return kept
-
-
 def _summary_output(shrunk: Shrunk, *, goal_set: bool) -> SummaryOutput:
     """The summary's parts: only the model's goal-aware summary has marker lines of its own; an extract's
     are the replies', which were applied when they arrived."""
@@ -364,7 +317,7 @@ def _compress(
             spare=spare,
         )
 
-    kept = _fitted_or_extracted(
+    kept = checkpoint_fit_or_extract(
         keep,
         shrunk,
         summarizer,
@@ -373,10 +326,10 @@ def _compress(
         extract_target=extract_target,
         before_tokens=selection.tokens,
     )
-    if _shortfall(kept, summarizer, before_tokens=selection.tokens) and budget.compression_due:
+    if checkpoint_shortfall(kept, summarizer, before_tokens=selection.tokens) and budget.compression_due:
         # What it chose is too little to free enough (its checkpoint's own lines weigh too much): a rollover
         # takes more, so that the session does not stay over its trigger.
-        return _rollover(session, config, summarizer, reason=f"{reason}: {_TOO_LARGE}", started=started)
+        return _rollover(session, config, summarizer, reason=f"{reason}: {TOO_LARGE}", started=started)
     skipped = _shrink_skip(session, kept, summarizer, before_tokens=selection.tokens, reason=reason)
     if skipped is not None:
         return skipped
@@ -508,7 +461,7 @@ def _rollover(
             spare=spare,
         )
 
-    kept = _fitted_or_extracted(
+    kept = checkpoint_fit_or_extract(
         keep,
         shrunk,
         summarizer,

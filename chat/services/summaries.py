@@ -285,3 +285,59 @@ def keep_facts(
             "ledger_dropped": len(ledger.dropped),
         },
     )
+
+
+# Why a checkpoint was made smaller than its first fit, or a rollover took over from a compression.
+TOO_LARGE = f"the checkpoint would not free {float(MIN_SHRINK):.0%} of what it replaces"
+# How many times a checkpoint's ledger is refitted, each time without the tokens the last fit went over by.
+FIT_ROUNDS = 3
+
+
+def checkpoint_shortfall(kept: KeptFacts, summarizer: Summarizer, *, before_tokens: int) -> int:
+    """How many tokens the checkpoint ``kept`` is over what frees ``MIN_SHRINK`` of ``before_tokens`` (0: none)."""
+    allowed = math.floor(before_tokens * (1 - MIN_SHRINK))
+    return max(0, summarizer.tokens(render_checkpoint(kept.view)) - allowed)
+
+
+def checkpoint_fit(
+    keep: Callable[[Shrunk, int], KeptFacts], shrunk: Shrunk, summarizer: Summarizer, *, before_tokens: int
+) -> KeptFacts:
+    """The checkpoint ``keep`` makes of ``shrunk``, refitted with a smaller ledger while it would not free
+    ``MIN_SHRINK`` of the ``before_tokens`` it replaces: the ledger is fitted in cl100k counts and rendered
+    with headers, so the model's count of the whole can come out a few tokens over. ``keep``'s second
+    argument is the tokens the ledger leaves unused."""
+    kept = keep(shrunk, 0)
+    spare = 0
+    for _ in range(FIT_ROUNDS):
+        over = checkpoint_shortfall(kept, summarizer, before_tokens=before_tokens)
+        if not over or not kept.ledger.entries:
+            break
+        spare += over
+        kept = keep(shrunk, spare)
+    return kept
+
+
+def checkpoint_fit_or_extract(
+    keep: Callable[[Shrunk, int], KeptFacts],
+    shrunk: Shrunk,
+    summarizer: Summarizer,
+    *,
+    texts: Sequence[str],
+    besides: Sequence[str],
+    extract_target: int,
+    before_tokens: int,
+) -> KeptFacts:
+    """``checkpoint_fit`` of ``shrunk``; while that would not free ``MIN_SHRINK`` either, the extract of ``texts``
+    (but for the ledger's clauses, ``besides``) in its place: first at ``extract_target`` when ``shrunk`` is
+    a model's summary, then smaller by what the last went over by. Still too large after that, it is
+    returned as it is: the caller rolls over or refuses it."""
+    kept = checkpoint_fit(keep, shrunk, summarizer, before_tokens=before_tokens)
+    if checkpoint_shortfall(kept, summarizer, before_tokens=before_tokens) and shrunk.strategy == "summarize":
+        extract = Shrunk(summarizer.extract(texts, extract_target, besides), "truncate", f"extract: {TOO_LARGE}")
+        kept = checkpoint_fit(keep, extract, summarizer, before_tokens=before_tokens)
+    over = checkpoint_shortfall(kept, summarizer, before_tokens=before_tokens)
+    smaller = summarizer.tokens(kept.shrunk.text) - over
+    if over and smaller > 0:
+        extract = Shrunk(summarizer.extract(texts, smaller, besides), "truncate", kept.shrunk.how)
+        kept = checkpoint_fit(keep, extract, summarizer, before_tokens=before_tokens)
+    return kept
