@@ -76,16 +76,7 @@ def session_state(*, session: Session) -> dict[str, Any]:
             for cp in Checkpoint.objects.filter(session=session).order_by("number")
         ],
         "goals": [
-            {
-                "id": goal.id,
-                "description": goal.description,
-                "priority": goal.priority,
-                "status": goal.status,
-                "next_step": goal.next_step,
-                "created_at": goal.created_at.isoformat(),
-                "completed_at": goal.completed_at.isoformat() if goal.completed_at else None,
-                "checkpoints": [{"description": c.description, "status": c.status} for c in goal.checkpoints.all()],
-            }
+            _goal_row(goal, list(goal.checkpoints.all()))
             for goal in Goal.objects.filter(session=session).prefetch_related("checkpoints")
         ],
         "decisions": [
