@@ -128,8 +128,9 @@ class _Context:
 
 class _Slots:
     """A pool of the server's slots. A generation takes a free one: the one holding the longest part of its
-    prompt among those whose cache is mostly its prompt's start (the same conversation, come back), else the
-    least recently used, so that another conversation's cache is overwritten last. It waits while none is free."""
+    prompt among those whose cache is mostly its prompt's start or holds the whole prompt (the same
+    conversation come back, or a regenerate after a long reply), else the least recently used, so that another
+    conversation's cache is overwritten last. It waits while none is free."""
 
     def __init__(self, slots: Sequence[int]) -> None:
         self._free = [_Context(slot) for slot in slots]  # the least recently used first
@@ -140,7 +141,8 @@ class _Slots:
             held = self._free[index].held
             shared = _common_prefix(tokens, held)
             # Every prompt shares the chat template's first tokens: only a mostly shared cache is the same talk.
-            return (shared if held and shared >= SAME_CONVERSATION * len(held) else 0, -index)
+            same = shared >= SAME_CONVERSATION * len(held) or shared == len(tokens)
+            return (shared if held and same else 0, -index)
 
         return max(range(len(self._free)), key=score)
 

@@ -108,6 +108,17 @@ def test_a_returning_conversation_gets_the_slot_that_holds_its_prefix(engine, mo
     assert taken[2] == taken[0]
 
 
+def test_a_regenerate_after_a_long_reply_reads_its_prompt_from_the_slot_that_holds_it(engine, monkeypatch):
+    """A short prompt whose reply was long fills under half its slot's cache, yet the whole prompt is there:
+    asked again (Regenerate), it goes back to that slot rather than reading the prompt from scratch."""
+    taken, _ = taking(engine, monkeypatch)
+    short = [Message("user", "List ten facts about cats.")]
+    _, first = run(engine, short, max_tokens=120)
+    assert first.completion_tokens > first.prompt_tokens, "the reply fills most of the slot's cache"
+    run(engine, short, max_tokens=4)
+    assert taken[1] == taken[0], "the least recently used slot, which holds nothing of it, was taken"
+
+
 def test_background_work_waits_while_a_turn_is_in_flight(engine, monkeypatch):
     """A summary in progress makes no progress while a turn is generating: the turn has the CPU."""
     # Within its bound (the next test's subject), whatever the turn takes on a machine others load.
