@@ -76,6 +76,7 @@ class Summarizer:
         self.model = session.summarizer
         self.num_ctx = session.max_tokens
         self.extractive = extractive
+        self._queued_said = ""
 
     def tokens(self, text: str) -> int:
         return self.counter.count(text).tokens
@@ -96,6 +97,9 @@ class Summarizer:
             if ahead
             else "Compression running on the model…"
         )
+        if text == self._queued_said:  # the queue repeats the place every second while it waits
+            return
+        self._queued_said = text
         await sync_to_async(progress_publish)(session_id=self.session.pk, text=text)
 
     def ask(self, prompt: str, target: int, *, repeat_penalty: float | None = None) -> str:

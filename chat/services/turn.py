@@ -35,7 +35,13 @@ from chat.services.revisions import message_edit, messages_supersede
 from chat.services.sampling import reply_sampling
 from chat.services.sessions import session_prompt_truncated
 from chat.services.titles import session_title_schedule
-from chat.services.turn_room import OnWait, prompt_with_recall, prompt_with_room, refuse_if_it_can_never_fit
+from chat.services.turn_room import (
+    OnWait,
+    prompt_with_recall,
+    prompt_with_room,
+    queue_reporter,
+    refuse_if_it_can_never_fit,
+)
 from engine.core.config import reply_max_tokens
 from engine.core.tokens import TokenCount, TokenCounter
 from engine.core.window import WindowBlock, window_budget
@@ -282,7 +288,8 @@ async def _reply(  # ``continued``: the reply a TurnContinue goes on from; ``ver
             max_tokens=max_tokens,
             sampling=reply_sampling(session),
             tools=tools,
-        )
+        ),
+        on_queued=queue_reporter(on_wait),
     )
     parts: list[str] = []
     stopped = False

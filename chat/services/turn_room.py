@@ -32,13 +32,42 @@ from chat.services.revisions import message_leave_context
 from engine.core.backoff import seconds_text
 from engine.core.budget import REPLY_MIN_TOKENS, prompt_room
 from engine.core.recall import with_recall
+from engine.core.text import plural
 from engine.core.tokens import TokenCount
 from engine.core.window import WindowBlock, prompt_messages
 from engine.llm import ChatMessage, ContextOverflow, Gateway, LLMError
+from engine.llm.hosts import OnQueued
 
 # Hears why the reply has not started yet, when it is not the model thinking.
 OnWait = Callable[[str], Awaitable[None]]
 WAITING_FOR_COMPRESSION = "waiting for the compression to finish…"
+THINKING = "thinking…"
+
+
+def queued_text(ahead: int, waited: float) -> str:
+    """A turn's place in its host's queue and the time it has waited there, as the page shows it."""
+    return f"queued for the model: {plural(ahead, 'request')} ahead · waiting {int(waited)} s"
+
+
+def queue_reporter(on_wait: OnWait | None) -> OnQueued | None:
+    """The gateway's ``on_queued`` for a turn: ``on_wait`` hears the turn's place in the queue and the
+    seconds it has waited, every second while it waits (the queue's tick), then "thinking…" once it runs."""
+    if on_wait is None:
+        return None
+    loop = asyncio.get_running_loop()
+    since: float | None = None
+
+    async def on_queued(ahead: int) -> None:
+        nonlocal since
+        if not ahead:
+            await on_wait(THINKING)
+            return
+        since = loop.time() if since is None else since
+        await on_wait(queued_text(ahead, loop.time() - since))
+
+    return on_queued
+
+
 COMPRESSING_FOR_ROOM = "compressing to make room for the reply…"
 EXTRACTIVE_AFTER_FAILURE = "the model's compression failed; compressing extractively to make room…"
 EXTRACTIVE_AFTER_WAIT = "the compression is taking too long; compressing extractively to make room…"

@@ -24,7 +24,8 @@ from engine.core.scheduling import Waiting, next_to_run, wait_left
 from engine.llm.ollama_backend import OllamaBackend
 from engine.llm.types import Failure, QueueState
 
-# Told how many requests are ahead when a request cannot start at once, and 0 when it starts after all.
+# Told how many requests are ahead when a request cannot start at once, again every ``HostQueue.tick``
+# seconds while it waits (so a page can show its place and the time waited, live), and 0 when it starts.
 OnQueued = Callable[[int], Awaitable[None]]
 RECENT_FAILURES = 10
 
@@ -40,10 +41,13 @@ class _Ticket:
 class HostQueue:
     """At most ``slots`` generations at once on one host; safe to use from any thread and event loop."""
 
-    def __init__(self, *, slots: int, max_wait: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, *, slots: int, max_wait: float, clock: Callable[[], float] = time.monotonic, tick: float = 1.0
+    ) -> None:
         if slots < 1:
             raise ValueError("a host runs at least one generation at a time")
         self.slots = slots
+        self.tick = tick
         self.max_wait = max_wait
         self._clock = clock
         self._lock = threading.Lock()
@@ -87,6 +91,8 @@ class HostQueue:
                     timer = loop.call_later(left, self._run_overdue, ticket)
                 if on_queued is not None:
                     await on_queued(ahead)
+                    while not (await asyncio.wait({ticket.granted}, timeout=self.tick))[0]:
+                        await on_queued(self._ahead(ticket))
             await ticket.granted
             if ahead and on_queued is not None:
                 await on_queued(0)
@@ -102,6 +108,13 @@ class HostQueue:
             with self._lock:
                 self._running -= 1
                 self._dispatch()
+
+    def _ahead(self, ticket: _Ticket) -> int:
+        """Requests running or before ``ticket`` in the queue; at least 1 while it waits."""
+        with self._lock:
+            if ticket.admitted or ticket not in self._queue:
+                return 0
+            return max(self._queue.index(ticket) + self._running, 1)
 
     def _dispatch(self) -> None:
         """Fill free slots from the queue. Precondition: ``_lock`` held."""

@@ -53,6 +53,29 @@ async def test_background_work_waits_behind_a_turn_at_most_its_bound():
     assert queue.state().longest_background_wait >= 0.2
 
 
+async def test_a_waiting_request_hears_its_place_every_tick_until_it_runs():
+    """Issue 47, item 4: the queue tells a waiting request its place again every ``tick`` seconds, so a
+    page can show its place and the time waited, live; then 0 once it runs."""
+    queue = HostQueue(slots=1, max_wait=60, tick=0.05)
+    heard: list[int] = []
+
+    async def on_queued(ahead: int) -> None:
+        heard.append(ahead)
+
+    async def second() -> None:
+        async with queue.slot(background=False, on_queued=on_queued):
+            pass
+
+    async with queue.slot(background=False):
+        waiting = asyncio.create_task(second())
+        while len(heard) < 4:
+            await asyncio.sleep(0.01)
+    await waiting
+    assert heard[:4] == [1, 1, 1, 1]
+    assert heard[-1] == 0
+    assert set(heard[:-1]) == {1}
+
+
 async def test_a_cancelled_wait_leaves_the_queue_as_it_was():
     queue = HostQueue(slots=1, max_wait=60)
     async with queue.slot(background=False):
