@@ -76,6 +76,7 @@ class Artifact(models.Model):
     class Action(models.TextChoices):
         CREATED = "created"
         MODIFIED = "modified"
+        ATTACHED = "attached"  # a text file the user attached to a message (issue 47, item 9)
 
     session = models.ForeignKey("chat.Session", on_delete=models.CASCADE, related_name="artifacts")
     goal = models.ForeignKey(Goal, null=True, blank=True, on_delete=models.SET_NULL, related_name="artifacts")

@@ -58,6 +58,12 @@ class Message(models.Model):
     tool_name = models.CharField(max_length=200, blank=True)
     tool_args = models.JSONField(encoder=StorableJSONEncoder, null=True, blank=True)
     tool_result = models.JSONField(encoder=StorableJSONEncoder, null=True, blank=True)
+    attachment_name = models.CharField(
+        max_length=255,
+        blank=True,
+        help_text="The name of the text file attached to this user message, whose text its content holds "
+        "(a fenced block headed by the name); the page shows it as a chip.",
+    )
     source_format = models.JSONField(
         encoder=StorableJSONEncoder,
         null=True,

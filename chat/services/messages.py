@@ -119,9 +119,11 @@ def message_create(
     tool_args: Any = None,
     tool_result: Any = None,
     version_of_id: int | None = None,
+    attachment_name: str = "",
 ) -> Message:
     """Store one message at the end of the session's history; ``version_of_id``: the first version of
-    the message it is another version of (a regenerated reply, an edited message).
+    the message it is another version of (a regenerated reply, an edited message); ``attachment_name``:
+    the file whose text ``content`` holds (``chat.services.attachments``).
 
     The session row is locked for the transaction so positions stay gapless
     when two writers append at once. The message is counted here, once
@@ -147,6 +149,7 @@ def message_create(
         tool_args=tool_args,
         tool_result=tool_result,
         version_of_id=version_of_id,
+        attachment_name=storable_text(attachment_name),
     )
     session.last_activity = now
     return message

@@ -28,6 +28,7 @@ from chat.gateway import get_gateway
 from chat.models import Message, Session
 from chat.selectors.context import ContextReport, session_context, session_window
 from chat.selectors.sessions import model_require_available, session_latest_message
+from chat.services.attachments import Attachment, attachment_check, attachment_content, message_attach
 from chat.services.compression import compression_maybe_schedule
 from chat.services.goals import goal_apply_markers
 from chat.services.messages import ToolResult, message_create, message_tool_results
@@ -112,8 +113,17 @@ class TurnSend:
     """A new message of the user's: stored first, before anything can fail."""
 
     content: str
+    # A text file sent with it (issue 47, item 9): its text becomes part of the stored content.
+    attachment: Attachment | None = None
 
     async def message(self, session: Session, gateway: Gateway) -> Message:
+        if self.attachment is not None:
+            attachment = attachment_check(name=self.attachment.name, text=self.attachment.text)
+            content = attachment_content(message=self.content, attachment=attachment)
+            count = await _count(message_counter(gateway, session.model), content)
+            return await sync_to_async(message_attach)(
+                session=session, content=content, attachment=attachment, token_count=count
+            )
         count = await _count(message_counter(gateway, session.model), self.content)
         # Its ``session`` is the session as the message was written, which the rest of the turn reads.
         return await sync_to_async(message_create)(

@@ -27,6 +27,7 @@ from django.template.loader import render_to_string
 
 from chat.models import MAX_MESSAGE_CHARS
 from chat.selectors.sessions import session_for_owner
+from chat.services.attachments import Attachment
 from chat.services.events import consumer_loop_register, session_group, user_group
 from chat.services.turn import TurnContinue, TurnEdit, TurnRegenerate, TurnRetry, TurnSend, TurnVariant
 from chat.web.fragments import chat_fragments
@@ -74,12 +75,13 @@ def parse_frame(text: str | None, session_id: UUID) -> Frame:
     message = data.get("message", "")
     if not isinstance(message, str):
         raise FrameError("The message must be text.")
-    if action in ("send", "edit") and not message.strip():
+    attachment = _attachment(data) if action == "send" else None
+    if action in ("send", "edit") and not message.strip() and attachment is None:
         raise FrameError("The message is empty.")
     variant: TurnVariant | None
     match action:
         case "send":
-            variant = TurnSend(message)
+            variant = TurnSend(message, attachment)
         case "retry":
             variant = TurnRetry()
         case "regenerate":
@@ -94,6 +96,14 @@ def parse_frame(text: str | None, session_id: UUID) -> Frame:
         case _:
             variant = None
     return Frame(action, message, variant)
+
+
+def _attachment(data: dict[str, Any]) -> Attachment | None:
+    """The text file the composer attached (its name and text, read by the page), if any; the turn checks it."""
+    name, text = data.get("attachment_name", ""), data.get("attachment_text", "")
+    if not (isinstance(name, str) and isinstance(text, str)):
+        raise FrameError("An attached file is sent as its name and its text.")
+    return Attachment(name, text) if name else None
 
 
 class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels ships no type hints

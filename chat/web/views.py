@@ -28,6 +28,7 @@ from chat.selectors.sessions import (
     sessions_for_user,
 )
 from chat.services.archive import session_archive
+from chat.services.attachments import ATTACHMENT_ACCEPT, MAX_ATTACHMENT_BYTES
 from chat.services.defaults import chat_defaults_update
 from chat.services.events import history_publish
 from chat.services.export import session_file, sessions_zip_response
@@ -296,6 +297,8 @@ def chat_page(request: HttpRequest, session_id: UUID) -> HttpResponse:
             ),
             "live": live,
             "can_write": session.owner_id == request.user.pk,
+            "max_attachment_bytes": MAX_ATTACHMENT_BYTES,
+            "attachment_accept": ATTACHMENT_ACCEPT,
             "branches": session_branches(session=session),
             "backend": backend_status(),
             "model_status": model_availability(model=session.model, with_reason=True),

@@ -67,7 +67,7 @@ class DecisionView:
 
 @dataclass(frozen=True)
 class ArtifactView:
-    action: Literal["created", "modified"]
+    action: Literal["created", "modified", "attached"]
     path: str
 
 

@@ -1,0 +1,105 @@
+"""Issue 47, item 9: a text file attached to a message. Checked (size, binary, kind) with an error that says
+what to do and stores nothing; stored as part of the user message's content (a fenced block headed by its
+name: counted, compressed and recalled like any message), its name on the message and among the session's
+artifacts; sent over the chat socket as the composer's fields."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.core.exceptions import ValidationError
+
+from chat.models import Artifact, Message
+from chat.selectors.context import session_prompt
+from chat.services.attachments import MAX_ATTACHMENT_BYTES, Attachment, attachment_check, attachment_content
+from chat.services.sessions import session_create
+from engine.llm.gateway import Gateway
+from engine.llm.ollama_backend import OllamaBackend
+from tests.factories import frames_until, socket
+from tests.support.model_server import SERVED_MODEL
+
+NOTES = "# Pier notes\n\nThe north pier rests on 12 piles; the load limit is 40 t.\n"
+
+
+def error(**kwargs: str) -> str:
+    with pytest.raises(ValidationError) as caught:
+        attachment_check(**kwargs)
+    return " ".join(caught.value.messages)
+
+
+def test_a_text_file_is_read_with_its_own_name():
+    assert attachment_check(name="C:\\work\\notes.md", text=NOTES) == Attachment("notes.md", NOTES)
+    assert attachment_check(name="docs/Makefile", text="all:\n\ttrue\n").name == "Makefile"
+
+
+def test_a_file_over_the_limit_is_refused_saying_the_limit():
+    text = "x" * (MAX_ATTACHMENT_BYTES + 1)
+    said = error(name="big.txt", text=text)
+    assert said.startswith("big.txt is 100,001 bytes; an attached file can be at most 100,000 bytes")
+    assert "Nothing was sent" in said
+    assert attachment_check(name="edge.txt", text="x" * MAX_ATTACHMENT_BYTES).name == "edge.txt"
+    # Bytes, not characters: 40,000 three-byte characters are 120,000 bytes.
+    assert "120,000 bytes" in error(name="wide.txt", text="€" * 40_000)
+
+
+def test_binary_data_and_other_kinds_of_file_are_refused():
+    assert "is not a text file (it holds binary data)" in error(name="data.txt", text="PK\x03\x04\x00\x00abc")
+    assert "is not a text file" in error(name="data.csv", text="a,b\n\ufffd\ufffd\n")
+    assert "is not a text file" in error(name="noise.log", text="\x01\x02\x03 hello")
+    assert ".png files are not read as text" in error(name="photo.png", text="not really a picture")
+    assert "needs a name" in error(name="", text="text")
+    assert "needs a name" in error(name="a\x07b.txt", text="text")
+
+
+def test_the_file_becomes_a_fenced_block_headed_by_its_name():
+    content = attachment_content(message="What is the load limit?", attachment=Attachment("notes.md", NOTES))
+    assert content == f"What is the load limit?\n\nAttached file: notes.md\n```\n{NOTES}```"
+    fenced = attachment_content(message="", attachment=Attachment("a.md", "```py\nx = 1\n```"))
+    assert fenced == "Attached file: a.md\n````\n```py\nx = 1\n```\n````"
+
+
+@pytest.fixture
+def chat(user, use_gateway, fake_ollama):
+    use_gateway(Gateway(mode="ollama", embedded=None, ollama=OllamaBackend(host=fake_ollama.url, timeout=60)))
+    fake_ollama.behaviour.canned_reply = "The load limit is 40 t."
+    return session_create(owner=user, model=SERVED_MODEL, context_size=4096)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_file_sent_with_a_message_is_stored_counted_and_in_the_prompt(chat, user):
+    page = await socket(chat.pk, user)
+    assert (await page.connect())[0]
+    frame = {"message": "What is the load limit?", "attachment_name": "notes.md", "attachment_text": NOTES}
+    await page.send_to(text_data=json.dumps(frame))
+    frames = await frames_until(page, 'id="context-meter"')
+    shown = "".join(frames)
+    assert "📎 notes.md" in shown, "the message shows the file's chip"
+    assert 'id="attachment" class="attachment" hx-swap-oob="true"' in shown, "the composer's attachment is emptied"
+    stored = await Message.objects.aget(session=chat, role="user")
+    assert stored.attachment_name == "notes.md"
+    assert stored.content == attachment_content(
+        message="What is the load limit?", attachment=Attachment("notes.md", NOTES)
+    )
+    assert stored.tokens > 20, "the file's text is counted in the budget"
+    assert await Artifact.objects.filter(session=chat, path="notes.md", action="attached").aexists()
+    prompt = await sync_to_async(session_prompt)(session=chat)
+    text = json.dumps([block.__dict__ for block in prompt.blocks], default=str)
+    assert "the load limit is 40 t." in text
+    assert "Attached notes.md" in text, "the artifact is in the pinned block"
+    await page.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_refused_file_stores_nothing_and_says_why(chat, user):
+    page = await socket(chat.pk, user)
+    assert (await page.connect())[0]
+    frame = {"message": "Read this.", "attachment_name": "blob.txt", "attachment_text": "ab\x00cd"}
+    await page.send_to(text_data=json.dumps(frame))
+    frames = await frames_until(page, "is not a text file")
+    assert "blob.txt is not a text file (it holds binary data)" in frames[-1]
+    assert 'id="composer-text"' not in "".join(frames), "the composer keeps the message"
+    assert not await Message.objects.filter(session=chat).aexists()
+    assert not await Artifact.objects.filter(session=chat).aexists()
+    await page.disconnect()
