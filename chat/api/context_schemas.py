@@ -197,7 +197,7 @@ class CheckpointOut(Schema):
 GoalPriority = Literal["high", "medium", "low"]
 GoalStatus = Literal["active", "paused", "completed"]
 GoalCheckpointStatus = Literal["pending", "in-progress", "completed"]
-ArtifactAction = Literal["created", "modified"]
+ArtifactAction = Literal["created", "modified", "attached"]
 
 
 class GoalIn(StrictIn):

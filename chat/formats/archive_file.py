@@ -219,7 +219,7 @@ class ArchiveArtifact(_ArchiveModel):
     id: Ref
     goal: Ref | None = None
     path: Path
-    action: Literal["created", "modified"]
+    action: Literal["created", "modified", "attached"]
     created_at: Time
 
 
@@ -312,7 +312,7 @@ class StateArtifact(_ArchiveModel):
     id: Ref
     goal: Ref | None = None
     path: Path
-    action: Literal["created", "modified"]
+    action: Literal["created", "modified", "attached"]
 
 
 class SnapshotState(_ArchiveModel):

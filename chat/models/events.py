@@ -22,6 +22,8 @@ class EventType(models.TextChoices):
     PROMPT_TRUNCATED = "prompt-truncated"
     # Not the spec's: a turn's prompt brought messages that had left the context back from the history.
     RECALLED = "recalled"
+    # Not the spec's: the session's model was switched, and its context recounted for the new one (issue 47, item 10).
+    MODEL_SWITCHED = "model-switched"
 
 
 class ContextEvent(models.Model):

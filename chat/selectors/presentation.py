@@ -87,6 +87,14 @@ def describe_event(event_type: str, payload: Any) -> str:
             f"The model server evaluated {reported:,} of about {sent:,} prompt tokens: the model did not see "
             f"the whole context; this session's context is now {max_tokens:,} tokens"
         )
+    if event_type == "model-switched":
+        size = tokens("tokens_before", "tokens_after")
+        window = tokens("max_tokens_before", "max_tokens")
+        return (
+            f"Model switched from {data.get('from', '?')} to {data.get('to', '?')}: the context recounted"
+            + (f", its messages {size}" if size else "")
+            + (f"; window {window}" if window else "")
+        )
     if event_type == "recalled":
         items = [item for item in data.get("items", []) if isinstance(item, dict)]
         said = ", ".join(

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings as django_settings
@@ -15,6 +16,7 @@ from chat.models import (
     MAX_SOURCE_FIELD_LENGTH,
     MAX_SYSTEM_PROMPT_CHARS,
     MAX_TITLE_LENGTH,
+    Checkpoint,
     EventType,
     Message,
     Session,
@@ -34,6 +36,7 @@ from engine.core.reliability import parameter_size_from_tag
 from engine.core.text import storable_text
 from engine.core.tiers import UnknownContextSize
 from engine.core.titles import branch_title
+from engine.core.tokens import TokenCount
 from engine.resources import count_text_tokens, ollama_context_size
 
 DEFAULT_TITLE = "New conversation"
@@ -175,6 +178,7 @@ def session_update(
     system_prompt: str | None = None,
     summary_model: str | None = None,
     settings: dict[str, Any] | None = None,
+    recount: Recount | None = None,
 ) -> Session:
     """Change what the user may change about a session; ``None`` leaves a field as it is.
 
@@ -185,6 +189,9 @@ def session_update(
     When any of model, context size, system prompt or settings is given, the budget is checked
     again in the same transaction (``compression_maybe_schedule``: the automatic snapshot, and a
     compression sent after commit if the session is now over its trigger).
+    A switch of model is recorded as a ``model-switched`` event; ``recount``: the token counts of the
+    session's messages and checkpoints for the new model (``chat.services.model_switch``), written before
+    the budget is checked.
     """
     # Asked before the transaction: it may wait on the network.
     facts = None
@@ -194,6 +201,7 @@ def session_update(
         switching = model is not None and model.strip() != session.model
         facts = model_facts(model=model if model is not None else session.model, served=switching)
     with transaction.atomic():
+        before = Session.objects.select_for_update().get(pk=session.pk)
         session = _session_store(
             session=session,
             title=title,
@@ -205,9 +213,49 @@ def session_update(
         )
         if settings is not None:
             session = session_set_context_settings(session=session, settings=settings)
+        if session.model != before.model:
+            _model_switched(before=before, session=session, recount=recount or Recount())
         if any(value is not None for value in (model, context_size, system_prompt, settings)):
             compression_maybe_schedule(session=session)
     return session
+
+
+@dataclass(frozen=True)
+class Recount:
+    """A session's stored token counts for another model: message id → count, checkpoint id → tokens."""
+
+    messages: Mapping[int, TokenCount] = field(default_factory=dict)
+    checkpoints: Mapping[int, int] = field(default_factory=dict)
+
+
+def _model_switched(*, before: Session, session: Session, recount: Recount) -> None:
+    """Write ``recount`` and record the switch with the context's size before and after.
+    Precondition: inside the transaction that switched the model."""
+    messages = list(Message.objects.filter(session=session, pk__in=recount.messages))
+    tokens_before = sum(m.tokens for m in messages)
+    for message in messages:
+        message.tokens, message.tokens_exact = recount.messages[message.pk].tokens, recount.messages[message.pk].exact
+    Message.objects.bulk_update(messages, ["tokens", "tokens_exact"])
+    checkpoints = list(Checkpoint.objects.filter(session=session, pk__in=recount.checkpoints))
+    for checkpoint in checkpoints:
+        checkpoint.current_tokens = recount.checkpoints[checkpoint.pk]
+    Checkpoint.objects.bulk_update(checkpoints, ["current_tokens"])
+    # The counts changed under the budget: the meter and the next turn read it again.
+    session.next_context_version()
+    event_record(
+        session=session,
+        type=EventType.MODEL_SWITCHED,
+        payload={
+            "from": before.model,
+            "to": session.model,
+            "max_tokens_before": before.max_tokens,
+            "max_tokens": session.max_tokens,
+            "messages_recounted": len(messages),
+            "checkpoints_recounted": len(checkpoints),
+            "tokens_before": tokens_before,
+            "tokens_after": sum(m.tokens for m in messages),
+        },
+    )
 
 
 def _session_store(

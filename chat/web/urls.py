@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from chat.web import views
+from chat.web import model_views, views
 
 app_name = "chat"
 urlpatterns = [
@@ -22,6 +22,11 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/context/", views.context_window, name="context_window"),
     path("sessions/<uuid:session_id>/meter/", views.context_meter_partial, name="context_meter"),
     path("sessions/<uuid:session_id>/model/", views.session_model, name="session_model"),
+    path(
+        "sessions/<uuid:session_id>/model/switch/",
+        model_views.session_model_switch_view,
+        name="session_model_switch",
+    ),
     path("sessions/<uuid:session_id>/settings/", views.session_settings, name="session_settings"),
     path(
         "sessions/<uuid:session_id>/messages/<int:message_id>/version/",

@@ -34,9 +34,10 @@ def test_the_event_names_are_the_specs():
     """Spec: "### Compression Events" (`compressed` ... `checkpoint-aged`) and "### Snapshot Events"
     (`snapshot-created` ... `auto-snapshot-created`).
 
-    Differs, see docs/conformance.md: "Events" — two more, `prompt-truncated`, for Ollama's silent cut, and
-    `recalled`, for a turn whose prompt brought old messages back from the full history."""
-    assert set(EventType.values) == SPEC_EVENTS | {"prompt-truncated", "recalled"}
+    Differs, see docs/conformance.md: "Events" — three more, `prompt-truncated`, for Ollama's silent cut,
+    `recalled`, for a turn whose prompt brought old messages back from the full history, and `model-switched`,
+    for a switch of the session's model (its context recounted)."""
+    assert set(EventType.values) == SPEC_EVENTS | {"prompt-truncated", "recalled", "model-switched"}
 
 
 def test_compressed_and_checkpoint_created(due_session, gateway, fake_ollama):
