@@ -94,6 +94,7 @@ class Tally:
     turns_between: list[int] = field(default_factory=list)
     shown: list[float] = field(default_factory=list)
     measured: list[float] = field(default_factory=list)
+    missed: dict[str, set[str]] = field(default_factory=dict)  # per conversation, the facts a prompt lacked
 
     def share(self, count: int) -> float:
         return count / self.total if self.total else 1.0
@@ -131,7 +132,10 @@ def _measure(session: Session, facts_by_content: dict[str, list[dict[str, Any]]]
     if not facts:
         return
     prompt, alone = _prompt(session, ledger=True), _prompt(session, ledger=False)
-    kept = sum(_found(f["text"], prompt) for f in facts)
+    found = [_found(f["text"], prompt) for f in facts]
+    kept = sum(found)
+    missed = (f["text"] for f, ok in zip(facts, found, strict=True) if not ok)
+    tally.missed.setdefault(session.title, set()).update(missed)
     tally.total += len(facts)
     tally.kept += kept
     tally.summary_alone += sum(_found(f["text"], alone) for f in facts)
@@ -199,6 +203,7 @@ def main() -> None:
     parser.add_argument("--set", default="heldout/test", help="a folder of tests/data/")
     parser.add_argument("--conversations", type=int, help="only the first N conversations (a quick check)")
     parser.add_argument("--compressions", type=int, default=2, help="compressions after the conversation's turns")
+    parser.add_argument("--misses", action="store_true", help="print the facts a prompt lacked (for the tune half)")
     args = parser.parse_args()
     report = Report("retention")
     paths = sorted((DATA / args.set).glob("*.json"))[: args.conversations]
@@ -237,6 +242,9 @@ def main() -> None:
                 f"| {statistics.median(tally.turns_between or [0]):g} | {rate:.0f} "
                 f"| {time.perf_counter() - started:.0f} s |"
             )
+            if args.misses:
+                for name, missed in sorted(tally.missed.items()):
+                    print(f"missed at {size}, {name}: " + " | ".join(sorted(missed)))
             if size == 2048:
                 if tally.share(tally.kept) < KEPT_TARGET:
                     failed.append(f"{tally.share(tally.kept):.2f} of the facts kept at 2K, under {KEPT_TARGET}")
