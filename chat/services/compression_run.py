@@ -57,7 +57,14 @@ from engine.core.budget import MIN_SHRINK, Budget, shrink_shortfall
 from engine.core.clauses import reference_facts
 from engine.core.config import ContextConfig, SessionLimits, session_limits
 from engine.core.ledger import memory_budget, render_ledger
-from engine.core.markers import SummaryOutput, marker_facts, split_summary
+from engine.core.markers import (
+    CHECKPOINT_FILES,
+    CHECKPOINT_NEXT_STEPS,
+    SummaryOutput,
+    marker_facts,
+    newest,
+    split_summary,
+)
 from engine.core.prompts import (
     PromptMessage,
     build_aging_prompt,
@@ -306,8 +313,10 @@ def _compress(
                 range_label="",
                 summary=output.prose,
                 key_decisions=_joined(markers.key_decisions, (d.description for d in output.decisions)),
-                files_modified=_joined(markers.files_modified, (a.path for a in output.artifacts)),
-                next_steps=_joined(markers.next_steps, output.next_steps),
+                files_modified=newest(
+                    _joined(markers.files_modified, (a.path for a in output.artifacts)), CHECKPOINT_FILES
+                ),
+                next_steps=newest(_joined(markers.next_steps, output.next_steps), CHECKPOINT_NEXT_STEPS),
             ),
             facts,
             ledger_facts=ledger_facts,
@@ -442,10 +451,12 @@ def _rollover(
         key_decisions=tuple(
             dict.fromkeys([d for cp in checkpoints for d in cp.key_decisions] + list(markers.key_decisions))
         ),
-        files_modified=tuple(
-            dict.fromkeys([f for cp in checkpoints for f in cp.files_modified] + list(markers.files_modified))
+        files_modified=newest(
+            [f for cp in checkpoints for f in cp.files_modified] + list(markers.files_modified), CHECKPOINT_FILES
         ),
-        next_steps=markers.next_steps or tuple(checkpoints[-1].next_steps if checkpoints else ()),
+        next_steps=newest(
+            markers.next_steps or (checkpoints[-1].next_steps if checkpoints else ()), CHECKPOINT_NEXT_STEPS
+        ),
     )
 
     def keep(shrunk: Shrunk, spare: int) -> KeptFacts:

@@ -156,6 +156,19 @@ def marker_facts(texts: Iterable[str]) -> MarkerFacts:
     )
 
 
+# What a checkpoint lists of its messages' markers: the newest next steps only (a later plan supersedes an
+# earlier one) and the newest files. Listed in full, replies made of marker lines would be outweighed by
+# their own checkpoint, which then frees nothing (issue 47); the full history keeps every one.
+CHECKPOINT_NEXT_STEPS = 3
+CHECKPOINT_FILES = 20
+
+
+def newest(items: Iterable[str], count: int) -> tuple[str, ...]:
+    """The last ``count`` of ``items`` (oldest first), each once, in order."""
+    unique = tuple(dict.fromkeys(items))
+    return unique[max(0, len(unique) - count) :]
+
+
 # How far along a goal checkpoint is: a summary only ever moves one forward.
 CHECKPOINT_PROGRESS: dict[GoalCheckpointStatus, int] = {"pending": 0, "in-progress": 1, "completed": 2}
 # "<path>", "<decision>": the request's own placeholders, copied by a model instead of filled in.

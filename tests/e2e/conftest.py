@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.live_server import serve
+from engine.llm.embedded import MODEL_NAME
+from tests.factories import E2E_USERNAME, seed
+from tests.support.live_server import serve, server_env
 from tests.support.model_server import ModelServerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,10 +29,28 @@ CHROMIUM_ARGS = [
 
 
 @pytest.fixture(scope="session")
-def live_url(tmp_path_factory: pytest.TempPathFactory, model_server: ModelServerProcess) -> Iterator[str]:
+def live_work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of the shared server's database."""
+    return tmp_path_factory.mktemp("e2e")
+
+
+@pytest.fixture(scope="session")
+def live_url(live_work: Path, model_server: ModelServerProcess) -> Iterator[str]:
     """The server the dashboard tests share, with the e2e user."""
-    with serve(tmp_path_factory.mktemp("e2e"), model_server, with_user=True) as url:
+    with serve(live_work, model_server, with_user=True) as url:
         yield url
+
+
+@pytest.fixture
+def live_seed(live_url: str, live_work: Path, model_server: ModelServerProcess) -> Callable[[dict[str, object]], str]:
+    """Stores a session of the e2e user on the shared server through the app's services
+    (``tests/system/seed.py``'s session order); returns its id."""
+
+    def store(session: dict[str, object]) -> str:
+        order = {"owner": E2E_USERNAME, "model": MODEL_NAME, "context_size": 4096, **session}
+        return str(seed(server_env(live_work, model_server), {"session": order})["id"])
+
+    return store
 
 
 @pytest.fixture

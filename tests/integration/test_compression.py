@@ -24,8 +24,10 @@ from chat.services.messages import message_create
 from chat.services.sessions import session_create, session_delete
 from chat.tasks import compress_session
 from engine.core.aging import Level
+from engine.core.markers import CHECKPOINT_FILES, CHECKPOINT_NEXT_STEPS
 from engine.core.prompts import INJECTION_GUARD
 from engine.core.window import chat_messages
+from engine.llm.embedded import MODEL_NAME as EMBEDDED_MODEL
 from engine.llm.gateway import Gateway
 from engine.llm.ollama_backend import OllamaBackend
 from tests.factories import (
@@ -536,3 +538,35 @@ def test_a_compression_that_cannot_free_enough_rolls_over_and_ends_under_the_tri
     assert not ContextEvent.objects.filter(session=session, type="compression-skipped").exists()
     # A smaller extract of the replies frees 30% of them, and what is left over the trigger rolls over.
     assert ContextEvent.objects.filter(session=session, type="rollover-complete").exists()
+
+
+@pytest.mark.django_db
+def test_a_hundred_marker_replies_at_8k_compress_under_the_trigger_with_the_models_own_counts(user, embedded_gateway):
+    """110 replies of marker lines at 8K, counted by the bundled model's tokenizer: listed in full, their
+    files and next steps made a checkpoint (or an ultra one) that freed 8% of them, so the session stayed
+    stuck over its trigger (found in Chromium, issue 47). A checkpoint lists the newest files and next
+    steps only, and the session ends under its trigger."""
+    session = small_session(
+        user, model=EMBEDDED_MODEL, context_size=8192, contexts=None, compression={"strategy": "truncate"}
+    )
+    converse(
+        session,
+        110,
+        question="Which part do we test next, and on which rig? ({index})",
+        answer=lambda i: (
+            f"[NEXT] Test part {i} on rig {i} with the load of 10{i} kg\n[ARTIFACT] Created lib/part_{i}/v{i}.rs\n"
+        ),
+    )
+    assert session_budget(session=session).compression_due
+    outcome = compression_run(session_id=session.pk, gateway=embedded_gateway)
+    assert outcome.status in ("compressed", "rolled-over"), outcome.reason
+    assert not session_budget(session=session).compression_due
+    checkpoint = active_checkpoints(session=session).last()
+    assert checkpoint is not None
+    last = Message.objects.filter(session=session, role="assistant", compressed_into__isnull=False).last()
+    assert last is not None
+    index = last.position // 2 - 1  # positions count from 1, a question then its answer
+    assert checkpoint.files_modified[-1] == f"lib/part_{index}/v{index}.rs", "the newest file is listed"
+    assert len(checkpoint.files_modified) == CHECKPOINT_FILES
+    assert checkpoint.next_steps[-1] == f"Test part {index} on rig {index} with the load of 10{index} kg"
+    assert len(checkpoint.next_steps) == CHECKPOINT_NEXT_STEPS

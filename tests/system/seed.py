@@ -2,8 +2,8 @@
 (``python -m tests.system.seed '<json>'`` with the stack's environment); prints one JSON line.
 
 ``{"user": NAME, "password": PW}`` creates a user; ``{"session": {...}}`` creates a session owned by
-``owner`` with ``pairs`` question/answer pairs already stored (enough of them make it due); ``count``
-makes that many alike.
+``owner`` with ``pairs`` question/answer pairs already stored (enough of them make it due; ``{index}`` in
+``question`` or ``answer`` is the pair's number); ``count`` makes that many alike.
 """
 
 from __future__ import annotations
@@ -37,10 +37,11 @@ def main(argv: list[str]) -> dict[str, Any]:
             system_prompt=spec.get("system_prompt", "Be brief."),
             settings=spec.get("settings"),
         )
+        question = spec.get("question", "Question {index} about logins?")
         answer = spec.get("answer", "")
         for index in range(spec.get("pairs", 0)):
-            message_create(session=session, role="user", content=f"Question {index} about logins?")
-            message_create(session=session, role="assistant", content=answer)
+            message_create(session=session, role="user", content=question.replace("{index}", str(index)))
+            message_create(session=session, role="assistant", content=answer.replace("{index}", str(index)))
         ids.append(str(session.pk))
     return {"id": ids[0], "ids": ids}
 

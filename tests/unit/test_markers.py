@@ -13,6 +13,7 @@ from engine.core.markers import (
     SummaryOutput,
     checkpoint_advances,
     marker_facts,
+    newest,
     parse_markers,
     split_summary,
 )
@@ -174,3 +175,9 @@ def test_checkpoint_advances_only_forward_on_known_checkpoints():
         CheckpointUpdate("Ship", "in-progress"),
     )
     assert checkpoint_advances([CheckpointUpdate("Build", "in-progress")], stored) == ()
+
+
+def test_newest_keeps_the_last_ones_each_once_in_order():
+    assert newest(["a", "b", "a", "c", "d"], 2) == ("c", "d")
+    assert newest(["a", "b"], 5) == ("a", "b")
+    assert newest([], 3) == ()

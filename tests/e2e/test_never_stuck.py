@@ -1,0 +1,77 @@
+"""Issue 47, item 3 in Chromium at 1280×800 and 390×844: a session whose compression cannot free 30% of
+what it chose (replies of marker lines only, whose decisions and files lines weigh as much as the replies)
+ends under its trigger after the next message, and the page says so in words, without a reload."""
+
+from __future__ import annotations
+
+import re
+
+from tests.e2e.test_honest_display import VIEWPORTS, fits, shot
+from tests.factories import REPLY_TIMEOUT_MS, log_in, send, wait_idle
+
+QUESTION = "Which part do we test next, and on which rig? ({index})"
+MARKER_ANSWER = (
+    "[NEXT] Test part {index} on rig {index} with the load of 10{index} kg\n"
+    "[ARTIFACT] Created lib/part_{index}/v{index}.rs\n"
+)
+ROOM_FILLED = re.compile(r"the messages fill (\d+)% of the room")
+
+
+def room_filled(page) -> int:
+    """The share of the room the system prompt and checkpoints leave that the messages fill (the
+    trigger is 80% of it), as the meter's breakdown says it."""
+    text = page.locator("#context-meter .meter-detail").text_content() or ""
+    match = ROOM_FILLED.search(text)
+    assert match, text
+    return int(match.group(1))
+
+
+@VIEWPORTS
+def test_a_session_whose_compression_cannot_free_30_percent_ends_under_its_trigger(
+    live_url, live_seed, browser, scripted, viewport
+):
+    session_id = live_seed(
+        {
+            "title": f"Rig tests {viewport['width']}",
+            "context_size": 8192,
+            "settings": {"compression": {"strategy": "truncate"}},
+            "pairs": 110,
+            "question": QUESTION,
+            "answer": MARKER_ANSWER,
+        }
+    )
+    context = browser.new_context(viewport=viewport)
+    page = context.new_page()
+    log_in(page, live_url)
+    page.goto(f"{live_url}/sessions/{session_id}/")
+    page.wait_for_selector("body[data-socket=open]", state="attached")
+    assert room_filled(page) >= 80, "seeded over its trigger"
+    page.evaluate("() => { window.notReloaded = true; }")
+
+    scripted.behaviour.canned_reply = "[NEXT] Test part 41 on rig 2"
+    send(page, QUESTION.replace("{index}", "41"))
+    wait_idle(page)
+    page.wait_for_function(
+        "() => /compression|rolled over/i.test(document.querySelector('#context-meter').innerText)",
+        timeout=REPLY_TIMEOUT_MS,
+    )
+    page.wait_for_function(
+        "() => { const m = /the messages fill (\\d+)% of the room/.exec("
+        "document.querySelector('#context-meter .meter-detail').textContent); return m && +m[1] < 80; }",
+        timeout=REPLY_TIMEOUT_MS,
+    )
+    assert room_filled(page) < 80
+    assert page.evaluate("() => window.notReloaded === true"), "no reload"
+    progress = page.locator("#progress").inner_text()
+    assert "not committed" not in progress, progress
+    assert "30% needed" not in progress, progress
+    shot(page, f"never-stuck-{viewport['width']}")
+    assert fits(page)
+
+    # The timeline has the figures: what the compression or rollover turned into what.
+    page.goto(f"{live_url}/sessions/{session_id}/timeline/")
+    events = page.locator("#events").inner_text()
+    assert re.search(r"rollover|compressed", events, re.IGNORECASE), events
+    assert "compression-skipped" not in events
+    context.close()
+
