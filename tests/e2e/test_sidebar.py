@@ -23,10 +23,28 @@ def is_phone(viewport: dict[str, int]) -> bool:
 def open_sidebar(page, viewport: dict[str, int]) -> None:
     """On a wide screen the sidebar is in view as the page opens; on a phone a tap on ☰ Chats away."""
     sidebar = page.locator("#sidebar")
+    toggle = page.get_by_role("button", name="☰ Chats")
     if is_phone(viewport):
         assert not sidebar.is_visible(), "a drawer on a phone, closed until asked for"
-        page.get_by_role("button", name="☰ Chats").click()
+        toggle.click()
+    else:
+        assert not toggle.is_visible(), "no toggle beside the open sidebar"
     sidebar.wait_for(state="visible")
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP])
+def test_on_a_wide_screen_the_closed_sidebar_comes_back_with_its_toggle(live_url, browser, viewport):
+    context = browser.new_context(viewport=viewport)
+    page = context.new_page()
+    log_in(page, live_url)
+    new_session(page, "Sidebar toggle")
+    open_sidebar(page, viewport)
+    page.get_by_role("button", name="Hide the conversations").click()
+    page.locator("#sidebar").wait_for(state="hidden")
+    page.get_by_role("button", name="☰ Chats").click()
+    page.locator("#sidebar").wait_for(state="visible")
+    assert not page.get_by_role("button", name="☰ Chats").is_visible()
+    context.close()
 
 
 @SIZES
