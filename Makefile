@@ -97,11 +97,16 @@ test: lint unit integration conformance e2e services
 
 # The second pass of `make test`: the integration, conformance and system tests
 # again on PostgreSQL, the Redis channel layer and Celery workers fed through
-# Redis (the long real-model conversations ran in the embedded pass).
+# Redis (the long real-model conversations ran in the embedded pass, and so do
+# the tests of the model server and the LLM backends alone, which touch neither
+# the database nor Redis).
+MODEL_ONLY_TESTS := test_modelserver_engine test_modelserver_sampling test_modelserver_process \
+	test_llm_backends test_llm_contract test_portability
+SERVICES_SKIP := $(foreach t,$(MODEL_ONLY_TESTS),--ignore=tests/integration/$(t).py)
 services: $(DEV_STAMP)
 	@if $(BIN)/python scripts/service_up.py $(PG_TEST_URL) && $(BIN)/python scripts/service_up.py $(REDIS_PASS_URL); then \
 		echo "== Services pass: PostgreSQL at $(PG_TEST_URL), Redis at $(REDIS_PASS_URL), compressions run by Celery workers"; \
-		DATABASE_URL=$(PG_TEST_URL) REDIS_URL=$(REDIS_PASS_URL) OLLM_CACHE_URL=$(REDIS_CACHE_PASS_URL) PG_TEST_URL=$(PG_TEST_URL) $(BIN)/pytest tests/integration tests/spec tests/system -m "not long_model"; \
+		DATABASE_URL=$(PG_TEST_URL) REDIS_URL=$(REDIS_PASS_URL) OLLM_CACHE_URL=$(REDIS_CACHE_PASS_URL) PG_TEST_URL=$(PG_TEST_URL) $(BIN)/pytest tests/integration tests/spec tests/system -m "not long_model" $(SERVICES_SKIP); \
 	else \
 		echo "== PostgreSQL ($(PG_TEST_URL)) or Redis ($(REDIS_PASS_URL)) does not answer: services pass skipped, embedded pass only"; \
 	fi
