@@ -149,6 +149,7 @@ class Report:
         """Write the section into ``path`` (default: ``$BENCH_REPORT``); without either, write nothing."""
         target = path or (Path(os.environ[REPORT_ENV]) if os.environ.get(REPORT_ENV) else None)
         if target is None:
+            print(machine_line(self.load_at_start), flush=True)  # how busy the machine was, for the console
             return None
         write_section(self.name, self.lines, path=target, script=self.script, machine=machine_line(self.load_at_start))
         print(f"(table written into {target}, section {self.name})", flush=True)

@@ -44,7 +44,7 @@ PARAMETER_SIZE = "135M"
 QUANTIZATION = "Q4_1"
 # The native server's own default seed, which no request uses: each names its own (``Engine._seed_for``).
 NATIVE_SEED = 1234
-# Prompts whose tokens are remembered: the app counts a prompt, then sends it.
+# Prompts whose text and tokens are remembered: the app counts a prompt, then sends it.
 TOKENIZED_PROMPTS_KEPT = 8
 # Background work gives way to a turn between chunks of this many prompt tokens, and between the
 # tokens of its reply: small enough that a turn shares the CPU little with the chunk in progress
@@ -159,6 +159,14 @@ class _Slots:
                 self._changed.notify()
 
 
+def _keep(kept: OrderedDict[Any, Any], key: Any, value: Any) -> None:
+    """``key`` as the most recently used of ``kept``, which holds the last TOKENIZED_PROMPTS_KEPT."""
+    kept[key] = value
+    kept.move_to_end(key)
+    while len(kept) > TOKENIZED_PROMPTS_KEPT:
+        kept.popitem(last=False)
+
+
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     n = 0
     for x, y in zip(a, b, strict=False):
@@ -218,6 +226,7 @@ class Engine:
         props = self._call("GET", "/props")
         self._stops = [props["eos_token"]] if props.get("eos_token") else []
         self._tokenized: OrderedDict[str, tuple[int, ...]] = OrderedDict()
+        self._templated: OrderedDict[tuple[Message, ...], str] = OrderedDict()
         self._tokenized_lock = threading.Lock()
         self.message_overhead = self.count_prompt([Message("system", ""), Message("user", "")]) - self.count_prompt(
             [Message("system", "")]
@@ -275,8 +284,14 @@ class Engine:
     def prompt_for(self, messages: Sequence[Message]) -> tuple[str, list[str]]:
         """The exact prompt text the chat template makes of ``messages``, and its stop strings. A
         prompt ending with the assistant's message continues it, as Ollama's does: no new turn after it."""
-        as_dicts = [{"role": m.role, "content": m.content} for m in messages]
-        prompt = str(self._call("POST", "/apply-template", {"messages": as_dicts})["prompt"])
+        key = tuple(messages)  # the template of the last few prompts is remembered, as their tokens are
+        with self._tokenized_lock:
+            prompt = self._templated.get(key)
+        if prompt is None:
+            as_dicts = [{"role": m.role, "content": m.content} for m in messages]
+            prompt = str(self._call("POST", "/apply-template", {"messages": as_dicts})["prompt"])
+        with self._tokenized_lock:
+            _keep(self._templated, key, prompt)
         return prompt, list(self._stops)
 
     def prompt_tokens(self, prompt: str) -> tuple[int, ...]:
@@ -289,9 +304,7 @@ class Engine:
         # As the server tokenizes a text prompt: the model's BOS if it wants one, specials parsed.
         tokens = tuple(self._tokenize(prompt, special=True))
         with self._tokenized_lock:
-            self._tokenized[prompt] = tokens
-            while len(self._tokenized) > TOKENIZED_PROMPTS_KEPT:
-                self._tokenized.popitem(last=False)
+            _keep(self._tokenized, prompt, tokens)
         return tokens
 
     def _tokenize(self, text: str, *, special: bool) -> list[int]:

@@ -39,6 +39,23 @@ def test_the_engine_sends_the_tokens_llama_cpp_makes_of_the_prompt_text(engine):
     assert engine.prompt_tokens(prompt) is tokens, "a prompt counted once is not tokenized again"
 
 
+def test_a_prompt_counted_then_sent_is_templated_once(engine, monkeypatch):
+    """The app counts a prompt, then sends it: the second time the template's text is remembered."""
+    calls = []
+    original = engine._call
+
+    def call(method, path, body=None):
+        calls.append(path)
+        return original(method, path, body)
+
+    monkeypatch.setattr(engine, "_call", call)
+    messages = [Message("system", "Be brief."), *LONG, Message("user", "templated once")]
+    counted = engine.count_prompt(messages)
+    _, result = run(engine, messages, max_tokens=1)
+    assert result.prompt_tokens == counted
+    assert calls.count("/apply-template") == 1
+
+
 def test_the_engine_remembers_only_the_last_few_prompts(engine):
     first = engine.prompt_tokens("prompt 0")
     for n in range(1, TOKENIZED_PROMPTS_KEPT + 1):
