@@ -262,7 +262,10 @@ async def _turn(live: LiveReply, variant: TurnVariant, action: Action, origin: s
         logger.warning("session %s: %s", live.session_id, exc)  # the operator's details, for the operator
         return failed(exc.page_message, retry=True)
     except LLMError as exc:
-        return failed(str(exc), retry=True)
+        # Every page of the session shows it: no host's URL (the log and /api/hosts name the hosts).
+        if exc.operator_detail:
+            logger.warning("session %s: %s (%s)", live.session_id, exc, exc.operator_detail)
+        return failed(exc.shown_to(staff=False), retry=True)
     except Exception:
         logger.exception("turn failed in session %s", live.session_id)
         return failed("Something went wrong on the server; your message is saved.", retry=True)

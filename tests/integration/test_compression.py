@@ -525,8 +525,9 @@ def test_a_compression_that_cannot_free_enough_rolls_over_and_ends_under_the_tri
         session,
         12,
         question="Which part do we test next, and on which rig? " * 8 + "({index})",
-        answer=lambda i: f"[NEXT] Test part {i} on rig {i} with the load of {i * 10} kg\n"
-        f"[ARTIFACT] Created lib/part_{i}/v{i}.rs\n",
+        answer=lambda i: (
+            f"[NEXT] Test part {i} on rig {i} with the load of {i * 10} kg\n[ARTIFACT] Created lib/part_{i}/v{i}.rs\n"
+        ),
     )
     until_due(session, start=12)
     outcome = compression_run(session_id=session.pk, gateway=gateway)
