@@ -70,9 +70,15 @@ async def test_the_llm_dying_mid_reply_keeps_the_message_and_retry_answers_it(
         llm_proxy.cut()  # the backend dies: its connections reset, new ones are refused
         await ws.wait_for(lambda f: f.errors(), timeout=TURN_SECONDS, what="an error on the page")
         error = ws.frames.errors()[-1]
-        assert re.search(r"Ollama .* (broke off|not reachable|ended the reply)", error), error
+        assert re.search(r"Ollama.* (broke off|not reachable|ended the reply)", error), error
+        assert "127.0.0.1" not in error  # a user reads no host's URL (issue 49, item 5)
         assert 'value="retry"' in ws.frames.texts[-1] or any('value="retry"' in t for t in ws.frames.texts[-3:])
-        assert history(dsn, session_id) == [("user", question)]
+        # The part of the reply that reached the page is kept, marked as cut.
+        kept = history(dsn, session_id)
+        assert [role for role, _ in kept] == ["user", "assistant"]
+        assert sql(
+            dsn, "SELECT done_reason FROM chat_message WHERE session_id = %s AND role = 'assistant'", (session_id,)
+        ) == [("error",)]
 
         llm_proxy.resume()
         llm.behaviour.chunk_delay_seconds = 0.0
@@ -82,11 +88,12 @@ async def test_the_llm_dying_mid_reply_keeps_the_message_and_retry_answers_it(
     finally:
         await ws.close()
     stored = history(dsn, session_id)
-    assert [role for role, _ in stored] == ["user", "assistant"]
+    # Retry answered the question again: a new version of the cut reply, which stays in the history.
+    assert [role for role, _ in stored] == ["user", "assistant", "assistant"]
     assert stored[0][1] == question
-    assert stored[1][1].strip()
-    assert ws.frames.reply("reply-2") == stored[1][1]
-    print(f"\nerror shown: {error!r}; after Retry: {stored[1][1]!r}")
+    assert stored[2][1].strip()
+    assert ws.frames.reply("reply-2") == stored[2][1]
+    print(f"\nerror shown: {error!r}; cut: {stored[1][1]!r}; after Retry: {stored[2][1]!r}")
 
 
 @pytest.fixture
