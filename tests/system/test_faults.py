@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from celery import Celery
 
+from chat.web.live import STILL_COMING
 from tests.factories import LEASE_SECONDS, TURN_SECONDS, Stack, chat, held_generation, outcomes, stack_start
 from tests.support.timing import wait_until
 from tests.system.support import (
@@ -119,6 +120,19 @@ async def reconnect(url: str, cookie: str) -> tuple[WebSocket, int]:
             await asyncio.sleep(0.5)
 
 
+async def chat_once_free(ws: WebSocket, text: str, *, stored: Callable[[], bool]) -> None:
+    """Send ``text`` and wait for its turn to end; while the reply before it is still ending in the web
+    process (its last frames wait for the new Redis), the page is told a reply is still coming, and
+    sends again once that turn is over, as a person would: the test waits on the server's word, not luck."""
+    deadline = asyncio.get_running_loop().time() + TURN_SECONDS
+    while True:
+        await chat(ws, text)
+        if stored() or not any(STILL_COMING in e for e in ws.frames.errors()[-1:]):
+            return
+        assert asyncio.get_running_loop().time() < deadline, "the reply before never ended"
+        await asyncio.sleep(0.2)
+
+
 async def test_a_redis_restart_during_a_chat_loses_no_message(private_redis_stack, llm) -> None:
     web, restart = private_redis_stack
     dsn = web.env["DATABASE_URL"]
@@ -140,7 +154,9 @@ async def test_a_redis_restart_during_a_chat_loses_no_message(private_redis_stac
         dropped = ws.closed.is_set()
         await ws.close()
         ws, refused = await reconnect(url, web.cookie)
-        await chat(ws, "Third question after the restart?")
+        await chat_once_free(
+            ws, "Third question after the restart?", stored=lambda: len(history(dsn, session_id)) >= 25
+        )
         # Events still reach the page: its socket is in the session's group on the new Redis.
         assert web.post(0, f"/sessions/{session_id}/compress/").status_code == 200
         await ws.wait_for(
