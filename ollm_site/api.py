@@ -115,14 +115,17 @@ def snapshot_conflict(request: HttpRequest, exc: SnapshotError) -> HttpResponse:
 
 @api.exception_handler(LLMError)
 def llm_failed(request: HttpRequest, exc: LLMError) -> HttpResponse:
-    """The model could not answer; a user's message is already stored by then."""
+    """The model could not answer; a user's message is already stored by then. Staff read which hosts
+    were tried and why; anyone else, that the model is unavailable, never a host's URL (issue 49, item 5)."""
+    user = getattr(request, "auth", None) or getattr(request, "user", None)
+    text = exc.shown_to(staff=bool(getattr(user, "is_staff", False)))
     if isinstance(exc, ModelUnavailable):
         # Switching the session's model (PATCH) resolves it; a backend that is down may come back by itself.
-        return _detail(request, str(exc), 503 if exc.backend_down else 409)
+        return _detail(request, text, 503 if exc.backend_down else 409)
     if isinstance(exc, ContextOverflow):
-        return _detail(request, str(exc), 413)
+        return _detail(request, text, 413)
     if isinstance(exc, BackendUnavailable):
-        return _detail(request, str(exc), 503)
+        return _detail(request, text, 503)
     if isinstance(exc, LLMTimeout):
-        return _detail(request, str(exc), 504)
-    return _detail(request, str(exc), 502)
+        return _detail(request, text, 504)
+    return _detail(request, text, 502)

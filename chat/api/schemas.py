@@ -34,11 +34,12 @@ class HostOut(Schema):
     url: str
     backend: str = Field(description="embedded (the bundled model server) or ollama")
     up: bool = Field(description="Whether it answered just now.")
-    models: list[str] = Field(description="What it serves (as last listed, when it is down).")
+    models: list[str] = Field(description="Every model it lists, whatever its name (as last listed, when down).")
     running: int = Field(description="Generations this process has running on it now.")
     queued_turns: int
     queued_background: int = Field(description="Summaries, agings and merges waiting for a slot.")
-    served: int = Field(description="Generations this process sent it since it started.")
+    served: int = Field(description="Requests of this process it answered whole since the process started.")
+    failed: int = Field(description="Requests of this process that failed on it (for want of the host), apart.")
     longest_background_wait_seconds: float
     failures: list[HostFailureOut] = Field(description="Its most recent failures, oldest first.")
 
@@ -52,7 +53,8 @@ class HostOut(Schema):
             running=report.state.running,
             queued_turns=report.state.queued_turns,
             queued_background=report.state.queued_background,
-            served=report.state.served,
+            served=report.served,
+            failed=report.failed,
             longest_background_wait_seconds=round(report.state.longest_background_wait, 3),
             failures=[
                 HostFailureOut(at=datetime.fromtimestamp(f.at, UTC), error=without_credentials(f.error))

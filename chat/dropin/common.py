@@ -149,11 +149,12 @@ def endpoint(render_error: ErrorRenderer, *methods: str) -> Callable[[View], Vie
             try:
                 return view(request, caller, *args, **kwargs)
             except InSession as exc:
-                response = render_error(*failure(exc.__cause__ if isinstance(exc.__cause__, Exception) else exc))
+                cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
+                response = render_error(*failure(cause, staff=_is_staff(caller.user)))
                 response[SESSION_HEADER] = str(exc.session_id)
                 return response
             except Exception as exc:
-                return render_error(*failure(exc))
+                return render_error(*failure(exc, staff=_is_staff(caller.user)))
 
         return wrapper
 
@@ -301,9 +302,18 @@ def client_name(request: HttpRequest) -> str:
     return client_label(request.headers.get("User-Agent", ""), request.headers.keys())
 
 
-def failure(exc: Exception) -> tuple[int, str, str | None]:
+def _is_staff(user: Any) -> bool:
+    return bool(getattr(user, "is_staff", False))
+
+
+def failure(exc: Exception, *, staff: bool = False) -> tuple[int, str, str | None]:
     """The status, message and fault of an error, as the REST API answers the same error (500 for one
-    it does not know, which is logged)."""
+    it does not know, which is logged). A model's error names its hosts to ``staff`` only."""
+    status, text, fault = _failure(exc)
+    return status, exc.shown_to(staff=staff) if isinstance(exc, LLMError) else text, fault
+
+
+def _failure(exc: Exception) -> tuple[int, str, str | None]:
     if isinstance(exc, DropInError):
         return exc.status, str(exc), exc.fault
     if isinstance(exc, ClientHistoryError):
@@ -357,6 +367,7 @@ class Reply:
 
     answer: Answering
     session_id: UUID | None
+    staff: bool = False  # its caller is staff: a model's error names the hosts
 
     def now(self) -> Answer:
         """The answer to a request that does not stream; a turn's failure names the session it went to."""
@@ -372,7 +383,7 @@ class Reply:
             raise InSession(self.session_id) from exc
 
     def stream(self) -> ReplyStream:
-        return ReplyStream(self.answer)
+        return ReplyStream(self.answer, staff=self.staff)
 
 
 def reply_for(
@@ -407,7 +418,9 @@ def reply_for(
             max_tokens=max_tokens.tokens if max_tokens is not None else None,
         )
         client_task_check(request=task)
-        return Reply(lambda on_delta: client_task_answer(request=task, on_delta=on_delta), None)
+        return Reply(
+            lambda on_delta: client_task_answer(request=task, on_delta=on_delta), None, staff=_is_staff(caller.user)
+        )
     cap = reply_max_tokens(MAX_CONTEXT_TOKENS, settings.OLLM_REPLY_MAX_TOKENS)
     if max_tokens is not None and max_tokens.tokens > cap:
         raise DropInError(400, f"{max_tokens.field} must be a positive integer of at most {cap:,} (the reply cap).")
@@ -428,6 +441,7 @@ def reply_for(
             max_tokens=max_tokens.tokens if max_tokens is not None else None,
         ),
         conversation.session.pk,
+        staff=_is_staff(caller.user),
     )
 
 
@@ -436,8 +450,9 @@ class ReplyStream:
     it failed (a turn's user message is stored by then). A client that goes away cancels the
     answer; a turn keeps the part of the reply it had (``turn_take``)."""
 
-    def __init__(self, answer: Answering) -> None:
+    def __init__(self, answer: Answering, *, staff: bool = False) -> None:
         self.answer = answer
+        self.staff = staff
         self.outcome: Answer | None = None
         self.error: tuple[int, str, str | None] | None = None
 
@@ -455,7 +470,7 @@ class ReplyStream:
             try:
                 self.outcome = task.result()
             except Exception as exc:
-                self.error = failure(exc)
+                self.error = failure(exc, staff=self.staff)
         finally:
             if not task.done():
                 task.cancel()

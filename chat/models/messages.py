@@ -32,7 +32,9 @@ class Message(models.Model):
         "chat.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="messages"
     )
     done_reason = models.CharField(
-        max_length=16, blank=True, help_text='How a reply ended: "stop", "length" (cut by the cap) or "cancelled".'
+        max_length=16,
+        blank=True,
+        help_text='How a reply ended: "stop", "length" (cut by the cap), "cancelled" or "error" (its host failed).',
     )
     context_version = models.PositiveBigIntegerField(
         default=0, help_text="The session's context_version when this message's context state last changed."

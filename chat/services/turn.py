@@ -47,10 +47,14 @@ from engine.core.config import reply_max_tokens
 from engine.core.tokens import TokenCount, TokenCounter
 from engine.core.window import WindowBlock, window_budget
 from engine.llm import ChatRequest, ChatResult, Gateway, LLMError
-from engine.llm.types import ToolCall
+from engine.llm.types import ReplyCut, ToolCall
 from engine.resources import TiktokenCounter
 
 logger = logging.getLogger(__name__)
+# The ``done_reason`` of a reply its host failed in the middle of: the part that reached the user, kept.
+REPLY_CUT = "error"
+# Replies that never ended: their goal markers were never applied.
+UNFINISHED = ("cancelled", REPLY_CUT)
 OnDelta = Callable[[str], Awaitable[None]]
 OnStored = Callable[[Message], Awaitable[None]]
 
@@ -253,9 +257,15 @@ async def turn_take(
     # The reply a regeneration replaces or a continuation goes on from, read before either changes anything.
     latest = (
         await sync_to_async(session_latest_message)(session=session)
-        if isinstance(variant, TurnContinue | TurnRegenerate)
+        if isinstance(variant, TurnContinue | TurnRegenerate | TurnRetry)
         else None
     )
+    if isinstance(variant, TurnRetry):
+        # A reply its host cut off (issue 49, item 5) is answered again as a regeneration: a new version.
+        if latest is not None and latest.role == Message.Role.ASSISTANT and latest.done_reason == REPLY_CUT:
+            variant = TurnRegenerate()
+        else:
+            latest = None
     user_message = await variant.message(session, gateway)
     if on_stored is not None:
         await on_stored(user_message)
@@ -303,6 +313,7 @@ async def _reply(  # ``continued``: the reply a TurnContinue goes on from; ``ver
     )
     parts: list[str] = []
     stopped = False
+    cut: ReplyCut | None = None
     try:
         async for delta in stream:
             parts.append(delta)
@@ -310,6 +321,10 @@ async def _reply(  # ``continued``: the reply a TurnContinue goes on from; ``ver
                 await on_delta(delta)
     except asyncio.CancelledError:
         stopped = True
+    except ReplyCut as exc:
+        if not "".join(parts).strip():
+            raise
+        cut = exc  # its host failed after part of the reply reached the user: that part is kept
     finally:
         await stream.aclose()
     text = "".join(parts)
@@ -318,17 +333,20 @@ async def _reply(  # ``continued``: the reply a TurnContinue goes on from; ``ver
         await sync_to_async(messages_supersede)(message=continued)
         text = continued.content + text
         session = await Session.objects.aget(pk=session.pk)  # its leaving moved the context version
-    if stopped:
-        # The user saw this much of the reply and may refer to it: it is kept, marked as stopped.
+    if stopped or cut is not None:
+        # The user saw this much of the reply and may refer to it: it is kept, marked as stopped, or as
+        # cut when its host failed (issue 49, item 5; Retry answers the question again, as a new version).
         if text.strip():
             await sync_to_async(message_create)(
                 session=session,
                 role=Message.Role.ASSISTANT,
                 content=text,
                 token_count=await _count(counter, text),
-                done_reason="cancelled",
+                done_reason="cancelled" if stopped else REPLY_CUT,
                 version_of_id=version_of_id,
             )
+        if cut is not None:
+            raise cut
         raise asyncio.CancelledError
     result = stream.result
     if result is None:
@@ -343,7 +361,7 @@ async def _reply(  # ``continued``: the reply a TurnContinue goes on from; ``ver
     result = dataclasses.replace(result, tool_calls=calls)
     call_counts = [await _count(counter, _call_text(call)) for call in calls]
     # A stopped reply's markers were never applied; a finished one's were when it was stored.
-    applied = continued.content if continued is not None and continued.done_reason != "cancelled" else ""
+    applied = continued.content if continued is not None and continued.done_reason not in UNFINISHED else ""
     after = await sync_to_async(_after_reply)(
         session, text, count, result.done_reason, applied, version_of_id, list(zip(calls, call_counts, strict=True))
     )

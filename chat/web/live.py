@@ -168,19 +168,38 @@ async def _listen(live: LiveReply, channel: str) -> None:
 
 async def _run(live: LiveReply, variant: TurnVariant, action: Action, origin: str, composer_text: str) -> None:
     layer = _layer()
-    channel = await layer.new_channel()
     group = reply_group(live.session_id)
-    await layer.group_add(group, channel)
-    listener = asyncio.create_task(_listen(live, channel))
+    channel = ""
+    listener: asyncio.Task[None] | None = None
     try:
+        try:
+            channel = await layer.new_channel()
+            await layer.group_add(group, channel)
+            listener = asyncio.create_task(_listen(live, channel))
+        except Exception as exc:
+            # The channel layer cannot be reached (Redis restarting): the turn goes on all the same, and
+            # stores the user's message first; only Stop and the catch-up of a page opening meanwhile miss it.
+            logger.warning(
+                "session %s: the channel layer could not be reached (%r); the reply goes on without Stop "
+                "or catch-up, and its frames reach the pages only once the layer answers again",
+                live.session_id,
+                exc,
+            )
         end = await _turn(live, variant, action, origin, composer_text)
     finally:
         # Before the last frame: a page that asks to join from now on is in the session's group
-        # already and gets that frame, never a catch-up of a reply that has ended.
-        listener.cancel()
-        await layer.group_discard(group, channel)
+        # already and gets that frame, never a catch-up of a reply that has ended. The turn leaves
+        # the registry first, whatever the layer does: else every later message of the session would
+        # be refused as "still coming" (a Redis restart made group_discard fail here, issue 49, item 0).
         if _replies.get(live.session_id) is live:
             del _replies[live.session_id]
+        if listener is not None:
+            listener.cancel()
+        if channel:
+            try:
+                await layer.group_discard(group, channel)
+            except Exception as exc:  # the group dies with its expiry, or with the Redis that lost it
+                logger.warning("session %s: the reply's channel left no group (%r)", live.session_id, exc)
     # Last: once a page has this frame it may send the next message, and the turn must be over.
     if end.everyone:
         await _broadcast(
@@ -262,7 +281,10 @@ async def _turn(live: LiveReply, variant: TurnVariant, action: Action, origin: s
         logger.warning("session %s: %s", live.session_id, exc)  # the operator's details, for the operator
         return failed(exc.page_message, retry=True)
     except LLMError as exc:
-        return failed(str(exc), retry=True)
+        # Every page of the session shows it: no host's URL (the log and /api/hosts name the hosts).
+        if exc.operator_detail:
+            logger.warning("session %s: %s (%s)", live.session_id, exc, exc.operator_detail)
+        return failed(exc.shown_to(staff=False), retry=True)
     except Exception:
         logger.exception("turn failed in session %s", live.session_id)
         return failed("Something went wrong on the server; your message is saved.", retry=True)

@@ -20,6 +20,15 @@ def without_credentials(text: str) -> str:
     return URL_CREDENTIALS.sub(r"\1", text)
 
 
+# Any URL: an ordinary user is never shown a model host's address (issue 49, item 5).
+URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s,;)]*[^\s,;).:]")
+
+
+def without_urls(text: str) -> str:
+    """``text`` with every URL in it replaced by "its host": what an ordinary user reads of an error."""
+    return URL.sub("its host", text)
+
+
 def storable_text(text: str) -> str:
     """NUL bytes and unpaired surrogates become U+FFFD so the rest is stored as written."""
     return UNSTORABLE_CHARS.sub("\ufffd", text)

@@ -31,18 +31,24 @@ from engine.llm.types import (
     ChatStream,
     Completion,
     ConnectionLost,
+    HostAttempt,
+    HostFailed,
     HostReport,
     LLMBackend,
     LLMError,
     LLMTimeout,
     ModelInfo,
     ModelNotFound,
+    NoHostAnswered,
+    ReplyCut,
 )
 from engine.resources import TiktokenCounter, count_text_tokens
 
 logger = logging.getLogger(__name__)
 # Ollama counts only after a call; estimates get this much headroom before one.
 OLLAMA_ESTIMATE_MARGIN = 0.05
+# Failures for want of the host: the next host that serves the model is asked, before the first token.
+HOST_FAILURES = (BackendUnavailable, LLMTimeout, ConnectionLost, HostFailed)
 
 
 class CalibratedCounter:
@@ -206,6 +212,7 @@ class Gateway:
     async def _scheduled(
         self, request: ChatRequest, hosts: list[Host], on_queued: OnQueued | None
     ) -> AsyncGenerator[str | ChatResult, None]:
+        attempts: list[HostAttempt] = []
         for attempt, host in enumerate(hosts):
             last = attempt == len(hosts) - 1
             parts: list[str] = []
@@ -218,24 +225,55 @@ class Gateway:
                         else:
                             yield delta
                             parts.append(delta)
-                except (BackendUnavailable, LLMTimeout, ConnectionLost) as exc:
-                    host.mark_down(str(exc))
-                    if last or (parts and not request.background):
+                except HOST_FAILURES as exc:
+                    host.request_failed(str(exc))
+                    attempts.append(HostAttempt(host.url, str(exc)))
+                    if parts and not request.background:
+                        # The client has part of the reply: no other host can take it over unseen.
+                        logger.warning(
+                            "%s failed after part of a reply of %s had reached the client (%s); the reply ends cut",
+                            host.url,
+                            request.model,
+                            exc,
+                        )
+                        raise ReplyCut(
+                            f"the connection to {host.backend.label} broke off mid-reply; the part that came is "
+                            "kept, marked as cut, and Retry asks again",
+                            attempts,
+                        ) from exc
+                    if not last:
+                        logger.warning("%s failed (%s); asking the next host", host.url, exc)
+                        continue
+                    if len(attempts) == 1:
                         raise
-                    logger.warning("%s failed (%s); asking the next host", host.url, exc)
-                    continue
-                except ModelNotFound:
-                    if last:
+                    raise self._none_answered(request.model, attempts) from exc
+                except ModelNotFound as exc:
+                    if not last:
+                        continue
+                    if not attempts:
                         raise
-                    continue
+                    # Hosts that may have it failed: the model may come back with them.
+                    attempts.append(HostAttempt(host.url, str(exc)))
+                    raise self._none_answered(request.model, attempts) from exc
                 finally:
                     await stream.aclose()
-            host.mark_up()
+            host.request_served()
             for part in parts if request.background else ():
                 yield part
             if stream.result is not None:
                 yield stream.result
             return
+
+    def _none_answered(self, model: str, attempts: Sequence[HostAttempt]) -> NoHostAnswered:
+        """Every host that may serve ``model`` failed: the operators' log names each and why; the
+        error's message names none (staff read them in its ``operator_detail``)."""
+        error = NoHostAnswered(
+            f"model {model} is unavailable now: no host that serves it answered ({len(attempts)} tried, "
+            "each is not reachable or failed); Retry asks again",
+            attempts,
+        )
+        logger.warning("no host answered for %s: %s", model, error.operator_detail)
+        return error
 
     def _send(self, host: Host, request: ChatRequest) -> ChatStream:
         stream = host.backend.chat(request)
@@ -289,11 +327,12 @@ class Gateway:
         return models
 
     async def hosts_report(self) -> list[HostReport]:
-        """Each host, asked now whether it answers and what it serves, with its queue and recent failures."""
+        """Each host, asked now whether it answers and every model it lists, whatever its name, with its
+        queue, the requests it served and those that failed on it, and its recent failures."""
         reports = []
         for host in self.hosts:
             try:
-                models = tuple(m.name for m in await host.backend.list_models())
+                models = tuple(await host.backend.list_model_names())
             except LLMError as exc:
                 if not host.is_down():
                     host.mark_down(str(exc))
@@ -310,6 +349,8 @@ class Gateway:
                     models=models,
                     state=host.queue.state(),
                     failures=tuple(host.failures),
+                    served=host.served,
+                    failed=host.failed,
                 )
             )
         return reports
@@ -323,12 +364,16 @@ class Gateway:
             return str(exc), False
         if isinstance(backend, EmbeddedBackend):
             if not await backend.health():
-                return backend.unreachable(), True
+                logger.warning("%s is unavailable: %s", model, backend.unreachable())
+                return "the bundled model server is not reachable now", True
             return f"the embedded backend has only {EMBEDDED_MODEL}", False
+        # Users read these (the turn's refusal): the hosts are named in the log and /api/hosts only.
         answering = await self._ollama_answering()
         if answering is None:
-            return f"Ollama is not reachable at {self._ollama_where()}", True
-        return f"Ollama at {self._ollama_where()} does not have it (`ollama pull {model}` fetches it)", False
+            logger.warning("%s is unavailable: Ollama is not reachable at %s", model, self._ollama_where())
+            return "Ollama is not reachable now", True
+        logger.warning("%s is unavailable: Ollama at %s does not have it", model, self._ollama_where())
+        return f"Ollama does not have it (`ollama pull {model}` fetches it)", False
 
     async def model_info(self, model: str) -> ModelInfo:
         return await self.backend_for(model).model_info(model)

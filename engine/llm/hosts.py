@@ -167,6 +167,9 @@ class Host:
     down_until: float = 0.0  # time.monotonic(); 0: up
     failures: deque[Failure] = field(default_factory=lambda: deque(maxlen=RECENT_FAILURES))
     models: tuple[str, ...] | None = None  # as last listed; None: not asked yet
+    # Requests it answered whole, and those that failed on it for want of the host, counted apart.
+    served: int = 0
+    failed: int = 0
 
     @property
     def url(self) -> str:
@@ -183,3 +186,12 @@ class Host:
 
     def mark_up(self) -> None:
         self.down_until = 0.0
+
+    def request_failed(self, error: str) -> None:
+        """A request sent to it failed for want of the host: counted, and the host left alone a while."""
+        self.failed += 1
+        self.mark_down(error)
+
+    def request_served(self) -> None:
+        self.served += 1
+        self.mark_up()

@@ -28,6 +28,7 @@ from engine.llm.types import (
     ChatStream,
     ConnectionLost,
     ContextOverflow,
+    HostFailed,
     LLMError,
     LLMRequestError,
     LLMTimeout,
@@ -112,6 +113,9 @@ class OllamaBackend:
                 raise ModelNotFound(f"model {model} is not pulled; run `ollama pull {model}`") from exc
             if exc.status_code == 413:
                 raise ContextOverflow(exc.error) from exc
+            if exc.status_code >= 500:
+                # The host's own failure (it may be overloaded or broken): another host may answer.
+                raise HostFailed(f"{self.label} refused the request ({exc.status_code}): {exc.error}") from exc
             raise LLMRequestError(f"{self.label} refused the request ({exc.status_code}): {exc.error}") from exc
         except (ConnectionError, httpx.ConnectError) as exc:
             raise BackendUnavailable(self.unreachable()) from exc
@@ -176,6 +180,12 @@ class OllamaBackend:
         async with self._errors():
             listed = await self._client.list()
         return [await self.model_info(entry.model) for entry in listed.models if entry.model]
+
+    async def list_model_names(self) -> list[str]:
+        """Every model the host lists, whatever its name (``/api/tags``; nothing asked of each)."""
+        async with self._errors():
+            listed = await self._client.list()
+        return [str(entry.model or getattr(entry, "name", "") or "") for entry in listed.models]
 
     async def model_info(self, model: str) -> ModelInfo:
         async with self._errors(model):

@@ -6,6 +6,7 @@ from collections.abc import AsyncGenerator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
+from engine.core.text import without_credentials, without_urls
 from engine.core.window import PromptMessage
 
 
@@ -143,7 +144,8 @@ class Failure:
 
 @dataclass(frozen=True)
 class HostReport:
-    """One model host as ``/api/hosts`` shows it."""
+    """One model host as ``/api/hosts`` shows it: ``served`` the requests it answered whole, ``failed``
+    those that failed on it (for want of the host), counted apart."""
 
     url: str
     backend: str  # "embedded" or "ollama"
@@ -151,10 +153,29 @@ class HostReport:
     models: tuple[str, ...]
     state: QueueState
     failures: tuple[Failure, ...]
+    served: int = 0
+    failed: int = 0
+
+
+@dataclass(frozen=True)
+class HostAttempt:
+    """A host a request was sent to, and why it failed there."""
+
+    url: str
+    error: str
 
 
 class LLMError(Exception):
-    """Base of every gateway error; the message is meant for the user."""
+    """Base of every gateway error; the message is meant for the user and names no host.
+    ``operator_detail``, when set, is the same for staff and the log: which hosts, and why."""
+
+    operator_detail: str = ""
+
+    def shown_to(self, *, staff: bool) -> str:
+        """The error as a user sees it; staff also see the hosts (never their credentials)."""
+        if staff and self.operator_detail:
+            return without_credentials(f"{self} ({self.operator_detail})")
+        return str(self) if staff else without_urls(str(self))
 
 
 class BackendUnavailable(LLMError):
@@ -179,6 +200,33 @@ class LLMRequestError(LLMError):
 
 class ConnectionLost(LLMRequestError):
     """The host went away mid-reply (it stopped, or the network between broke)."""
+
+
+class HostFailed(LLMRequestError):
+    """The host answered with a server error (5xx): another host may serve the request."""
+
+
+def _attempts_text(attempts: Sequence[HostAttempt]) -> str:
+    return "; ".join(f"{a.url}: {a.error}" for a in attempts)
+
+
+class NoHostAnswered(BackendUnavailable):
+    """Every host that may serve the model failed before a token of the reply: ``attempts`` says
+    which and why (for staff and the log; the message itself names none)."""
+
+    def __init__(self, message: str, attempts: Sequence[HostAttempt]) -> None:
+        super().__init__(message)
+        self.attempts = tuple(attempts)
+        self.operator_detail = f"hosts tried: {_attempts_text(self.attempts)}"
+
+
+class ReplyCut(ConnectionLost):
+    """The host failed after part of the reply had reached the client: the part is kept, marked as cut."""
+
+    def __init__(self, message: str, attempts: Sequence[HostAttempt]) -> None:
+        super().__init__(message)
+        self.attempts = tuple(attempts)
+        self.operator_detail = f"hosts tried: {_attempts_text(self.attempts)}"
 
 
 class ChatStream:

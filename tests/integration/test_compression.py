@@ -144,7 +144,7 @@ def test_not_due_is_recorded_as_skipped(user, gateway):
 @pytest.mark.django_db
 @pytest.mark.parametrize(
     ("behaviour", "error"),
-    [({"fail_status": 500}, "LLMRequestError"), ({"delay_seconds": 1.0}, "LLMTimeout")],
+    [({"fail_status": 500}, "HostFailed"), ({"delay_seconds": 1.0}, "LLMTimeout")],
 )
 def test_an_llm_failure_changes_nothing(due_session, fake_ollama, behaviour, error):
     for name, value in behaviour.items():

@@ -77,7 +77,7 @@ def test_a_compression_the_model_failed_is_retried_by_itself_and_succeeds_once_i
     wait_until(lambda: "compressed" in event_types(due_session), timeout=60, what="a retry to compress")
     wait_until(lambda: _settled(due_session), timeout=60, what="the retries to end")
 
-    assert first["error"] == "LLMRequestError"
+    assert first["error"] == "HostFailed"
     assert (first["attempt"], first["attempts"], first["retry_in"]) == (1, 6, 0.2)
     assert describe_event("compression-error", first).endswith("(attempt 1 of 6); retrying in 0.2 s")
     errors = _errors(due_session)

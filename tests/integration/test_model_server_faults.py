@@ -41,15 +41,21 @@ async def test_a_killed_model_server_fails_the_turn_keeps_the_message_and_retry_
     assert "the bundled model server" in frames[-1]
     assert "broke off mid-reply" in frames[-1]
     assert 'value="retry"' in frames[-1]
-    assert [m.content async for m in Message.objects.filter(session=session)] == ["Tell me about lighthouses."]
+    # The part of the reply that reached the page is kept, marked as cut (issue 49, item 5).
+    stored = [m async for m in Message.objects.filter(session=session).order_by("position")]
+    assert [m.content for m in stored][:1] == ["Tell me about lighthouses."]
+    assert [(m.role, m.done_reason) for m in stored[1:]] == [("assistant", "error")]
 
     restarted = await asyncio.to_thread(model_server.wait_ready)
     assert restarted != killed
     await communicator.send_to(text_data=json.dumps({"action": "retry"}))
     await frames_until(communicator, 'id="context-meter"')  # the turn's last frame
     await communicator.disconnect()
-    roles = [m.role async for m in Message.objects.filter(session=session).order_by("position")]
-    assert roles == ["user", "assistant"], "the retried turn answered the message once, without storing it twice"
+    stored = [m async for m in Message.objects.filter(session=session).order_by("position")]
+    # Retry answered the message once more, without storing it twice: a new version of the cut reply.
+    assert [m.role for m in stored] == ["user", "assistant", "assistant"]
+    assert stored[2].version_of_id == stored[1].pk
+    assert stored[1].excluded_from_context
 
 
 @pytest.mark.django_db(transaction=True)

@@ -258,7 +258,10 @@ def test_a_model_whose_ollama_is_down_is_not_available_until_ollama_comes_back(
     # Its backend is down, not turned off: 503, and the message names the model and the way out.
     assert refused.status_code == 503, refused.content
     detail = refused.json()["detail"]
-    assert f"{SERVED_MODEL}, is not available here: Ollama is not reachable at {closed_port_url}" in detail
+    assert f"{SERVED_MODEL}, is not available here: Ollama is not reachable now" in detail
+    # The user reads that the model is unavailable, never where its host is (issue 49, item 5).
+    assert closed_port_url not in detail
+    assert "127.0.0.1" not in detail
     assert f'"model": "{MODEL_NAME}"' in detail
     assert down.mode == "auto"
 

@@ -63,7 +63,7 @@ def test_compression_error_when_it_fails(due_session, gateway, fake_ollama):
     fake_ollama.behaviour.fail_status = 503
     assert compression_run(session_id=due_session.pk, gateway=gateway).status == "error"
     assert event_types(due_session)[-1] == "compression-error"
-    assert last(due_session, "compression-error")["error"] == "LLMRequestError"
+    assert last(due_session, "compression-error")["error"] == "HostFailed"
 
 
 def test_rollover_complete(user, gateway, fake_ollama):

@@ -54,7 +54,7 @@ def test_compression_failure_shows_cause_checks_and_retry(due_session, gateway, 
     assert compression_run(session_id=due_session.pk, gateway=gateway).status == "error"
     error = ContextEvent.objects.get(session=due_session, type="compression-error")
     assert error.payload["reason"]
-    assert error.payload["error"] == "LLMRequestError"
+    assert error.payload["error"] == "HostFailed"  # the host's own 5xx (issue 49, item 5)
     html = render_to_string(
         "chat/_progress.html",
         {"text": error.payload["reason"], "event_type": "compression-error", "session": due_session},

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from celery import Celery
 
+from chat.web.live import STILL_COMING
 from tests.factories import LEASE_SECONDS, TURN_SECONDS, Stack, chat, held_generation, outcomes, stack_start
 from tests.support.timing import wait_until
 from tests.system.support import (
@@ -70,9 +71,15 @@ async def test_the_llm_dying_mid_reply_keeps_the_message_and_retry_answers_it(
         llm_proxy.cut()  # the backend dies: its connections reset, new ones are refused
         await ws.wait_for(lambda f: f.errors(), timeout=TURN_SECONDS, what="an error on the page")
         error = ws.frames.errors()[-1]
-        assert re.search(r"Ollama .* (broke off|not reachable|ended the reply)", error), error
+        assert re.search(r"Ollama.* (broke off|not reachable|ended the reply)", error), error
+        assert "127.0.0.1" not in error  # a user reads no host's URL (issue 49, item 5)
         assert 'value="retry"' in ws.frames.texts[-1] or any('value="retry"' in t for t in ws.frames.texts[-3:])
-        assert history(dsn, session_id) == [("user", question)]
+        # The part of the reply that reached the page is kept, marked as cut.
+        kept = history(dsn, session_id)
+        assert [role for role, _ in kept] == ["user", "assistant"]
+        assert sql(
+            dsn, "SELECT done_reason FROM chat_message WHERE session_id = %s AND role = 'assistant'", (session_id,)
+        ) == [("error",)]
 
         llm_proxy.resume()
         llm.behaviour.chunk_delay_seconds = 0.0
@@ -82,11 +89,12 @@ async def test_the_llm_dying_mid_reply_keeps_the_message_and_retry_answers_it(
     finally:
         await ws.close()
     stored = history(dsn, session_id)
-    assert [role for role, _ in stored] == ["user", "assistant"]
+    # Retry answered the question again: a new version of the cut reply, which stays in the history.
+    assert [role for role, _ in stored] == ["user", "assistant", "assistant"]
     assert stored[0][1] == question
-    assert stored[1][1].strip()
-    assert ws.frames.reply("reply-2") == stored[1][1]
-    print(f"\nerror shown: {error!r}; after Retry: {stored[1][1]!r}")
+    assert stored[2][1].strip()
+    assert ws.frames.reply("reply-2") == stored[2][1]
+    print(f"\nerror shown: {error!r}; cut: {stored[1][1]!r}; after Retry: {stored[2][1]!r}")
 
 
 @pytest.fixture
@@ -112,6 +120,19 @@ async def reconnect(url: str, cookie: str) -> tuple[WebSocket, int]:
             await asyncio.sleep(0.5)
 
 
+async def chat_once_free(ws: WebSocket, text: str, *, stored: Callable[[], bool]) -> None:
+    """Send ``text`` and wait for its turn to end; while the reply before it is still ending in the web
+    process (its last frames wait for the new Redis), the page is told a reply is still coming, and
+    sends again once that turn is over, as a person would: the test waits on the server's word, not luck."""
+    deadline = asyncio.get_running_loop().time() + TURN_SECONDS
+    while True:
+        await chat(ws, text)
+        if stored() or not any(STILL_COMING in e for e in ws.frames.errors()[-1:]):
+            return
+        assert asyncio.get_running_loop().time() < deadline, "the reply before never ended"
+        await asyncio.sleep(0.2)
+
+
 async def test_a_redis_restart_during_a_chat_loses_no_message(private_redis_stack, llm) -> None:
     web, restart = private_redis_stack
     dsn = web.env["DATABASE_URL"]
@@ -133,7 +154,9 @@ async def test_a_redis_restart_during_a_chat_loses_no_message(private_redis_stac
         dropped = ws.closed.is_set()
         await ws.close()
         ws, refused = await reconnect(url, web.cookie)
-        await chat(ws, "Third question after the restart?")
+        await chat_once_free(
+            ws, "Third question after the restart?", stored=lambda: len(history(dsn, session_id)) >= 25
+        )
         # Events still reach the page: its socket is in the session's group on the new Redis.
         assert web.post(0, f"/sessions/{session_id}/compress/").status_code == 200
         await ws.wait_for(
