@@ -21,6 +21,31 @@ MAX_X_LABELS = 7
 WARNING_LEVELS = (ReliabilityLevel.LOW, ReliabilityLevel.CRITICAL)
 
 
+def announce_event(event_type: str, payload: Any) -> str:
+    """The line the chat page shows as an event arrives: what a compression did, in plain words, the
+    figures (strategy, seconds, ledger) left to the timeline's line (``describe_event``); any other
+    event reads as there."""
+    data = payload if isinstance(payload, dict) else {}
+    if event_type not in ("compressed", "rollover-complete"):
+        return describe_event(event_type, payload)
+    number, messages = data.get("compression"), data.get("messages")
+    head = f"Compression #{number}" if isinstance(number, int) else "Compression"
+    older = plural(messages, "older message") if isinstance(messages, int) else "Older messages"
+    if event_type == "rollover-complete":
+        yours = data.get("user_messages")
+        mine = f" ({yours:,} of them yours)" if isinstance(yours, int) and yours else ""
+        what = f"{older}{mine} and the earlier checkpoints became one summary"
+    else:
+        what = f"{older} became a checkpoint"
+    before, after = data.get("tokens_before"), data.get("tokens_after")
+    size = (
+        f"; the context went from {before:,} to {after:,} tokens"
+        if isinstance(before, int) and isinstance(after, int)
+        else ""
+    )
+    return f"{head}: {what}{size}. The timeline has the figures."
+
+
 def describe_event(event_type: str, payload: Any) -> str:
     """One line a user understands, from an event's stored payload; a figure the payload lacks
     (an event of an older version) is left out, never shown as a placeholder."""

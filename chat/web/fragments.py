@@ -11,7 +11,7 @@ from django.template.loader import render_to_string
 
 from chat.models import Message, Session
 from chat.selectors.context import ContextReport
-from chat.selectors.presentation import describe_event
+from chat.selectors.presentation import announce_event
 from chat.selectors.sessions import HISTORY_WINDOW, session_history, session_latest_message, session_version_layout
 from chat.web.panels import context_panel, goals_context, snapshots_context
 
@@ -172,6 +172,6 @@ def chat_fragments(
         context["regenerable_id"] = extra["assistant_message"].pk
     if kind == "event":
         event = extra["event"]
-        context["event_line"] = describe_event(event["type"], event["payload"])
+        context["event_line"] = announce_event(event["type"], event["payload"])
         context.update(snapshots_context(session))
     return render_to_string("chat/ws/_fragments.html", context)

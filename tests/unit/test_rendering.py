@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from chat.selectors.presentation import describe_event, describe_message_state, reliability_chart
+from chat.selectors.presentation import announce_event, describe_event, describe_message_state, reliability_chart
 from chat.web.rendering import render_markdown, sanitize_html
 
 
@@ -300,3 +300,31 @@ def test_a_message_state_names_its_checkpoint_and_level():
         describe_message_state(checkpoint_number=None, checkpoint_level=None, merged=False, excluded=False)
         == "in the active context"
     )
+
+
+def test_the_chat_page_says_what_a_compression_did_in_plain_words():
+    """The timeline's figures (strategy, seconds, ledger) stay on the timeline (issue 47, item 3)."""
+    compressed = {
+        "compression": 1,
+        "messages": 75,
+        "tokens_before": 6284,
+        "tokens_after": 4603,
+        "how": "truncate",
+        "ledger_entries": 0,
+        "ledger_dropped": 0,
+        "duration_ms": 600,
+    }
+    assert announce_event("compressed", compressed) == (
+        "Compression #1: 75 older messages became a checkpoint; the context went from 6,284 to 4,603 tokens. "
+        "The timeline has the figures."
+    )
+    rolled = {"compression": 2, "messages": 6, "user_messages": 2, "tokens_before": 1300, "tokens_after": 500}
+    assert announce_event("rollover-complete", rolled).startswith(
+        "Compression #2: 6 older messages (2 of them yours) and the earlier checkpoints became one summary"
+    )
+    line = announce_event("rollover-complete", {})
+    assert (
+        line
+        == "Compression: Older messages and the earlier checkpoints became one summary. The timeline has the figures."
+    )
+    assert announce_event("compression-skipped", {"reason": "not needed"}) == "not needed"
