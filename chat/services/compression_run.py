@@ -82,7 +82,7 @@ from engine.core.selection import (
     select_for_compression,
     select_for_rollover,
 )
-from engine.core.text import plural
+from engine.core.text import plural, without_urls
 from engine.core.window import CheckpointView, render_checkpoint
 from engine.llm import Gateway
 from engine.resources import count_text_tokens
@@ -192,17 +192,19 @@ def compression_run(
                 session, f"superseded by another compression, which took this one's lease ({exc})", trigger=reason
             )
         retry = compression_retry_plan(exc=exc, attempt=attempt, worth_it=not force or budget.compression_due)
+        # The owner reads it on the timeline and the chat page: no host's address (the log above has it).
+        reason = without_urls(str(exc)) or type(exc).__name__
         event_record(
             session=session,
             type=EventType.COMPRESSION_ERROR,
             payload={
-                "reason": str(exc) or type(exc).__name__,
+                "reason": reason,
                 "error": type(exc).__name__,
                 "trigger": reason,
                 **retry,
             },
         )
-        return CompressionOutcome("error", str(exc) or type(exc).__name__, retry_in=retry.get("retry_in"))
+        return CompressionOutcome("error", reason, retry_in=retry.get("retry_in"))
     else:
         if outcome.status in ("compressed", "rolled-over"):
             compression_retry_forget(session_id=session.pk)  # a retry still pending would find nothing due

@@ -165,7 +165,9 @@ def test_an_unreachable_llm_changes_nothing(due_session, closed_port_url):
     before = frozen(due_session)
     assert compression_run(session_id=due_session.pk, gateway=gateway).status == "error"
     assert frozen(due_session) == before
-    assert "not reachable" in ContextEvent.objects.get(type="compression-error").payload["reason"]
+    reason = ContextEvent.objects.get(type="compression-error").payload["reason"]
+    assert "not reachable" in reason
+    assert "://" not in reason, "the owner reads it: no host's address (issue 49, item 4)"
 
 
 @pytest.mark.django_db
