@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import re
 
-from tests.e2e.test_honest_display import VIEWPORTS, fits, shot
-from tests.factories import REPLY_TIMEOUT_MS, log_in, send, wait_idle
+import pytest
+
+from tests.factories import REPLY_TIMEOUT_MS, SCREENSHOTS, log_in, send, wait_idle
+
+DESKTOP, PHONE = {"width": 1280, "height": 800}, {"width": 390, "height": 844}
+VIEWPORTS = pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop-1280x800", "phone-390x844"])
 
 QUESTION = "Which part do we test next, and on which rig? ({index})"
 MARKER_ANSWER = (
@@ -16,6 +20,10 @@ MARKER_ANSWER = (
     "[ARTIFACT] Created lib/part_{index}/v{index}.rs\n"
 )
 ROOM_FILLED = re.compile(r"the messages fill (\d+)% of the room")
+
+
+def fits(page) -> bool:
+    return bool(page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"))
 
 
 def room_filled(page) -> int:
@@ -66,7 +74,7 @@ def test_a_session_whose_compression_cannot_free_30_percent_ends_under_its_trigg
     progress = page.locator("#progress").inner_text()
     assert "not committed" not in progress, progress
     assert "30% needed" not in progress, progress
-    shot(page, f"never-stuck-{viewport['width']}")
+    page.screenshot(path=str(SCREENSHOTS / f"never-stuck-{viewport['width']}.png"))
     assert fits(page)
 
     # Undo it: the snapshot taken before the compression, restored on the page without a reload.

@@ -61,15 +61,15 @@ def test_the_file_becomes_a_fenced_block_headed_by_its_name():
 
 
 @pytest.fixture
-def chat(user, use_gateway, fake_ollama):
+def attach_session(user, use_gateway, fake_ollama):
     use_gateway(Gateway(mode="ollama", embedded=None, ollama=OllamaBackend(host=fake_ollama.url, timeout=60)))
     fake_ollama.behaviour.canned_reply = "The load limit is 40 t."
     return session_create(owner=user, model=SERVED_MODEL, context_size=4096)
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_a_file_sent_with_a_message_is_stored_counted_and_in_the_prompt(chat, user):
-    page = await socket(chat.pk, user)
+async def test_a_file_sent_with_a_message_is_stored_counted_and_in_the_prompt(attach_session, user):
+    page = await socket(attach_session.pk, user)
     assert (await page.connect())[0]
     frame = {"message": "What is the load limit?", "attachment_name": "notes.md", "attachment_text": NOTES}
     await page.send_to(text_data=json.dumps(frame))
@@ -77,14 +77,14 @@ async def test_a_file_sent_with_a_message_is_stored_counted_and_in_the_prompt(ch
     shown = "".join(frames)
     assert "📎 notes.md" in shown, "the message shows the file's chip"
     assert 'id="attachment" class="attachment" hx-swap-oob="true"' in shown, "the composer's attachment is emptied"
-    stored = await Message.objects.aget(session=chat, role="user")
+    stored = await Message.objects.aget(session=attach_session, role="user")
     assert stored.attachment_name == "notes.md"
     assert stored.content == attachment_content(
         message="What is the load limit?", attachment=Attachment("notes.md", NOTES)
     )
     assert stored.tokens > 20, "the file's text is counted in the budget"
-    assert await Artifact.objects.filter(session=chat, path="notes.md", action="attached").aexists()
-    prompt = await sync_to_async(session_prompt)(session=chat)
+    assert await Artifact.objects.filter(session=attach_session, path="notes.md", action="attached").aexists()
+    prompt = await sync_to_async(session_prompt)(session=attach_session)
     text = json.dumps([block.__dict__ for block in prompt.blocks], default=str)
     assert "the load limit is 40 t." in text
     assert "Attached notes.md" in text, "the artifact is in the pinned block"
@@ -92,14 +92,14 @@ async def test_a_file_sent_with_a_message_is_stored_counted_and_in_the_prompt(ch
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_a_refused_file_stores_nothing_and_says_why(chat, user):
-    page = await socket(chat.pk, user)
+async def test_a_refused_file_stores_nothing_and_says_why(attach_session, user):
+    page = await socket(attach_session.pk, user)
     assert (await page.connect())[0]
     frame = {"message": "Read this.", "attachment_name": "blob.txt", "attachment_text": "ab\x00cd"}
     await page.send_to(text_data=json.dumps(frame))
     frames = await frames_until(page, "is not a text file")
     assert "blob.txt is not a text file (it holds binary data)" in frames[-1]
     assert 'id="composer-text"' not in "".join(frames), "the composer keeps the message"
-    assert not await Message.objects.filter(session=chat).aexists()
-    assert not await Artifact.objects.filter(session=chat).aexists()
+    assert not await Message.objects.filter(session=attach_session).aexists()
+    assert not await Artifact.objects.filter(session=attach_session).aexists()
     await page.disconnect()

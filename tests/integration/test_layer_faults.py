@@ -25,7 +25,7 @@ DONE = 'data-streaming="0"'
 
 
 @pytest.fixture
-def chat_session(user, use_gateway, fake_ollama):
+def socket_session(user, use_gateway, fake_ollama):
     use_gateway(Gateway(mode="ollama", embedded=None, ollama=OllamaBackend(host=fake_ollama.url, timeout=60)))
     fake_ollama.behaviour.canned_reply = "A short answer."
     return session_create(owner=user, model=SERVED_MODEL, context_size=4096)
@@ -56,16 +56,16 @@ async def _ended(session_id) -> None:
 
 
 async def test_a_turn_that_cannot_join_its_reply_group_still_stores_the_message_and_answers(
-    chat_session, user, monkeypatch, caplog
+    socket_session, user, monkeypatch, caplog
 ):
-    communicator = await socket(chat_session.pk, user)
+    communicator = await socket(socket_session.pk, user)
     assert (await communicator.connect())[0]
     _fail_on_reply_groups(monkeypatch, "group_add")
     with caplog.at_level(logging.WARNING, logger="chat.web.live"):
         await _turn(communicator, "First?")
-        await _ended(chat_session.pk)
+        await _ended(socket_session.pk)
     await communicator.disconnect()
-    stored = [(m.role, m.content) async for m in Message.objects.filter(session=chat_session).order_by("position")]
+    stored = [(m.role, m.content) async for m in Message.objects.filter(session=socket_session).order_by("position")]
     assert stored == [("user", "First?"), ("assistant", "A short answer.")]
     assert any("channel layer could not be reached" in r.getMessage() for r in caplog.records), [
         r.getMessage() for r in caplog.records
@@ -73,18 +73,18 @@ async def test_a_turn_that_cannot_join_its_reply_group_still_stores_the_message_
 
 
 async def test_a_turn_whose_group_cannot_be_left_does_not_refuse_the_next_message(
-    chat_session, user, monkeypatch, caplog
+    socket_session, user, monkeypatch, caplog
 ):
-    communicator = await socket(chat_session.pk, user)
+    communicator = await socket(socket_session.pk, user)
     assert (await communicator.connect())[0]
     _fail_on_reply_groups(monkeypatch, "group_discard")
     with caplog.at_level(logging.WARNING, logger="chat.web.live"):
         await _turn(communicator, "First?")
-        await _ended(chat_session.pk)
+        await _ended(socket_session.pk)
         frames = await _turn(communicator, "Second?")
-        await _ended(chat_session.pk)
+        await _ended(socket_session.pk)
     await communicator.disconnect()
     assert not any(STILL_COMING in frame for frame in frames)
-    roles = [m.role async for m in Message.objects.filter(session=chat_session).order_by("position")]
+    roles = [m.role async for m in Message.objects.filter(session=socket_session).order_by("position")]
     assert roles == ["user", "assistant", "user", "assistant"]
     assert any("left no group" in r.getMessage() for r in caplog.records)
