@@ -5,6 +5,13 @@ tables (``Meta.db_table``). Django finds an app's models in this package, which 
 modules (the old ``chat.models`` and ``contextmgr.models``).
 """
 
+from chat.models.checkpoint_fields import (
+    CHECKPOINT_FIELDS_ADDED_LATER,
+    CHECKPOINT_NOT_IN_STATE,
+    CHECKPOINT_RANGE_FIELDS,
+    CHECKPOINT_STATE_FIELDS,
+    checkpoint_attname,
+)
 from chat.models.checkpoints import LEVEL_CHOICES, Checkpoint, CheckpointRevision
 from chat.models.events import ContextEvent, EventType
 from chat.models.goals import MAX_GOAL_CHARS, MAX_PATH_CHARS, Artifact, Decision, Goal, GoalCheckpoint
@@ -25,6 +32,10 @@ from chat.models.sessions import (
 from chat.models.snapshots import ImmutableError, Snapshot, SnapshotQuerySet
 
 __all__ = [
+    "CHECKPOINT_FIELDS_ADDED_LATER",
+    "CHECKPOINT_NOT_IN_STATE",
+    "CHECKPOINT_RANGE_FIELDS",
+    "CHECKPOINT_STATE_FIELDS",
     "CONTEXT_SIZE_CHOICES",
     "DEFAULT_CONTEXT_SIZE",
     "LEVEL_CHOICES",
@@ -51,4 +62,5 @@ __all__ = [
     "Snapshot",
     "SnapshotQuerySet",
     "check_length",
+    "checkpoint_attname",
 ]

@@ -8,7 +8,18 @@ from typing import Any
 
 from django.db.models import Max
 
-from chat.models import Artifact, Checkpoint, Decision, Goal, GoalCheckpoint, Message, Session, Snapshot
+from chat.models import (
+    CHECKPOINT_STATE_FIELDS,
+    Artifact,
+    Checkpoint,
+    Decision,
+    Goal,
+    GoalCheckpoint,
+    Message,
+    Session,
+    Snapshot,
+    checkpoint_attname,
+)
 
 
 def message_states(*, session: Session) -> dict[str, Any]:
@@ -51,30 +62,7 @@ def session_state(*, session: Session) -> dict[str, Any]:
             "compression_count": session.compression_count,
         },
         "messages": message_states(session=session),
-        "checkpoints": [
-            {
-                "id": cp.id,
-                "number": cp.number,
-                "level": cp.level,
-                "first_position": cp.first_position,
-                "last_position": cp.last_position,
-                "origin": cp.origin,
-                "summary": cp.summary,
-                "strategy": cp.strategy,
-                "original_tokens": cp.original_tokens,
-                "current_tokens": cp.current_tokens,
-                "compression_count": cp.compression_count,
-                "key_decisions": cp.key_decisions,
-                "files_modified": cp.files_modified,
-                "next_steps": cp.next_steps,
-                "facts": cp.facts,
-                "ledger": cp.ledger,
-                "retention": cp.retention,
-                "merged_into": cp.merged_into_id,
-                "retired": cp.retired,
-            }
-            for cp in Checkpoint.objects.filter(session=session).order_by("number")
-        ],
+        "checkpoints": [_checkpoint_row(cp) for cp in Checkpoint.objects.filter(session=session).order_by("number")],
         "goals": [
             _goal_row(goal, list(goal.checkpoints.all()))
             for goal in Goal.objects.filter(session=session).prefetch_related("checkpoints")
@@ -133,6 +121,14 @@ def branch_source(*, session: Session, through: int, goals_now: bool = False) ->
         },
         None,
     )
+
+
+def _checkpoint_row(checkpoint: Checkpoint) -> dict[str, Any]:
+    """What a snapshot keeps of ``checkpoint``: its id and its ``CHECKPOINT_STATE_FIELDS``."""
+    return {
+        "id": checkpoint.id,
+        **{name: getattr(checkpoint, checkpoint_attname(name)) for name in CHECKPOINT_STATE_FIELDS},
+    }
 
 
 def _goal_row(goal: Goal, checkpoints: list[GoalCheckpoint]) -> dict[str, Any]:

@@ -9,7 +9,19 @@ from typing import Any, TypeVar
 
 from django.db import models, transaction
 
-from chat.models import Artifact, Checkpoint, CheckpointRevision, Decision, Goal, GoalCheckpoint, Message, Session
+from chat.models import (
+    CHECKPOINT_FIELDS_ADDED_LATER,
+    CHECKPOINT_RANGE_FIELDS,
+    CHECKPOINT_STATE_FIELDS,
+    Artifact,
+    Checkpoint,
+    CheckpointRevision,
+    Decision,
+    Goal,
+    GoalCheckpoint,
+    Message,
+    Session,
+)
 from chat.selectors.snapshot_state import branch_source
 from chat.services.reliability import session_refresh_reliability
 from engine.core.ranges import MessageRange, range_from_label
@@ -49,23 +61,13 @@ def _copy_checkpoints(
         span = _saved_range(row)
         if span.first is not None and span.first > through:
             continue
-        checkpoint = Checkpoint(session=branch, number=row["number"], level=row["level"])
+        checkpoint = Checkpoint(session=branch)
         checkpoint.message_range = span
-        for name in (
-            "summary",
-            "strategy",
-            "original_tokens",
-            "current_tokens",
-            "compression_count",
-            "key_decisions",
-            "files_modified",
-            "next_steps",
-            "retention",
-            "retired",
-        ):
-            setattr(checkpoint, name, row[name])
-        # Snapshots taken before the fact ledger existed hold no facts or ledger.
-        checkpoint.facts, checkpoint.ledger = row.get("facts", []), row.get("ledger", [])
+        for name in CHECKPOINT_STATE_FIELDS:
+            if name in CHECKPOINT_RANGE_FIELDS or name == "merged_into":  # merged_into: set once its copy exists
+                continue
+            # Snapshots taken before the fact ledger existed hold no facts or ledger.
+            setattr(checkpoint, name, row.get(name, []) if name in CHECKPOINT_FIELDS_ADDED_LATER else row[name])
         checkpoint.save()
         new_ids[row["id"]] = checkpoint.id
         if row["merged_into"] is not None:

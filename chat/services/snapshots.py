@@ -5,6 +5,9 @@ from typing import Any
 from django.db import transaction
 
 from chat.models import (
+    CHECKPOINT_FIELDS_ADDED_LATER,
+    CHECKPOINT_RANGE_FIELDS,
+    CHECKPOINT_STATE_FIELDS,
     Artifact,
     Checkpoint,
     CheckpointRevision,
@@ -15,6 +18,7 @@ from chat.models import (
     Message,
     Session,
     Snapshot,
+    checkpoint_attname,
 )
 from chat.selectors.context import session_budget, session_config
 from chat.selectors.snapshot_state import session_state, snapshot_message_states
@@ -161,7 +165,7 @@ def _restore(snapshot: Snapshot) -> Snapshot | None:
             retired += 1
             continue
         # Snapshots taken before the fact ledger existed hold no facts or ledger: those stay as they are.
-        saved = {"facts": checkpoint.facts, "ledger": checkpoint.ledger, **saved}
+        saved = {**{name: getattr(checkpoint, name) for name in CHECKPOINT_FIELDS_ADDED_LATER}, **saved}
         if "range_label" in saved:  # taken before ranges were integers: the label is all it holds
             checkpoint.message_range = range_from_label(saved["range_label"])
         else:
@@ -171,24 +175,9 @@ def _restore(snapshot: Snapshot) -> Snapshot | None:
             or checkpoint.level != saved["level"]
             or checkpoint.ledger != saved["ledger"]
         )
-        for name in (
-            "number",
-            "level",
-            "summary",
-            "strategy",
-            "original_tokens",
-            "current_tokens",
-            "compression_count",
-            "key_decisions",
-            "files_modified",
-            "next_steps",
-            "facts",
-            "ledger",
-            "retention",
-            "retired",
-        ):
-            setattr(checkpoint, name, saved[name])
-        checkpoint.merged_into_id = saved["merged_into"]
+        for name in CHECKPOINT_STATE_FIELDS:
+            if name not in CHECKPOINT_RANGE_FIELDS:
+                setattr(checkpoint, checkpoint_attname(name), saved[name])
         checkpoint.save()
         if changed:
             CheckpointRevision.objects.create(
