@@ -2,8 +2,9 @@
 
 A middleware, first in the chain, so the probe needs neither a host among ALLOWED_HOSTS
 nor https (Docker probes http://127.0.0.1 inside the container). Anonymous, and it says
-nothing beyond ``{"status": "ok"}`` (200) or ``{"status": "unavailable"}`` (503); the
-reason of a failure goes to the log only.
+nothing beyond ``{"status": "ok", "version": ...}`` (200) or ``{"status": "unavailable", "version": ...}``
+(503), the version being the release (pyproject.toml's, ``settings.OLLM_VERSION``), which the login page's
+footer shows anyway; the reason of a failure goes to the log only.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
@@ -42,8 +44,8 @@ class HealthMiddleware:
             response["Allow"] = "GET, HEAD"
             return response
         if database_answers():
-            response = JsonResponse({"status": "ok"})
+            response = JsonResponse({"status": "ok", "version": settings.OLLM_VERSION})
         else:
-            response = JsonResponse({"status": "unavailable"}, status=503)
+            response = JsonResponse({"status": "unavailable", "version": settings.OLLM_VERSION}, status=503)
         response["Cache-Control"] = "no-store"
         return response

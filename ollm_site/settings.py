@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import tomllib
 from datetime import timedelta
 from pathlib import Path
 
@@ -19,6 +20,12 @@ from dotenv import load_dotenv
 from engine.core.backoff import DEFAULT_RETRY_SECONDS, Backoff
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+
+# The release, read once from pyproject.toml (the project is not installed, so importlib.metadata does not know
+# it): the page footer (ollm_site.context_processors) and /health (ollm_site.health) show it; CHANGELOG.md says
+# what each release holds.
+with (BASE_DIR / "pyproject.toml").open("rb") as _pyproject:
+    OLLM_VERSION: str = tomllib.load(_pyproject)["project"]["version"]
 load_dotenv(os.environ.get("OLLM_ENV_FILE", BASE_DIR / ".env"))
 
 
@@ -102,6 +109,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "ollm_site.context_processors.version",
             ],
         },
     },

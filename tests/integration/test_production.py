@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import yaml
+from django.conf import settings
 from django.db import OperationalError
 from django.test import Client, override_settings
 
@@ -169,7 +170,7 @@ def test_behind_a_proxy_https_is_taken_from_x_forwarded_proto(user):
 def test_health_answers_anonymously_with_the_status_only():
     response = Client().get("/health")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok"}
+    assert response.json() == {"status": "ok", "version": settings.OLLM_VERSION}
     assert response["Cache-Control"] == "no-store"
     assert not response.cookies
     assert Client().head("/health").status_code == 200
@@ -197,7 +198,7 @@ def test_health_says_unavailable_when_the_database_does_not_answer(monkeypatch, 
     monkeypatch.setattr("ollm_site.health.connection", Unreachable())
     response = Client().get("/health")
     assert response.status_code == 503
-    assert response.json() == {"status": "unavailable"}
+    assert response.json() == {"status": "unavailable", "version": settings.OLLM_VERSION}
     assert b"secret-host-name" not in response.content
     assert "the database does not answer" in caplog.text
 
@@ -439,7 +440,7 @@ def test_the_start_script_serves_the_app_and_the_healthcheck_sees_it(tmp_path):
     base = f"http://127.0.0.1:{port}"
     try:
         wait_until_up(process, f"{base}/health", log)
-        assert fetch(f"{base}/health") == (200, b'{"status": "ok"}')
+        assert fetch(f"{base}/health") == (200, json.dumps({"status": "ok", "version": settings.OLLM_VERSION}).encode())
         # A fresh database has no account: the login page sends the visitor to make the first one.
         assert fetch(f"{base}/")[0] == 302  # to the login page
         assert fetch(f"{base}/accounts/login/")[0] == 302

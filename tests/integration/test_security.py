@@ -23,6 +23,7 @@ from urllib.parse import urlencode
 
 import pytest
 from django.apps import apps
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.contrib.contenttypes.models import ContentType
@@ -311,7 +312,7 @@ def test_public_routes_show_no_user_data(user, alice_data):
         assert response.status_code in (200, 302, 405), route.template
         assert b"alice-private" not in response.content, route.template
     health = client.get("/health")
-    assert health.json() == {"status": "ok"}
+    assert health.json() == {"status": "ok", "version": settings.OLLM_VERSION}
 
 
 def _schema_value(schema: dict[str, Any], components: dict[str, Any]) -> Any:
