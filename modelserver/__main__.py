@@ -19,7 +19,9 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from modelserver.engine import Engine, EngineError
 from modelserver.portability import missing_cpu_flags
+from modelserver.server import ModelServer
 
 DEFAULT_PORT = 11435
 DEFAULT_NAME = "embedded/smollm2-135m"
@@ -141,10 +143,6 @@ def serve(args: argparse.Namespace) -> int:
     if problem is not None:
         logger.error("%s", problem)
         return CANNOT_SERVE
-    # Imported only now: loading the native library on a CPU without AVX2 could itself crash.
-    from modelserver.engine import Engine, EngineError
-    from modelserver.server import ModelServer
-
     threads = args.threads or physical_cores()
     try:
         engine = Engine(

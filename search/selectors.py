@@ -24,6 +24,7 @@ from uuid import UUID
 
 from django.db import connection
 from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models.expressions import RawSQL
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
@@ -151,8 +152,8 @@ class _PostgresMatches:
     """
 
     def __init__(self, user: Any | None, parsed: ParsedQuery, filters: SearchFilters) -> None:
+        # PostgreSQL's own classes, imported only when the search runs on PostgreSQL (docs/architecture.md).
         from django.contrib.postgres.search import SearchQuery, SearchVectorField
-        from django.db.models.expressions import RawSQL
 
         documents = SearchDocument.objects.all() if user is None else SearchDocument.objects.filter(session__owner=user)
         self.vector = RawSQL('"search_searchdocument"."body_tsv"', [], output_field=SearchVectorField())
