@@ -33,12 +33,13 @@ def test_health_answers_with_the_version(release):
     assert Client().get("/health").json() == {"status": "ok", "version": release}
 
 
-def test_every_page_shows_the_version_in_its_footer(user, release):
+def test_every_page_shows_the_version_in_its_footer(user, chat_session, release):
     client = Client()
     footer = f'<footer class="site-footer">ollm-site {release}</footer>'
     assert footer in client.get(reverse("login")).content.decode(), "the login page"
     client.force_login(user)
-    for url in (reverse("chat:session_list"), reverse("accounts:tokens"), reverse("search:search")):
+    pages = ("chat:session_list", "accounts:tokens", "search:search")
+    for url in [*(reverse(name) for name in pages), reverse("chat:chat", args=[chat_session.pk])]:
         assert footer in client.get(url).content.decode(), url
 
 
