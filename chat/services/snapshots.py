@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -76,6 +77,10 @@ def snapshot_auto_create(*, session: Session, config: ContextConfig, reason: str
     ).exists
     if auto_snapshot_due(config.snapshots, taken_this_round=taken, usage=usage):
         snapshot_create(session=session, kind=Snapshot.Kind.AUTO, reason=reason)
+
+
+def _moment(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text) if text else None
 
 
 def _restore_rows(model: type[Any], session: Session, rows: list[dict[str, Any]], fields: list[str]) -> None:
@@ -189,7 +194,9 @@ def _restore(snapshot: Snapshot) -> Snapshot | None:
                 retention=checkpoint.retention,
             )
 
-    _restore_rows(Goal, session, state["goals"], ["description", "priority", "status", "next_step"])
+    # A goal completed after the snapshot comes back active and undated (snapshots before completed_at: undated).
+    goals = [{**g, "completed_at": _moment(g.get("completed_at"))} for g in state["goals"]]
+    _restore_rows(Goal, session, goals, ["description", "priority", "status", "next_step", "completed_at"])
     for row in state["goals"]:
         GoalCheckpoint.objects.filter(goal_id=row["id"]).delete()
         GoalCheckpoint.objects.bulk_create(

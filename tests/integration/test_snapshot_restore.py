@@ -7,10 +7,10 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.urls import reverse
 
-from chat.models import Checkpoint, ContextEvent, Decision, Message, Snapshot
+from chat.models import Checkpoint, ContextEvent, Decision, Goal, Message, Snapshot
 from chat.selectors.context import session_budget
 from chat.services.compression import compression_run
-from chat.services.goals import artifact_record, decision_record, decision_update, goal_create
+from chat.services.goals import artifact_record, decision_record, decision_update, goal_create, goal_update
 from chat.services.messages import message_create
 from chat.services.snapshots import SnapshotError, snapshot_create, snapshot_restore
 from tests.factories import prompt
@@ -223,3 +223,25 @@ def test_a_restore_from_its_own_page_is_confirmed_on_the_chat_page(due_session, 
     snapshot = snapshot_create(session=due_session, kind=Snapshot.Kind.MANUAL, reason="known good")
     answer = owner_client.post(reverse("context:snapshot_restore", args=[snapshot.pk]), follow=True)
     assert f"Restored snapshot {snapshot.pk}" in answer.content.decode()
+
+
+def test_a_goal_completed_after_the_snapshot_comes_back_active_and_undated(due_session):
+    goal = goal_create(session=due_session, description="Ship the beta")
+    snapshot = snapshot_create(session=due_session, kind=Snapshot.Kind.MANUAL)
+    goal_update(goal=goal, status=Goal.Status.COMPLETED)
+    goal.refresh_from_db()
+    assert goal.completed_at is not None
+
+    snapshot_restore(snapshot=snapshot)
+    goal.refresh_from_db()
+    assert (goal.status, goal.completed_at) == (Goal.Status.ACTIVE, None)
+
+    # And a goal completed before the snapshot keeps its date.
+    goal_update(goal=goal, status=Goal.Status.COMPLETED)
+    goal.refresh_from_db()
+    completed = goal.completed_at
+    done = snapshot_create(session=due_session, kind=Snapshot.Kind.MANUAL)
+    goal_update(goal=goal, status=Goal.Status.ACTIVE)
+    snapshot_restore(snapshot=done)
+    goal.refresh_from_db()
+    assert (goal.status, goal.completed_at) == (Goal.Status.COMPLETED, completed)
