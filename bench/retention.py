@@ -25,7 +25,7 @@ tokens each compression freed per second it took, and any compression that
 did not shrink the context (there must be none).
 
     .venv/bin/python bench/retention.py [--sizes 2048 4096 8192 16384] [--set heldout/test]
-        [--conversations N] [--compressions 2]
+        [--conversations N] [--compressions 2] [--strategy summarize|truncate]
 """
 
 from __future__ import annotations
@@ -150,8 +150,16 @@ def _measure(session: Session, facts_by_content: dict[str, list[dict[str, Any]]]
         tally.gaps.append(abs(shown - kept / len(facts)))
 
 
-def run(size: int, gateway: Gateway, owner: Any, conversation: dict[str, Any], tally: Tally, target: int) -> None:
-    session = session_create(owner=owner, model=MODEL_NAME, context_size=size, title=conversation["name"])
+def run(
+    size: int, gateway: Gateway, owner: Any, conversation: dict[str, Any], tally: Tally, target: int, strategy: str
+) -> None:
+    session = session_create(
+        owner=owner,
+        model=MODEL_NAME,
+        context_size=size,
+        title=conversation["name"],
+        settings={"compression": {"strategy": strategy}},
+    )
     facts_by_content = {turn["assistant"]: turn["facts"] for turn in conversation["turns"]}
 
     turns_since = 0
@@ -204,6 +212,12 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, help="only the first N conversations (a quick check)")
     parser.add_argument("--compressions", type=int, default=2, help="compressions after the conversation's turns")
     parser.add_argument("--misses", action="store_true", help="print the facts a prompt lacked (for the tune half)")
+    parser.add_argument(
+        "--strategy",
+        default="summarize",
+        choices=["summarize", "truncate"],
+        help="truncate: the extract without the model's summaries (a quick check while tuning)",
+    )
     args = parser.parse_args()
     report = Report("retention")
     paths = sorted((DATA / args.set).glob("*.json"))[: args.conversations]
@@ -218,7 +232,7 @@ def main() -> None:
             f"Annotated facts of the messages that left the context, looked for in the next prompt after every "
             f"compression: {len(paths)} conversations of tests/data/{args.set}/ "
             f"({sum(len(t['facts']) for c in conversations for t in c['turns'])} facts), "
-            f"{args.compressions} compressions after their turns, {MODEL_NAME}"
+            f"{args.compressions} compressions after their turns, strategy {args.strategy}, {MODEL_NAME}"
         )
         report.print(
             "| size | compressions | kept (with the ledger) | summary alone | meant | product's figure "
@@ -230,7 +244,7 @@ def main() -> None:
             started = time.perf_counter()
             tally = Tally()
             for conversation in conversations:
-                run(size, gateway, owner, conversation, tally, args.compressions)
+                run(size, gateway, owner, conversation, tally, args.compressions, args.strategy)
             gap_mean = statistics.mean(tally.gaps) if tally.gaps else 0.0
             gap_max = max(tally.gaps, default=0.0)
             shown = statistics.mean(tally.shown) if tally.shown else 1.0
