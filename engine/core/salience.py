@@ -60,11 +60,7 @@ SMALL_TALK = GREETINGS | frozenset(
      "that's", "thats", "so", "fair", "welcome", "take", "talk", "see", "catch", "miss", "love", "hope", "enjoy",
      "happy", "have", "well", "right", "definitely"}
 )  # fmt: skip
-# A number is one word with its decimals, separators and percent sign ("0.4", "3:30", "5%", "5,000"): split at
-# its punctuation, "0.4" was two one-letter words, which count for nothing.
-_NUMBER = r"[0-9]+(?:[.,:][0-9]+)*%?"
-_WORD = re.compile(rf"{_NUMBER}(?![\w'’-])|[^\W_][\w'’-]*")
-_IS_NUMBER = re.compile(_NUMBER)
+_WORD = re.compile(r"[^\W_][\w'’-]*")
 _NAME = re.compile(r"[A-Z][a-z'’]+")
 _SAID = re.compile(r"\[(?P<said>[^\[\]\n]{1,48})\] (?P<text>.+)", re.DOTALL)
 
@@ -95,8 +91,8 @@ def _words(text: str) -> list[str]:
 
 
 def content_words(text: str) -> list[str]:
-    """The words of ``text`` that carry its meaning: not stop words, not one letter (a number of one digit is one)."""
-    return [word for word in _words(text) if (len(word) > 1 or _IS_NUMBER.fullmatch(word)) and word not in STOP_WORDS]
+    """The words of ``text`` that carry its meaning: not stop words, not one letter."""
+    return [word for word in _words(text) if len(word) > 1 and word not in STOP_WORDS]
 
 
 def small_talk(clause: str) -> bool:

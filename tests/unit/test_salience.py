@@ -4,15 +4,7 @@ import pytest
 
 from engine.core.ledger import build_ledger, render_ledger
 from engine.core.retention import Fact
-from engine.core.salience import (
-    Said,
-    content_words,
-    said_clauses,
-    said_header,
-    salience_order,
-    small_talk,
-    split_said,
-)
+from engine.core.salience import Said, said_clauses, said_header, salience_order, small_talk, split_said
 
 
 def words(text: str) -> int:
@@ -103,15 +95,3 @@ def test_entries_with_and_without_headers_render_each_on_its_line():
     assert render_ledger(["[1 May 2023, user] a", "b"]) == "Facts:\n1 May 2023, user: a\nb"
     assert render_ledger(["a", "b"]) == "Facts: a; b"
     assert render_ledger([]) == ""
-
-
-@pytest.mark.parametrize(("clause", "value"), [("The cooldown is 0.4 seconds", "0.4"), ("Block it in 5% milk", "5%"),
-                                               ("The debrief is at 3:30 pm", "3:30"), ("replicas: 3", "3"),
-                                               ("The budget is 5,000 euros", "5,000")])  # fmt: skip
-def test_a_number_is_one_word_and_weighs_as_a_name(clause, value):
-    # A number split at its punctuation ("0.4" as "0" and "4") was one-letter words, which count for nothing:
-    # a clause whose news is a small value ranked under every clause of plain words.
-    assert value in content_words(clause)
-    facts = [Fact("clause", f"[assistant] {clause}"), Fact("clause", "[assistant] The team meets again soon")]
-    assert salience_order(facts, cost=words)[0] == 0
-    assert [fact.text for fact in said_clauses([Said("assistant", clause)])] == [f"[assistant] {clause}"]
