@@ -58,7 +58,7 @@ def pinned_session(user, *, context_size: int) -> Session:
         model=MODEL_NAME,
         context_size=context_size,
         system_prompt="You are a concise security engineer.",
-        # Summaries are a tenth of the 1,000-token window, as 1,024 is of a large one.
+        # Short summaries (about a tenth of the squeezed window) keep each compression quick.
         settings={"compression": {"summary_max_tokens": 96}},
     )
     goal = goal_create(session=session, description="Harden the login flow", priority="high")
