@@ -97,12 +97,19 @@ test: lint unit integration conformance e2e services
 
 # The second pass of `make test`: the integration, conformance and system tests
 # again on PostgreSQL, the Redis channel layer and Celery workers fed through
-# Redis (the long real-model conversations ran in the embedded pass, and so do
-# the tests of the model server and the LLM backends alone, which touch neither
-# the database nor Redis).
+# Redis. The long real-model conversations ran in the embedded pass, and so do
+# the modules these services cannot reach, in the three lists below; any module
+# that touches the database, the channel layer, the cache or a task stays.
+# The model server and the LLM backends alone: no database mark, no channel layer, no task.
 MODEL_ONLY_TESTS := test_modelserver_engine test_modelserver_sampling test_modelserver_process \
-	test_llm_backends test_llm_contract test_portability
-SERVICES_SKIP := $(foreach t,$(MODEL_ONLY_TESTS),--ignore=tests/integration/$(t).py)
+	test_llm_backends test_llm_contract test_portability test_llm_check
+# Tests of a live server only: `serve` starts daphne on its own SQLite file without REDIS_URL, so
+# neither PostgreSQL, Redis nor Celery ever reaches what they test (docs/testing.md, the services pass).
+LIVE_SERVER_TESTS := test_drop_in_branches test_drop_in_clients test_drop_in_open_webui test_drop_in_tasks \
+	test_drop_in_tools test_load
+# Tests of the repository's own files (the tests' layout), with no database, Redis or model.
+FILES_ONLY_TESTS := test_test_layout
+SERVICES_SKIP := $(foreach t,$(MODEL_ONLY_TESTS) $(LIVE_SERVER_TESTS) $(FILES_ONLY_TESTS),--ignore=tests/integration/$(t).py)
 services: $(DEV_STAMP)
 	@if $(BIN)/python scripts/service_up.py $(PG_TEST_URL) && $(BIN)/python scripts/service_up.py $(REDIS_PASS_URL); then \
 		echo "== Services pass: PostgreSQL at $(PG_TEST_URL), Redis at $(REDIS_PASS_URL), compressions run by Celery workers"; \
