@@ -229,8 +229,7 @@ def test_a_goal_completed_after_the_snapshot_comes_back_active_and_undated(due_s
     goal = goal_create(session=due_session, description="Ship the beta")
     snapshot = snapshot_create(session=due_session, kind=Snapshot.Kind.MANUAL)
     goal_update(goal=goal, status=Goal.Status.COMPLETED)
-    goal.refresh_from_db()
-    assert goal.completed_at is not None
+    assert Goal.objects.get(pk=goal.pk).completed_at is not None
 
     snapshot_restore(snapshot=snapshot)
     goal.refresh_from_db()
