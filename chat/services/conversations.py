@@ -29,6 +29,7 @@ from chat.selectors.sessions import (
     session_holds_history,
     stopped_replies,
 )
+from chat.services.counting import message_counter
 from chat.services.events import history_publish
 from chat.services.messages import NewMessage, ToolResult, message_create_many
 from chat.services.revisions import message_cut
@@ -48,7 +49,6 @@ from chat.services.turn import (
     TurnSend,
     TurnToolResults,
     TurnVariant,
-    message_counter,
     turn_take,
 )
 from engine.core.client_history import ClientRequest, ClientToolCall, context_size_for, history_entries

@@ -36,10 +36,10 @@ from chat.gateway import get_gateway
 from chat.models import Message
 from chat.models import Session as ChatSession
 from chat.selectors.sessions import ModelFacts, model_facts, session_for_file
+from chat.services.counting import message_counter
 from chat.services.export import session_file_build
 from chat.services.messages import MessageRefused, NewMessage, message_create_many
 from chat.services.sessions import session_start
-from chat.services.turn import message_counter
 from engine.llm import Gateway
 
 DEFAULT_IMPORT_CONTEXT_SIZE = 16384

@@ -30,6 +30,7 @@ from chat.selectors.context import ContextReport, session_context, session_windo
 from chat.selectors.sessions import model_require_available, session_latest_message
 from chat.services.attachments import Attachment, attachment_check, attachment_content, message_attach
 from chat.services.compression import compression_maybe_schedule
+from chat.services.counting import message_counter
 from chat.services.goals import goal_apply_markers
 from chat.services.messages import ToolResult, message_create, message_tool_results
 from chat.services.revisions import message_edit, messages_supersede
@@ -96,15 +97,6 @@ async def _count(counter: TokenCounter, text: str) -> TokenCount:
     except Exception:
         logger.exception("exact token count failed; storing the estimate")
         return TiktokenCounter().count(text)
-
-
-def message_counter(gateway: Gateway, model: str) -> TokenCounter:
-    """How messages of ``model`` are counted when stored: exact on the embedded model, else the estimate."""
-    try:
-        return gateway.token_counter(model)
-    except LLMError:
-        # The model is unknown to every backend: the message is still stored, with the estimate.
-        return TiktokenCounter()
 
 
 def _call_text(call: ToolCall) -> str:
