@@ -67,7 +67,7 @@ class RecordingGateway(Gateway):
 
 def conversation(owner, turns: int, size: int, server_url: str) -> str:  # type: ignore[no-untyped-def]
     """Run the conversation at ``size``, print what it shows, and return its row of the report's table."""
-    import chat.services.compression_run as compression
+    import chat.services.compression.run as compression
 
     gateway = RecordingGateway(EmbeddedBackend(host=server_url))
     compression.get_gateway = lambda: gateway  # type: ignore[assignment,attr-defined]

@@ -61,7 +61,7 @@ from chat.models import Message, Session  # noqa: E402
 from chat.selectors.context import active_checkpoints, session_budget, session_prompt  # noqa: E402
 from chat.selectors.recall import session_prompt_for  # noqa: E402
 from chat.services.compression import compression_run  # noqa: E402
-from chat.services.imports import session_file_import  # noqa: E402
+from chat.services.files import session_file_import  # noqa: E402
 from engine.core.budget import prompt_room  # noqa: E402
 from engine.llm.embedded import MODEL_NAME, EmbeddedBackend  # noqa: E402
 from engine.llm.gateway import Gateway  # noqa: E402

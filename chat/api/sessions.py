@@ -46,11 +46,16 @@ from chat.selectors.sessions import (
     session_history,
     sessions_for_user,
 )
-from chat.services.archive import session_archive, session_archive_import
 from chat.services.compression import compression_wait
 from chat.services.events import history_publish
-from chat.services.export import session_file_build
-from chat.services.imports import import_throttle, session_file_import, session_file_load
+from chat.services.files import (
+    import_throttle,
+    session_archive,
+    session_archive_import,
+    session_file_build,
+    session_file_import,
+    session_file_load,
+)
 from chat.services.revisions import message_version_choose
 from chat.services.sessions import session_branch, session_delete, session_start, session_update
 from chat.services.turn import TurnSend, turn_take
@@ -176,7 +181,7 @@ def session_import_view(
     data = session_file_load(raw)
     # An archive (GET /sessions/{id}/archive, "format": "ollm-site-archive") is an identical copy of its
     # session, always a new one under new ids (on_existing does not apply); a context_size cannot override
-    # its own (422). See chat.services.archive.
+    # its own (422). See chat.services.files.archive.
     if is_archive(data):
         return Status(201, session_archive_import(owner=owner, data=data, context_size=context_size, title=title))
     imported = session_file_import(

@@ -1,6 +1,7 @@
-"""How an archive's entries stand to the database's rows, for the archive's export (``chat.services.archive_export``)
-and its import (``chat.services.archive``) alike: the fields each entry copies as they are, and the ids inside a
-snapshot's state and an event's payload, changed from the one numbering to the other."""
+"""How an archive's entries stand to the database's rows, for the archive's export
+(``chat.services.files.archive_export``) and its import (``chat.services.files.archive``) alike: the fields each
+entry copies as they are, and the ids inside a snapshot's state and an event's payload, changed from the one
+numbering to the other."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ decision, artifact and snapshot by its ``id`` in the archive (1, 2, … in the o
 every reference (a message's ``compressed_into``, a checkpoint's ``merged_into``, the ids inside a snapshot's
 state and an event's payload) uses those. So the archive of an imported session is the archive it was imported
 from, byte for byte (apart from the sessionId when the importing user already holds a session of it: then the
-copy has its own, see ``chat.services.archive``).
+copy has its own, see ``chat.services.files.archive``).
 
 The archive comes from outside when it is imported: it is checked completely (types, lengths, storable text,
 bounded free JSON, at most ``MAX_IMPORT_ENTRIES`` entries in each list) before anything is written.

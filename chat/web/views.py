@@ -27,11 +27,10 @@ from chat.selectors.sessions import (
     session_history,
     sessions_for_user,
 )
-from chat.services.archive import session_archive
 from chat.services.attachments import ATTACHMENT_ACCEPT, MAX_ATTACHMENT_BYTES
 from chat.services.defaults import chat_defaults_update
 from chat.services.events import history_publish
-from chat.services.export import session_file, sessions_zip_response
+from chat.services.files import session_archive, session_file, sessions_zip_response
 from chat.services.revisions import message_version_choose
 from chat.services.sessions import (
     session_archived_set,
@@ -235,7 +234,7 @@ def session_export(request: HttpRequest, session_id: UUID) -> HttpResponse:
 @login_required
 @require_GET
 def session_archive_download(request: HttpRequest, session_id: UUID) -> HttpResponse:
-    """The whole session (chat.services.archive), for its owner only: the import rebuilds it identically."""
+    """The whole session (chat.services.files.archive), for its owner only: the import rebuilds it identically."""
     session = session_for_owner(user=request.user, session_id=session_id)
     response = JsonResponse(session_archive(session=session), json_dumps_params={"ensure_ascii": False})
     response["Content-Disposition"] = f'attachment; filename="ollm-archive-{session.pk}.json"'

@@ -38,11 +38,11 @@ def ollama_backend(fake_ollama):
 
 API_GATEWAY_USERS = (
     "chat.selectors.sessions.get_gateway",
-    "chat.services.imports.get_gateway",
-    "chat.services.turn.get_gateway",
+    "chat.services.files.imports.get_gateway",
+    "chat.services.turn.take.get_gateway",
     "chat.services.conversations.get_gateway",
     "chat.selectors.context.get_gateway",
-    "chat.services.compression_run.get_gateway",
+    "chat.services.compression.run.get_gateway",
 )
 
 

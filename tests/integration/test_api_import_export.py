@@ -27,7 +27,7 @@ from chat.models import Message, Session
 from chat.selectors.context import session_budget
 from chat.selectors.sessions import session_for_file
 from chat.services.checkpoints import CheckpointDraft, compression_commit
-from chat.services.imports import import_throttle, session_file_import
+from chat.services.files import import_throttle, session_file_import
 from chat.services.messages import message_create
 from chat.services.sessions import session_create
 from engine.llm.embedded import MODEL_NAME, TOKENIZE_BATCH
@@ -147,7 +147,7 @@ def test_an_import_over_the_trigger_waits_for_its_first_turn_to_compress(api, mo
         messages = Message.objects.filter(session_id=kwargs["session_id"])
         scheduled.append((kwargs["session_id"], messages.count()))
 
-    monkeypatch.setattr("chat.services.compression.compression_schedule", schedule)
+    monkeypatch.setattr("chat.services.compression.schedule.compression_schedule", schedule)
     # Over the trigger of the embedded model's 2K context, made 1,000 tokens so the reply is quick, with
     # room for the prompt left.
     settings.OLLM_MODEL_CONTEXT_OVERRIDES = {MODEL_NAME: {2048: 1000}}
@@ -382,7 +382,7 @@ def test_imports_are_limited_per_user_and_minute(api, bob_api, settings, monkeyp
     count too: reading them is the work); other users are not held back."""
     settings.OLLM_IMPORTS_PER_MINUTE = 3
     clock = [1_000_000.0]  # 20 seconds before a minute ends
-    monkeypatch.setattr("chat.services.imports.time", SimpleNamespace(time=lambda: clock[0]))
+    monkeypatch.setattr("chat.services.files.imports.time", SimpleNamespace(time=lambda: clock[0]))
     assert api.post("/api/sessions/import", b"{not json", content_type=JSON).status_code == 422
     for _ in range(2):
         assert api.post("/api/sessions/import", _valid_file(), content_type=JSON).status_code == 201
@@ -891,7 +891,7 @@ def test_two_imports_of_one_file_at_once_make_one_session(api, monkeypatch):
         calls.append(kwargs)
         return None if len(calls) == 1 else real(**kwargs)
 
-    monkeypatch.setattr("chat.services.imports.session_for_file", not_yet)
+    monkeypatch.setattr("chat.services.files.imports.session_for_file", not_yet)
     raced = api.post("/api/sessions/import", cli_file(), content_type=JSON)
     assert len(calls) == 2
     assert (raced.status_code, raced.json()["session_id"]) == (409, first["id"])

@@ -60,15 +60,15 @@ def test_a_message_taken_out_of_the_context_during_the_turn_is_answered_as_it_is
 ):
     """Something else changes the context while the reply streams (here the user's message leaves
     it, as a restore in another tab would): the answer is the stored state, not the turn's."""
-    from chat.services import turn
+    from chat.services.turn import take
 
-    after_reply = turn._after_reply
+    after_reply = take._after_reply
 
     def leave_then_store(session, *args):
         message_leave_context(message=Message.objects.get(session=small_session, role="user"))
         return after_reply(session, *args)
 
-    monkeypatch.setattr(turn, "_after_reply", leave_then_store)
+    monkeypatch.setattr(take, "_after_reply", leave_then_store)
     response = api.post(f"/api/sessions/{small_session.id}/messages", {"content": "Say hello."}, content_type=JSON)
     assert response.status_code == 200
     body = response.json()

@@ -81,7 +81,9 @@ def test_the_embedded_models_own_context_caps_max_tokens(api):
 
 def test_a_smaller_context_re_evaluates_the_budget_at_once(api, chat_session, monkeypatch):
     scheduled = []
-    monkeypatch.setattr("chat.services.compression.compression_schedule", lambda **kwargs: scheduled.append(kwargs))
+    monkeypatch.setattr(
+        "chat.services.compression.schedule.compression_schedule", lambda **kwargs: scheduled.append(kwargs)
+    )
     # About 7,700 tokens: under the 16K trigger (10,880), over the 8K one (5,436).
     for n in range(30):
         message_create(session=chat_session, role="assistant", content=f"Step {n}: " + "details " * 250)

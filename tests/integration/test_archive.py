@@ -15,10 +15,9 @@ from chat.formats.file_checks import MAX_IMPORT_BYTES
 from chat.formats.session_file import MAX_IMPORT_ENTRIES
 from chat.models import Checkpoint, CheckpointRevision, ContextEvent, Decision, Goal, Message, Session, Snapshot
 from chat.selectors.context import session_budget
-from chat.services.archive import session_archive, session_archive_import
 from chat.services.checkpoints import CheckpointDraft, compression_commit
 from chat.services.compression import compression_run
-from chat.services.export import session_file
+from chat.services.files import session_archive, session_archive_import, session_file
 from chat.services.goals import (
     artifact_record,
     decision_record,
@@ -576,7 +575,7 @@ def test_two_copies_racing_for_one_session_id_make_the_second_a_copy_of_its_own(
     first = session_archive_import(owner=other_user, data=archive)
     assert first.source_session_id == archive["session"]["sessionId"]
     # The second looked before the first was stored: the database refuses the same sessionId for the same owner.
-    monkeypatch.setattr("chat.services.archive.session_for_file", lambda **kwargs: None)
+    monkeypatch.setattr("chat.services.files.archive.session_for_file", lambda **kwargs: None)
     second = session_archive_import(owner=other_user, data=archive)
     assert second.pk != first.pk
     assert second.source_session_id == ""

@@ -254,7 +254,7 @@ async def test_an_unreachable_backend_keeps_the_message_and_retry_does_not_dupli
     from engine.llm.ollama_backend import OllamaBackend
 
     gateway = Gateway(mode="ollama", embedded=None, ollama=OllamaBackend(host=closed_port_url, timeout=5))
-    monkeypatch.setattr("chat.services.turn.get_gateway", lambda: gateway)
+    monkeypatch.setattr("chat.services.turn.take.get_gateway", lambda: gateway)
     session = await sync_to_async(session_create)(owner=user, model="llama3.2:3b", context_size=4096)
     communicator = await socket(session.pk, user)
     assert (await communicator.connect())[0]

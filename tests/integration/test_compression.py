@@ -320,7 +320,7 @@ def test_turned_off_compression_is_not_run(due_session, gateway):
 @pytest.mark.django_db
 def test_the_celery_task_runs_a_compression(due_session, fake_ollama, monkeypatch, gateway):
     fake_ollama.behaviour.canned_reply = "Logins are validated and audited."
-    monkeypatch.setattr("chat.services.compression_run.get_gateway", lambda: gateway)
+    monkeypatch.setattr("chat.services.compression.run.get_gateway", lambda: gateway)
     assert compress_session.apply(args=[str(due_session.pk), "test"]).get() == "compressed"
 
 
@@ -389,9 +389,9 @@ def test_a_failed_rollover_after_a_compression_keeps_the_compression(due_session
     def failing_rollover(*args, **kwargs):
         raise RuntimeError("rollover broke")
 
-    monkeypatch.setattr("chat.services.compression_run._rollover", failing_rollover)
+    monkeypatch.setattr("chat.services.compression.run._rollover", failing_rollover)
     # No room after the compression: a rollover is due.
-    monkeypatch.setattr("chat.services.compression_run.rollover_due", lambda budget: True)
+    monkeypatch.setattr("chat.services.compression.run.rollover_due", lambda budget: True)
     outcome = compression_run(session_id=due_session.pk, gateway=gateway)
     assert outcome.status == "compressed"
     assert Checkpoint.objects.filter(session=due_session).count() == 1
@@ -505,7 +505,7 @@ def test_a_checkpoint_its_first_fit_leaves_too_large_is_refitted_and_committed(u
     """The ledger is fitted in cl100k counts against the model's: when that estimate is off (here made
     twice too generous), the first checkpoint would free under 30% (13% here), and the ledger is refitted
     without what it went over by instead of the compression being refused (issue 47)."""
-    monkeypatch.setattr("chat.services.summaries.LEDGER_FIT_MARGIN", 2.0)
+    monkeypatch.setattr("chat.services.compression.summaries.LEDGER_FIT_MARGIN", 2.0)
     session = small_session(user, context_size=TIER2, compression={"strategy": "truncate"})
     converse(session, 18, question=LOGIN_QUESTION, answer=_fact_dense)
     until_due(session, start=18)

@@ -139,7 +139,7 @@ def test_a_failure_that_asking_again_cannot_mend_is_not_retried(due_session, gat
     def broken(*args, **kwargs):
         raise ValueError("a bug, not the model")
 
-    monkeypatch.setattr("chat.services.compression_run._compress", broken)
+    monkeypatch.setattr("chat.services.compression.run._compress", broken)
     outcome = compression_attempt(session_id=due_session.pk, reason="test")
     assert (outcome.status, outcome.retry_in) == ("error", None)
     (error,) = _errors(due_session)

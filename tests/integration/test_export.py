@@ -10,7 +10,7 @@ from django.core.management import call_command
 
 from chat.formats.session_file import SessionFile
 from chat.services.checkpoints import CheckpointDraft, compression_commit
-from chat.services.export import session_file
+from chat.services.files import session_file
 from chat.services.messages import message_create
 from chat.services.sessions import session_create
 

@@ -11,7 +11,7 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from chat.models import Message
-from chat.services.turn import REPLY_CUT, TurnRetry, turn_take
+from chat.services.turn.take import REPLY_CUT, TurnRetry, turn_take
 from engine.llm.embedded import MODEL_NAME as EMBEDDED_MODEL
 from engine.llm.gateway import Gateway
 from engine.llm.ollama_backend import OllamaBackend

@@ -46,8 +46,8 @@ class RecordingGateway(Gateway):
 def recording_gateway(embedded_backend, monkeypatch):
     """A ``RecordingGateway`` to the embedded model, also for the turns' compressions."""
     gateway = RecordingGateway(embedded_backend)
-    monkeypatch.setattr("chat.services.compression_run.get_gateway", lambda: gateway)
-    monkeypatch.setattr("chat.services.turn.get_gateway", lambda: gateway)
+    monkeypatch.setattr("chat.services.compression.run.get_gateway", lambda: gateway)
+    monkeypatch.setattr("chat.services.turn.take.get_gateway", lambda: gateway)
     return gateway
 
 

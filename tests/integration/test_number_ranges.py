@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from chat.formats.archive_file import ArchiveState
 from chat.formats.file_checks import within_ranges
 from chat.models import Session, Snapshot
-from chat.services.archive import session_archive
 from chat.services.checkpoints import CheckpointDraft, compression_commit
+from chat.services.files import session_archive
 from chat.services.messages import message_create
 from chat.services.sessions import session_create
 from chat.services.snapshots import snapshot_create

@@ -14,7 +14,7 @@ from chat.selectors.context import session_prompt
 from chat.selectors.recall import DRAFT_MAX_CHARS, session_recall
 from chat.services.checkpoints import CheckpointDraft, compression_commit
 from chat.services.compression import compression_run
-from chat.services.imports import session_file_import
+from chat.services.files import session_file_import
 from chat.services.messages import message_create
 from chat.services.sessions import session_create
 from chat.services.snapshots import snapshot_create, snapshot_restore

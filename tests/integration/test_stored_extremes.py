@@ -16,7 +16,7 @@ from django.urls import reverse
 
 from chat.formats.archive_file import CHECKPOINT_KEYS, CHECKPOINT_LIST_KEYS, SNAPSHOT_KEYS
 from chat.models import Checkpoint, CheckpointRevision, ContextEvent, Message, Session, Snapshot
-from chat.services.archive import session_archive_import
+from chat.services.files import session_archive_import
 from engine.core.config import MAX_CONTEXT_TOKENS
 
 pytestmark = pytest.mark.django_db

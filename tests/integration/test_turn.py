@@ -17,7 +17,7 @@ from chat.services.goals import goal_create
 from chat.services.messages import message_create
 from chat.services.revisions import message_leave_context
 from chat.services.turn import TurnContinue, TurnRetry, TurnSend, turn_take
-from chat.services.turn_room import EXTRACTIVE_AFTER_FAILURE, EXTRACTIVE_AFTER_WAIT, WAITING_FOR_COMPRESSION
+from chat.services.turn.room import EXTRACTIVE_AFTER_FAILURE, EXTRACTIVE_AFTER_WAIT, WAITING_FOR_COMPRESSION
 from engine.core.budget import prompt_room
 from engine.llm.embedded import MODEL_NAME
 from engine.llm.gateway import Gateway
@@ -59,7 +59,7 @@ async def test_markers_that_cannot_be_applied_do_not_fail_a_stored_reply(small_s
     def broken(**options):
         raise ValidationError({"description": "too long"})
 
-    monkeypatch.setattr("chat.services.turn.goal_apply_markers", broken)
+    monkeypatch.setattr("chat.services.turn.take.goal_apply_markers", broken)
     outcome = await turn_take(session_id=small_session.pk, variant=TurnSend("Say hello."), gateway=embedded_gateway)
     assert outcome.markers_applied == 0
     roles = [m.role async for m in Message.objects.filter(session=small_session).order_by("position")]
@@ -121,14 +121,14 @@ async def test_a_compression_that_fails_even_extractively_keeps_the_message_in_t
 ):
     await sync_to_async(message_create)(session=small_session, role="user", content="Some background. " * 250)
     # Only the turn's own attempts to make room run, and every one fails (a bug, not the model).
-    monkeypatch.setattr("chat.services.turn.compression_maybe_schedule", lambda **options: False)
+    monkeypatch.setattr("chat.services.turn.take.compression_maybe_schedule", lambda **options: False)
     asked: list[str | None] = []
 
     def failing(**options) -> CompressionOutcome:
         asked.append(options["extractive"])
         return CompressionOutcome("error", "boom")
 
-    monkeypatch.setattr("chat.services.turn_room._compress_now", failing)
+    monkeypatch.setattr("chat.services.turn.room._compress_now", failing)
     text = "A long question. " * 300  # fits alone, not beside the background
     with pytest.raises(LLMError, match=r"the extractive compression failed \(boom\); your message is saved"):
         await turn_take(session_id=small_session.pk, variant=TurnSend(text), gateway=embedded_gateway)

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from chat.services.sessions import session_create
-from chat.services.turn_room import queued_text
+from chat.services.turn.room import queued_text
 from engine.llm.gateway import Gateway
 from engine.llm.ollama_backend import OllamaBackend
 from tests.factories import frames_until, socket

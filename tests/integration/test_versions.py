@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from chat.models import Checkpoint, Message, Session
 from chat.selectors.sessions import session_version_layout
-from chat.services.archive import session_archive, session_archive_import
+from chat.services.files import session_archive, session_archive_import
 from chat.services.messages import message_create
 from chat.services.revisions import message_edit, message_version_choose, messages_supersede
 from chat.services.sessions import session_branch, session_create

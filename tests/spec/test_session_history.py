@@ -11,8 +11,7 @@ from django.core.management import call_command
 from chat.models import Message
 from chat.selectors.context import session_budget, session_window
 from chat.services.compression import compression_run
-from chat.services.export import session_file
-from chat.services.imports import session_file_import
+from chat.services.files import session_file, session_file_import
 from chat.services.messages import message_create
 from engine.core.window import chat_messages
 from tests.factories import until_due

@@ -9,8 +9,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from chat.models import Message, Session
-from chat.services.archive import session_archive
-from chat.services.export import session_file, sessions_zip
+from chat.services.files import session_archive, session_file, sessions_zip
 from search.models import SearchDocument
 from search.selectors import SearchFilters, sessions_matching
 

@@ -1,5 +1,5 @@
 """The archive of a session (``chat.formats.archive_file.SessionArchive``), built from the database: everything of the
-session, every id the archive's own (see ``chat.services.archive`` for its JSON and its import)."""
+session, every id the archive's own (see ``chat.services.files.archive`` for its JSON and its import)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from chat.formats.archive_file import (
 from chat.formats.file_checks import within_ranges
 from chat.models import Artifact, Checkpoint, ContextEvent, Decision, Goal, Message, Snapshot
 from chat.models import Session as ChatSession
-from chat.services.export import session_file_build
+from chat.services.files.export import session_file_build
 
 
 class _Numbers:

@@ -1,8 +1,8 @@
 """The archive of a session (``chat.formats.archive_file.SessionArchive``): written whole (built by
-``chat.services.archive_export``), and imported as an identical session for the importing user, with new primary keys
-and every reference remapped (each entry's fields as ``chat.formats.archive_fields`` maps them, both ways).
+``chat.services.files.archive_export``), and imported as an identical session for the importing user, with new
+primary keys and every reference remapped (each entry's fields as ``chat.formats.archive_fields`` maps them, both ways).
 
-The export (``chat.services.export``) and the import of a session file (``chat.services.imports``)
+The export (``chat.services.files.export``) and the import of a session file (``chat.services.files.imports``)
 are unchanged: the archive holds the very file the export writes, and the import endpoint hands an
 archive (its ``format``) here.
 """
@@ -40,8 +40,8 @@ from chat.models import (
 )
 from chat.models import Session as ChatSession
 from chat.selectors.sessions import ModelFacts, session_for_file
-from chat.services.archive_export import session_archive_build
-from chat.services.imports import IMPORTED_TITLE
+from chat.services.files.archive_export import session_archive_build
+from chat.services.files.imports import IMPORTED_TITLE
 from chat.services.sessions import session_start
 from engine.core.tiers import UnknownContextSize
 from engine.resources import context_profile

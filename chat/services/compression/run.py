@@ -29,7 +29,18 @@ from chat.selectors.context import (
     session_config,
 )
 from chat.services.checkpoints import AgedSummary, MergedSummary, compression_commit, rollover_commit
-from chat.services.compression_retry import compression_retry_forget, compression_retry_plan
+from chat.services.compression.retry import compression_retry_forget, compression_retry_plan
+from chat.services.compression.summaries import (
+    HEADING_TOKENS,
+    TOO_LARGE,
+    KeptFacts,
+    Shrunk,
+    Summarizer,
+    checkpoint_fit_or_extract,
+    checkpoint_shortfall,
+    keep_facts,
+    reconnect_if_broken,
+)
 from chat.services.events import event_record, progress_publish
 from chat.services.facts import carried_facts, clause_facts, ledger_fit, ultra_ledger_share
 from chat.services.goals import goal_apply_summary
@@ -41,17 +52,6 @@ from chat.services.lease import (
     lease_take_over,
 )
 from chat.services.snapshots import snapshot_auto_create
-from chat.services.summaries import (
-    HEADING_TOKENS,
-    TOO_LARGE,
-    KeptFacts,
-    Shrunk,
-    Summarizer,
-    checkpoint_fit_or_extract,
-    checkpoint_shortfall,
-    keep_facts,
-    reconnect_if_broken,
-)
 from engine.core.aging import MIN_TARGET_TOKENS, CheckpointInfo, Level, plan_aging
 from engine.core.budget import MIN_SHRINK, Budget, shrink_shortfall
 from engine.core.clauses import reference_facts

@@ -1,7 +1,7 @@
 """One chat turn, end to end.
 
 The user's message is stored first, before anything can fail. Then the turn
-makes sure the prompt leaves room for a reply (``chat.services.turn_room``: waiting for a
+makes sure the prompt leaves room for a reply (``chat.services.turn.room``: waiting for a
 running compression, or running one, or rolling over; extractively, without the
 model, when the model failed the compression or it takes too long), streams the
 reply with its length capped so prompt + reply never exceed ``num_ctx``, stores
@@ -37,7 +37,7 @@ from chat.services.revisions import message_edit, messages_supersede
 from chat.services.sampling import reply_sampling
 from chat.services.sessions import session_prompt_truncated
 from chat.services.titles import session_title_schedule
-from chat.services.turn_room import (
+from chat.services.turn.room import (
     OnWait,
     prompt_with_recall,
     prompt_with_room,

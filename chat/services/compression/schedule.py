@@ -1,7 +1,7 @@
 """Compression in the background: scheduled after a message or on request, retried by itself
-when the model fails it; and the door to the compression services, whose parts are
-``compression_run`` (the run), ``summaries`` (what the model is asked for),
-``compression_retry`` (the backoff) and ``compression_wait`` (the one wait for a run).
+when the model fails it. The package's other parts are ``run`` (the run), ``summaries`` (what the
+model is asked for), ``retry`` (the backoff) and ``wait`` (the one wait for a run); its door is
+``chat.services.compression``.
 """
 
 from __future__ import annotations
@@ -16,31 +16,17 @@ from django.db import connections, transaction
 
 from chat.models import Session
 from chat.selectors.context import session_budget, session_config
-from chat.services.compression_retry import (
+from chat.services.compression.retry import (
     compression_retry_forget,
     compression_retry_keep_timer,
     compression_retry_pend,
     compression_retry_pending,
     compression_retry_superseded,
 )
-from chat.services.compression_run import CompressionOutcome, compression_run, session_effective_limits
-from chat.services.compression_wait import compression_failure_since, compression_running, compression_wait
+from chat.services.compression.run import CompressionOutcome, compression_run
+from chat.services.compression.wait import compression_running
 from chat.services.snapshots import snapshot_auto_create
 from engine.core.budget import Budget
-
-__all__ = [
-    "COMPRESS_TASK",
-    "CompressionOutcome",
-    "compression_attempt",
-    "compression_failure_since",
-    "compression_maybe_schedule",
-    "compression_retry_pending",
-    "compression_run",
-    "compression_running",
-    "compression_schedule",
-    "compression_wait",
-    "session_effective_limits",
-]
 
 # The Celery task (``chat.tasks``) is an entry point above this module: it is sent by name.
 COMPRESS_TASK = "chat.tasks.compress_session"
@@ -84,7 +70,7 @@ def compression_attempt(
     *, session_id: UUID, reason: str, force: bool = False, attempt: int = 1, token: str | None = None
 ) -> CompressionOutcome:
     """One attempt of a background compression: ``compression_run``, then, when the model failed
-    it and the backoff (``compression_retry.compression_backoff``) has a wait left, the next attempt, scheduled to run
+    it and the backoff (``retry.compression_backoff``) has a wait left, the next attempt, scheduled to run
     after that wait, never forced (it runs only if the budget still calls for it).
 
     One retry at most waits per session (the cache holds its ``token``): a retry whose token is no

@@ -37,7 +37,7 @@ from chat.models import Message
 from chat.models import Session as ChatSession
 from chat.selectors.sessions import ModelFacts, model_facts, session_for_file
 from chat.services.counting import message_counter
-from chat.services.export import session_file_build
+from chat.services.files.export import session_file_build
 from chat.services.messages import MessageRefused, NewMessage, message_create_many
 from chat.services.sessions import session_start
 from engine.llm import Gateway
