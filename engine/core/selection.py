@@ -7,7 +7,8 @@ and system messages are never selected. A tool call and its results share a
 
 A rollover (``plan_rollover``) takes assistant and tool output first as well;
 user messages leave the active context only when the never-compressed part
-alone is at or over the trigger. ``rollover_due`` says when a session that
+alone is at or over the trigger, and then the conversation goes oldest first
+whatever the role, so the prompt keeps its newest exchanges whole. ``rollover_due`` says when a session that
 compressed (or had nothing to compress) must roll over, ``select_for_rollover``
 what a rollover takes, ``rollover_skip_reason`` why it has nothing to do.
 """
@@ -131,9 +132,12 @@ def _units(messages: Sequence[ContextMessage]) -> list[list[int]]:
 def plan_rollover(messages: Sequence[ContextMessage], *, goal_tokens: int, trigger_at: int) -> RolloverPlan:
     """What a rollover takes to bring the active conversation back to ``goal_tokens`` (half the trigger).
 
-    Assistant and tool output goes first, oldest first. User messages are taken
-    only when the never-compressed part (``protected_tokens``) alone is at or over
-    ``trigger_at``: then the oldest of them, only as many as needed. The newest
+    Assistant and tool output goes, oldest first. User messages are taken only
+    when the never-compressed part (``protected_tokens``) alone is at or over
+    ``trigger_at``: then every message goes oldest first, whatever its role, only
+    as many as needed, so that what stays is the newest stretch of the conversation
+    with both sides of it (taking every reply first would leave the newest user
+    messages answering replies the model no longer sees). The newest
     message (the one being answered) always stays, and a tool call group moves
     whole or not at all.
     """
@@ -147,15 +151,12 @@ def plan_rollover(messages: Sequence[ContextMessage], *, goal_tokens: int, trigg
 
     protected = pinned + sum(messages[i].tokens for unit in units if not compressible(unit) for i in unit)
     taken: list[int] = []
-    rounds = [[unit for unit in units if compressible(unit)]]
-    if protected >= trigger_at:
-        rounds.append([unit for unit in units if not compressible(unit)])
-    for candidates in rounds:
-        for unit in candidates:
-            if total <= goal_tokens:
-                break
-            taken.extend(unit)
-            total -= sum(messages[i].tokens for i in unit)
+    candidates = units if protected >= trigger_at else [unit for unit in units if compressible(unit)]
+    for unit in candidates:
+        if total <= goal_tokens:
+            break
+        taken.extend(unit)
+        total -= sum(messages[i].tokens for i in unit)
     chosen = [messages[i] for i in sorted(taken)]
     return RolloverPlan(
         message_ids=tuple(m.id for m in chosen),

@@ -484,8 +484,15 @@ def test_a_2k_rollover_moves_user_messages_only_when_they_alone_reach_the_trigge
     left = user_messages_left(session, outcome.checkpoint_id)
     assert rollover["user_messages"] == left > 0
     assert left < index + 1, "only as many as needed"
-    # Assistant output went first: every reply is behind the checkpoint.
-    assert not Message.objects.filter(session=session, role="assistant", compressed_into__isnull=True).exists()
+    # The conversation went oldest first, whatever the role: what stays is its newest stretch, the replies
+    # between the user messages included.
+    stayed = list(
+        Message.objects.filter(session=session, compressed_into__isnull=True)
+        .order_by("position")
+        .values_list("position", "role")
+    )
+    assert [position for position, _ in stayed] == list(range(stayed[0][0], stayed[-1][0] + 1))
+    assert [role for _, role in stayed].count("assistant") >= [role for _, role in stayed].count("user") - 1 > 0
     # The oldest user messages left, the newest stayed.
     active_users = [c for r, c in chat_messages(session_window(session=session)) if r == "user"]
     assert active_users == [f"Note {i}: {note}" for i in range(left, index + 1)]

@@ -108,11 +108,12 @@ def test_user_messages_leave_only_when_the_never_compressed_part_reaches_the_tri
     # User messages alone: 6 x 100 = 600 tokens, at the trigger.
     messages = [msg(i, "user" if i % 2 else "assistant", 100 if i % 2 else 50) for i in range(1, 13)]
     plan = plan_rollover(messages, goal_tokens=300, trigger_at=600)
-    # First every reply but the newest (50 tokens x 5), then the oldest user messages until 300 is reached.
+    # The conversation goes oldest first, whatever the role, until 300 is reached: the newest two
+    # exchanges stay whole, replies included.
     assert plan.protected_tokens == 650
-    assert plan.message_ids == (1, 2, 3, 4, 5, 6, 7, 8, 10)
+    assert plan.message_ids == (1, 2, 3, 4, 5, 6, 7, 8)
     assert plan.user_messages == 4
-    assert plan.kept_tokens == 250
+    assert plan.kept_tokens == 300
     # One token more of trigger and no user message goes.
     assert plan_rollover(messages, goal_tokens=300, trigger_at=651).user_messages == 0
 

@@ -410,10 +410,10 @@ def _rollover(
 ) -> CompressionOutcome:
     """Merge every checkpoint and older messages into one ultra checkpoint.
 
-    ``select_for_rollover`` chooses the messages: assistant and tool output first,
-    oldest first, until the active conversation is back under half the trigger;
-    user messages only when the never-compressed part alone is at or over the
-    trigger (the oldest, as many as needed). The newest message always stays.
+    ``select_for_rollover`` chooses the messages: assistant and tool output, oldest
+    first, until the active conversation is back under half the trigger; when the
+    never-compressed part alone is at or over the trigger, every message oldest
+    first, whatever its role, as many as needed. The newest message always stays.
     """
     session.refresh_from_db()
     budget = session_budget(session=session)
