@@ -60,6 +60,15 @@ SMALL_TALK = GREETINGS | frozenset(
      "that's", "thats", "so", "fair", "welcome", "take", "talk", "see", "catch", "miss", "love", "hope", "enjoy",
      "happy", "have", "well", "right", "definitely"}
 )  # fmt: skip
+# Words that make a statement a general one (how things usually go, what is worth doing) rather than
+# something that happened or holds here: such a clause without a specific token of its own is advice
+# or filler, which nobody asks about later.
+GENERAL_WORDS = frozenset(
+    {"often", "usually", "generally", "typically", "tend", "tends", "always", "sometimes", "rarely", "seldom",
+     "commonly", "normally", "worth"}
+)  # fmt: skip
+# A general clause weighs this much of what its words would give it.
+GENERAL_WEIGHT = 0.25
 _WORD = re.compile(r"[^\W_][\w'’-]*")
 _NAME = re.compile(r"[A-Z][a-z'’]+")
 _SAID = re.compile(r"\[(?P<said>[^\[\]\n]{1,48})\] (?P<text>.+)", re.DOTALL)
@@ -143,6 +152,12 @@ def _weights(text: str) -> dict[str, float]:
     return {word: SPECIFIC_WEIGHT if word in specific else 1.0 for word in content_words(clause)}
 
 
+def _general(text: str) -> bool:
+    """Whether an entry's clause says how things generally go, with no specific token of its own."""
+    _, clause = split_said(text)
+    return not specific_tokens(clause) and not GENERAL_WORDS.isdisjoint(_words(clause))
+
+
 def salience_order(
     facts: Sequence[Fact], *, cost: Callable[[str], int], first: Callable[[Fact], bool] = lambda fact: False
 ) -> list[int]:
@@ -153,11 +168,12 @@ def salience_order(
     frequency = Counter(word for words in weights for word in words)
     rarity = {word: math.log(1 + len(facts) / count) for word, count in frequency.items()}
     prices = [max(1, cost(fact.text)) for fact in facts]
+    factors = [GENERAL_WEIGHT if _general(fact.text) else 1.0 for fact in facts]
     kept: set[str] = set()
 
     def score(index: int) -> float:
         value = sum(w * rarity[word] * (KEPT_WEIGHT if word in kept else 1.0) for word, w in weights[index].items())
-        return value / prices[index]
+        return factors[index] * value / prices[index]
 
     leading = [index for index, fact in enumerate(facts) if first(fact)]
     for index in leading:

@@ -70,6 +70,18 @@ def test_rare_and_new_words_go_first_for_what_they_cost():
     assert sorted(order) == [0, 1, 2, 3]
 
 
+def test_how_things_usually_go_ranks_after_what_happened_unless_it_holds_a_value():
+    facts = [
+        Fact("clause", "[assistant] Such claims often settle without litigation"),
+        Fact("clause", "[assistant] The supply line failed at the crimp"),
+        Fact("clause", "[assistant] Refunds usually take 14 days"),
+    ]
+    # The same number of words each, every word rare: the general statement alone weighs less.
+    assert salience_order(facts, cost=words)[-1] == 0
+    general = salience_order(facts[:1] + facts[2:], cost=words)
+    assert general == [1, 0], "a general clause with a value of its own is not held back"
+
+
 def test_what_comes_first_leads_whatever_its_score():
     facts = [Fact("clause", "Biscuit came from Dublin"), Fact("clause", "we chose Postgres")]
     assert salience_order(facts, cost=words, first=lambda fact: "Postgres" in fact.text) == [1, 0]
