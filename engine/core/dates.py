@@ -50,6 +50,12 @@ _PAST = re.compile(
 )
 _FUTURE = re.compile(r"\b(?:will|won't|'ll|going to|gonna|planning|plan to|is on|it's on|coming up)\b", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"[.!?\n]")
+# "Tuesday and Thursday mornings", "Friday afternoons": a day of every week, not one date.
+_EVERY_WEEK = re.compile(r"(?:\s+(?:and|or|&)\s+\w+day)?\s+(?:mornings|afternoons|evenings|nights)\b", re.IGNORECASE)
+# A sentence naming this many days of the week is a timetable ("Monday, Wednesday and Friday at 09:05").
+TIMETABLE_WEEKDAYS = 3
+# What belongs to the phrase before its date may follow: "last year's numbers", "June 17 and 18".
+_TIED = re.compile(r"['’]s\b|\s+(?:and|&|to|-)\s+\d{1,2}(?:st|nd|rd|th)?\b(?![:.,]?\d)")
 
 
 def date_text(day: date) -> str:
@@ -130,22 +136,39 @@ def _meaning(match: re.Match[str], said_on: date, text: str) -> str | None:
         return _day_word(groups["day"], said_on)
     if groups["weekday"]:
         sentence = _sentence(text, match.start(), match.end())
+        if _EVERY_WEEK.match(text, match.end()) or _timetable(sentence):
+            return None
         return _weekday(groups["which"] or "", groups["weekday"], said_on, sentence)
     if groups["dom"] or groups["dom2"]:
         return _day_of_month(int(groups["dom"] or groups["dom2"]), groups["month"] or groups["month2"], said_on)
     if groups["ago"]:
         return date_text(said_on - _SPANS[groups["unit"].lower()](_count(groups["count"])))
     if groups["unit_in"]:
+        if groups["unit_in"].lower() == "day" and _count(groups["count_in"]) == 1:
+            return None  # "two exams in one day", "all in a day": how long, not when
         return date_text(said_on + _SPANS[groups["unit_in"].lower()](_count(groups["count_in"])))
     return _period(groups["side"], groups["period"], said_on)
 
 
+def _timetable(sentence: str) -> bool:
+    named = {name for name in _WEEKDAYS if re.search(rf"\b{name}\b", sentence, re.IGNORECASE)}
+    return len(named) >= TIMETABLE_WEEKDAYS
+
+
 def resolve_relative_dates(text: str, said_on: date) -> str:
     """``text`` with each relative date phrase followed by the date it means, said on ``said_on``:
-    "last Saturday" becomes "last Saturday (20 May 2023)"."""
-
-    def resolved(match: re.Match[str]) -> str:
+    "last Saturday" becomes "last Saturday (20 May 2023)". The date goes after what is tied to the
+    phrase ("last year's (2022) numbers", "June 17 and 18 (17 June 2023)"), so the words said stay
+    together; a day of every week ("Friday afternoons", a timetable's days) and "in one day" (how
+    long) gain none."""
+    parts: list[str] = []
+    done = 0
+    for match in _PHRASE.finditer(text):
         meaning = _meaning(match, said_on, text)
-        return f"{match.group(0)} ({meaning})" if meaning else match.group(0)
-
-    return _PHRASE.sub(resolved, text)
+        if meaning is None:
+            continue
+        tied = _TIED.match(text, match.end())
+        end = tied.end() if tied else match.end()
+        parts += [text[done:end], f" ({meaning})"]
+        done = end
+    return "".join(parts) + text[done:]

@@ -40,10 +40,27 @@ THURSDAY = date(2023, 5, 25)
         ("It was December 28th. Cold!", "It was December 28th (28 December 2022). Cold!"),
         ("on 31st of February, and on March 3, 2024", "on 31st of February, and on March 3, 2024"),
         ("last week", "last week (the week of 15 May 2023)"),
+        ("last year's numbers were low", "last year's (2022) numbers were low"),
+        ("the crew comes on June 17 and 18.", "the crew comes on June 17 and 18 (17 June 2023)."),
+        ("the crew comes on June 17 and 18:00 is late", "the crew comes on June 17 (17 June 2023) and 18:00 is late"),
     ],
 )
 def test_a_relative_date_keeps_its_words_and_gains_the_date_it_means(said, meant):
     assert resolve_relative_dates(said, THURSDAY) == meant
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Peak demand is Tuesday and Thursday mornings.",
+        "Friday afternoons are nearly empty.",
+        "Lectures meet Monday, Wednesday and Friday at 09:05.",
+        "No student should have more than two exams in one day.",
+        "We did it all in a day.",
+    ],
+)
+def test_a_day_of_every_week_and_a_length_of_time_gain_no_date(text):
+    assert resolve_relative_dates(text, THURSDAY) == text
 
 
 def test_text_without_a_relative_date_is_unchanged():
