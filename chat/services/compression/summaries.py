@@ -68,7 +68,8 @@ class Shrunk:
 
 class Summarizer:
     """The LLM calls of one compression, each capped to its target and to what the context leaves;
-    ``extractive``: why none is made this time, the extract standing in for every summary."""
+    ``extractive``: why none is made this time, the extract standing in for every summary (as it
+    always does for a small model, ``small``)."""
 
     def __init__(
         self, session: Session, gateway: Gateway, counter: TokenCounter, *, extractive: str | None = None
