@@ -83,8 +83,10 @@ TIER3 = 16384
 TIER2 = 8192
 # The served model's selections squeezed so that a few turns reach the trigger: a Tier 3 (16K,
 # three checkpoints kept) to 1,500 tokens, a Tier 2 (8K) and a 4K to 1,200.
-# A model size whose summaries the compression takes as written (not a small model's).
+# A model size whose summaries the compression asks for and takes as written (a small model is asked for none).
 WRITER_SIZE_B = 7.0
+# The ``how`` of a small model's checkpoint, which the model was not asked for (issue 45, item 6).
+SMALL_MODEL_HOW = "extract: a small model's summaries do not help"
 SMALL_CONTEXTS = {SERVED_MODEL: {TIER3: 1500, TIER2: 1200, 4096: 1200}}
 # Plain prose without paths, numbers, quotes or decisions: no key facts, so a canned summary is
 # never retried for lost facts and each compression is one call.
@@ -276,9 +278,9 @@ def compress_with_model_summaries(
     the model's tokenizer). Fails unless the compression asked for exactly those.
 
     The session's model must not be a small one (``small_session(parameter_size_b=WRITER_SIZE_B)``):
-    a small model's summary stands only when it keeps as many facts as the extract."""
+    a small model is asked for no summary, its extract stands."""
     session.refresh_from_db()
-    assert not is_small_model(session.model_parameter_size_b), "a small model's summaries are not taken as written"
+    assert not is_small_model(session.model_parameter_size_b), "a small model is asked for no summary"
     summary_max = session_effective_limits(session).summary_max_tokens
     number = session.compression_count + 1
     active = list(active_checkpoints(session=session))

@@ -217,8 +217,8 @@ def parameter_size_from_tag(model: str) -> float | None:
 
 
 # Under this many billions of parameters a model's summaries are mostly filler (SmolLM2-135M
-# copies the prompt's scaffolding and invents the rest): its checkpoints are the extract
-# unless its summary keeps as many facts.
+# copies the prompt's scaffolding and invents the rest, and never keeps more facts than the
+# extract): it is not asked for any, its checkpoints are the extract.
 SMALL_MODEL_MAX_B = 1.0
 
 

@@ -7,11 +7,20 @@ from collections.abc import Iterator
 
 import pytest
 
+from chat.models import Session
 from chat.selectors.context import session_budget
 from engine.llm.embedded import MODEL_NAME
 from engine.llm.gateway import Gateway
 from engine.llm.ollama_backend import OllamaBackend
-from tests.factories import E2E_USERNAME, LOGIN_ANSWER, LOGIN_QUESTION, TIER2, converse, small_session
+from tests.factories import (
+    E2E_USERNAME,
+    LOGIN_ANSWER,
+    LOGIN_QUESTION,
+    TIER2,
+    WRITER_SIZE_B,
+    converse,
+    small_session,
+)
 from tests.support.drop_in import DropIn
 from tests.support.live_server import manage, serve
 from tests.support.model_server import ModelServerProcess, free_port
@@ -139,6 +148,15 @@ def due_session(user):
     converse(session, 18, question=LOGIN_QUESTION, answer=LOGIN_ANSWER, markers_at=1)
     assert session_budget(session=session).compression_due
     return session
+
+
+@pytest.fixture
+def writer(due_session):
+    """``due_session``'s model made one whose summaries are asked for (``WRITER_SIZE_B``): a small
+    model (the served one, 135M) is asked for none, the extract stands."""
+    Session.objects.filter(pk=due_session.pk).update(model_parameter_size_b=WRITER_SIZE_B)
+    due_session.refresh_from_db()
+    return due_session
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,9 @@
 ``OLLM_COMPRESSION_RETRY_SECONDS`` in turn, one retry at a time per session, until the last.
 
 The model is the Ollama stand-in, told to fail (``fail_status``) and then to behave; the waits
-are a fraction of a second here, and every wait of the test is on a condition.
+are a fraction of a second here, and every wait of the test is on a condition. Its sessions are of
+a model that is asked for summaries (``writer``): a small one is asked for none, so the model
+cannot fail its compression.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from chat.services.compression import (
 from tests.factories import event_types
 from tests.support.timing import wait_until
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("writer")]
 
 SUMMARY = "Logins are validated and audited."
 

@@ -95,6 +95,7 @@ async def test_a_compression_waiting_for_the_model_shows_as_queued(fake_ollama, 
     from chat.services.sessions import session_create
     from engine.llm.gateway import Gateway
     from engine.llm.ollama_backend import OllamaBackend
+    from tests.factories import WRITER_SIZE_B
     from tests.support.model_server import SERVED_MODEL
 
     fake_ollama.behaviour.canned_reply = "Short summary."
@@ -103,7 +104,8 @@ async def test_a_compression_waiting_for_the_model_shows_as_queued(fake_ollama, 
 
     def build():
         with override_settings(OLLM_MODEL_CONTEXT_OVERRIDES={SERVED_MODEL: {8192: 600}}):
-            session = session_create(owner=user, model=SERVED_MODEL, context_size=8192)
+            # A model that is asked for its summary: a small one is asked for nothing, so never queued.
+            session = session_create(owner=user, model=SERVED_MODEL, context_size=8192, parameter_size_b=WRITER_SIZE_B)
         for index in range(10):
             message_create(session=session, role="user", content=f"q{index}")
             message_create(session=session, role="assistant", content="A fairly long answer here. " * 8)

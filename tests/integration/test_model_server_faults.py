@@ -20,7 +20,7 @@ from chat.services.compression import CompressionOutcome, compression_run
 from chat.services.messages import message_create
 from chat.services.sessions import session_create
 from engine.llm.embedded import MODEL_NAME
-from tests.factories import LOGIN_ANSWER, frames_until, frozen, socket
+from tests.factories import LOGIN_ANSWER, WRITER_SIZE_B, frames_until, frozen, socket
 from tests.support.timing import scaled, wait_until
 
 
@@ -69,6 +69,7 @@ def test_a_model_server_killed_mid_compression_changes_nothing_and_the_next_one_
             context_size=8192,
             system_prompt="Be brief.",
             settings={"compression": {"summary_max_tokens": 48}},
+            parameter_size_b=WRITER_SIZE_B,  # asked for its summary: a small model is asked for nothing
         )
     for index in range(18):
         message_create(session=session, role="user", content=f"Question {index} about logins?")

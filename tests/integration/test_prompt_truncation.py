@@ -19,7 +19,7 @@ from chat.selectors.context import session_budget
 from chat.services.compression import compression_run
 from chat.services.messages import message_create
 from chat.services.turn import TurnSend, turn_take
-from tests.factories import GREEDY_REPLIES, converse, small_session, until_due
+from tests.factories import GREEDY_REPLIES, WRITER_SIZE_B, converse, small_session, until_due
 from tests.support.model_server import SERVED_MODEL
 
 SYSTEM = "You are the assistant of the Acme login project. The password hashing is argon2."
@@ -141,7 +141,7 @@ def test_a_truncated_turn_is_caught_recorded_and_the_next_prompt_fits(user, gate
 
 @pytest.mark.django_db
 def test_a_summary_request_the_server_cut_fails_the_compression_and_changes_nothing(user, gateway, fake_ollama):
-    session = small_session(user, system_prompt=SYSTEM)
+    session = small_session(user, system_prompt=SYSTEM, parameter_size_b=WRITER_SIZE_B)  # a model that is asked
     until_due(session)
     before = list(Message.objects.filter(session=session).values_list("id", "compressed_into_id"))
     fake_ollama.behaviour.ollama_overflow = True

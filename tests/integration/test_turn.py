@@ -24,7 +24,7 @@ from engine.llm.gateway import Gateway
 from engine.llm.ollama_backend import OllamaBackend
 from engine.llm.types import ContextOverflow, LLMError, ModelNotFound
 from tests.factories import GREEDY_REPLIES, LOGIN_ANSWER, LOGIN_QUESTION
-from tests.support.model_server import SERVED_MODEL
+from tests.support.model_server import UNTAGGED_MODEL
 from tests.support.timing import scaled
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -256,13 +256,14 @@ def _nearly_full(session: Session) -> None:
 
 def _summarizer_fails(how: str, embedded_backend, fake_ollama, closed_port_url) -> tuple[Gateway, str]:
     """The embedded model answers the turn; its summaries go to an Ollama model that fails them:
-    an Ollama that does not answer, or the stand-in holding every generation past the timeout."""
+    an Ollama that does not answer, or the stand-in holding every generation past the timeout. Neither
+    summarizer's tag says it is a small model, so it is asked (a small one is asked for nothing)."""
     if how == "unreachable":
         return Gateway(mode="auto", embedded=embedded_backend, ollama=OllamaBackend(host=closed_port_url)), "qwen:7b"
     fake_ollama.hold()
     return (
         Gateway(mode="auto", embedded=embedded_backend, ollama=OllamaBackend(host=fake_ollama.url, timeout=1)),
-        SERVED_MODEL,
+        UNTAGGED_MODEL,
     )
 
 

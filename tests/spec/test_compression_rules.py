@@ -37,7 +37,7 @@ def test_only_assistant_and_tool_output_is_compressed(user, gateway, fake_ollama
     A conversation of questions, answers and tool results compressed by the service: only answers and tool
     results go into checkpoints, and only they are sent to the model to summarize."""
     fake_ollama.behaviour.canned_reply = "A recap of the catalogue lookups and of the answers about them."
-    session = small_session(user)
+    session = small_session(user, parameter_size_b=WRITER_SIZE_B)  # a model that is asked to summarize
     index = 0
     while not session_budget(session=session).compression_due:
         message_create(session=session, role="user", content=f"Please look up entry {index} of the catalogue?")

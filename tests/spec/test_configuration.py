@@ -19,7 +19,7 @@ from engine.core.config import (
 )
 from engine.core.selection import ContextMessage, select_for_compression
 from engine.resources import count_text_tokens
-from tests.factories import converse, created, event_types, small_session, until_due
+from tests.factories import WRITER_SIZE_B, converse, created, event_types, small_session, until_due
 
 
 def test_default_values():
@@ -160,7 +160,7 @@ def test_truncate_strategy_needs_no_llm(user, gateway, fake_ollama):
 def test_summary_max_tokens_caps_the_summary(user, gateway, fake_ollama):
     """Spec: "summaryMaxTokens: number; // Max tokens for summary"."""
     fake_ollama.behaviour.canned_reply = " ".join(f"Recap item {n} covers answer {n}." for n in range(1, 40))
-    session = small_session(user, compression={"summary_max_tokens": 40})
+    session = small_session(user, parameter_size_b=WRITER_SIZE_B, compression={"summary_max_tokens": 40})
     until_due(session)
     outcome = compression_run(session_id=session.pk, gateway=gateway)
     (request,) = [r for r in fake_ollama.behaviour.requests if r["path"] == "/api/chat"]

@@ -274,26 +274,24 @@ def _compress(
     chosen = [m for m in active if m.id in set(selection.message_ids)]
     transcript = _transcript(chosen)
     goal = active_goal(session=session)
-    # A model that can summarize is asked for the facts of any conversation, with whom and when; a small
-    # one copies the request, and its extract stands in anyway.
-    capable = not summarizer.small
+    # The model asked (one that can summarize: a small one never is) is asked for the facts of any
+    # conversation too, with whom and when.
     prompt = (
-        build_goal_summary_prompt(goal_view(goal=goal), transcript, facts=capable)
+        build_goal_summary_prompt(goal_view(goal=goal), transcript, facts=True)
         if goal
-        else build_summary_prompt(transcript, facts=capable)
+        else build_summary_prompt(transcript, facts=True)
     )
     target = limits.summary_max_tokens
-    # The ledger is filled first, with its share, so that the clauses it ranks highest outlive aging; where an
-    # extract will stand (a small model's summaries do not help, or the session asks for none), it gets what
-    # is left of the room a checkpoint may take, and leaves out the ledger's clauses. A model that can
-    # summarize writes to the spec's target.
+    # The ledger is filled first, with its share, so that the clauses it ranks highest outlive aging; where the
+    # extract stands (the model is not asked: a small one, set aside, or the session asks for none), it gets
+    # what is left of the room a checkpoint may take, and leaves out the ledger's clauses. A model that is
+    # asked writes to the spec's target.
     ledger_facts = clause_facts(chosen)
     room = int(selection.tokens * (1 - MIN_SHRINK)) - HEADING_TOKENS
     first = ledger_fit(session=session, facts=ledger_facts, shown=[], room=room)
     held = [split_said(fact.text)[1] for fact in first.entries]
-    extract_stands = summarizer.small or extractive is not None or config.compression.strategy != "summarize"
     extract_target = max(MIN_TARGET_TOKENS, min(target, room - count_text_tokens(render_ledger(held))))
-    summary_target = extract_target if extract_stands else target
+    summary_target = target if summarizer.asks(config.compression.strategy) else extract_target
     how = " extractively" if extractive is not None else ""
     progress_publish(
         session_id=session.pk,
@@ -435,7 +433,7 @@ def _rollover(
         text=f"Rolling over: {plural(len(checkpoints), 'checkpoint')} and {plural(len(moved), 'message')}"
         f" ({plan.user_messages:,} of them yours)…",
     )
-    prompt = build_merge_prompt(parts, target_tokens=target, facts=not summarizer.small)
+    prompt = build_merge_prompt(parts, target_tokens=target, facts=True)
     shrunk = summarizer.shrink(
         [cp.summary for cp in checkpoints] + [m.content for m in moved],
         prompt,
