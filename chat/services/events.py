@@ -1,12 +1,22 @@
+"""The domain's events: what the services tell whoever listens, as typed values, and the spec's events they store.
+
+A service publishes an event (``publish``) and knows nothing of who hears it: the chat pages hear the
+notifications through ``chat.web.channel_events``, which maps each to a channel-layer message, and the
+requests for background work reach ``chat.tasks.task_dispatch``, which runs them in a Celery worker or in a
+thread of this process. Both subscribe when the app is ready (``chat.apps``). Nothing here names a channel
+group, a message type, a task or a broker's setting.
+"""
+
 from __future__ import annotations
 
-import asyncio
 import logging
-from typing import Any
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
 from uuid import UUID
 
-from asgiref.sync import async_to_sync
-from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import transaction
 
 from chat.models import ContextEvent, EventType, Message, Session
@@ -14,64 +24,122 @@ from engine.core.recall import Recall
 from engine.resources import count_text_tokens
 
 logger = logging.getLogger(__name__)
-PUBLISH_TIMEOUT_SECONDS = 5
 
 
-def session_group(session_id: UUID) -> str:
-    """The channel-layer group of a session's open pages."""
-    return f"session-{session_id}"
+# What open pages are told, as it happens.
 
 
-def event_message(event: ContextEvent) -> dict[str, Any]:
-    return {
-        "type": "context.event",
-        "event": {
-            "id": event.id,
-            "type": event.type,
-            "payload": event.payload,
-            "created_at": event.created_at.isoformat(),
-        },
-    }
+@dataclass(frozen=True)
+class EventRecorded:
+    """One of the spec's events was stored and committed (``event_record``): a compression started or
+    ended, a checkpoint aged, a snapshot was taken, the context changed…"""
+
+    session_id: UUID
+    id: int
+    type: str
+    payload: dict[str, Any]
+    created_at: datetime
 
 
-# The event loop the websocket consumers of this process run on. The in-memory channel
-# layer's queues belong to it: a compression thread must hand its sends to that loop,
-# or a waiting consumer is only woken by the loop's next unrelated wake-up.
-_consumer_loop: asyncio.AbstractEventLoop | None = None
+@dataclass(frozen=True)
+class ProgressReported:
+    """A passing progress line of a compression ("Aging checkpoint 2 of 3…"); not stored."""
+
+    session_id: UUID
+    text: str
 
 
-def consumer_loop_register(loop: asyncio.AbstractEventLoop) -> None:
-    global _consumer_loop
-    _consumer_loop = loop
+@dataclass(frozen=True)
+class HistoryChanged:
+    """Messages were written elsewhere than on a chat page; ``after_position``: only after it (None: anywhere)."""
+
+    session_id: UUID
+    after_position: int | None = None
 
 
-def _group_send(session_id: UUID, message: dict[str, Any]) -> None:
-    group_send(session_group(session_id), message)
+@dataclass(frozen=True)
+class GoalsChanged:
+    """The session's goals, decisions or artifacts changed."""
+
+    session_id: UUID
 
 
-def group_send(group: str, message: dict[str, Any]) -> None:
-    """``message`` to the consumers in ``group``, from sync code: a request, a signal, a compression thread."""
-    layer = get_channel_layer()
-    if layer is None:
-        return
-    loop = _consumer_loop
-    in_memory = isinstance(layer, InMemoryChannelLayer)
-    if in_memory and loop is not None and loop.is_running():
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is not loop:
-            asyncio.run_coroutine_threadsafe(layer.group_send(group, message), loop).result(
-                timeout=PUBLISH_TIMEOUT_SECONDS
-            )
-            return
-    async_to_sync(layer.group_send)(group, message)
+@dataclass(frozen=True)
+class LoginEnded:
+    """A login of the user may have ended; ``session_key``: the Django session a logout ended, if one did."""
+
+    user_id: int
+    session_key: str | None = None
 
 
-def _publish(event: ContextEvent) -> None:
+# What is asked to run in the background.
+
+
+@dataclass(frozen=True)
+class CompressionRequested:
+    """Run attempt ``attempt`` of a compression of the session (``compression_attempt``) in ``delay`` seconds;
+    ``token``: the pending retry it is (``compression_retry_pend``), None for a first attempt."""
+
+    session_id: UUID
+    reason: str
+    force: bool = False
+    attempt: int = 1
+    token: str | None = None
+    delay: float = 0
+
+
+@dataclass(frozen=True)
+class CompressionRetryDropped:
+    """No retry of a compression waits for the session any more: one still waiting to run need not."""
+
+    session_id: UUID
+
+
+@dataclass(frozen=True)
+class TitleRequested:
+    """Write the session's title (``session_title_write``)."""
+
+    session_id: UUID
+
+
+E = TypeVar("E")
+
+# The handlers of each type of event, in the order they subscribed.
+_handlers: dict[type[Any], list[Callable[[Any], None]]] = {}
+_handlers_lock = threading.Lock()
+
+
+def subscribe(event_type: type[E], handler: Callable[[E], None]) -> None:
+    """Call ``handler`` with each event of ``event_type`` published from now on (once, however often it subscribes)."""
+    with _handlers_lock:
+        handlers = _handlers.setdefault(event_type, [])
+        if handler not in handlers:
+            handlers.append(handler)
+
+
+def unsubscribe(event_type: type[E], handler: Callable[[E], None]) -> None:
+    with _handlers_lock:
+        if handler in _handlers.get(event_type, []):
+            _handlers[event_type].remove(handler)
+
+
+def subscribers(event_type: type[Any]) -> tuple[Callable[[Any], None], ...]:
+    """The handlers that hear each event of ``event_type``."""
+    return tuple(_handlers.get(event_type, ()))
+
+
+def publish(event: object) -> None:
+    """Hand ``event`` to the handlers of its type, in this thread, now; a handler's error reaches the caller."""
+    for handler in list(_handlers.get(type(event), ())):
+        handler(event)
+
+
+def _publish_recorded(event: ContextEvent) -> None:
+    recorded = EventRecorded(
+        session_id=event.session_id, id=event.id, type=event.type, payload=event.payload, created_at=event.created_at
+    )
     try:
-        _group_send(event.session_id, event_message(event))
+        publish(recorded)
     except Exception:  # a page missing one live update must not undo the event
         logger.exception("could not publish %s event %s", event.type, event.id)
 
@@ -81,7 +149,7 @@ def progress_publish(*, session_id: UUID, text: str) -> None:
 
     Precondition: called outside a transaction (from the compression's LLM phase)."""
     try:
-        _group_send(session_id, {"type": "context.progress", "text": text})
+        publish(ProgressReported(session_id=session_id, text=text))
     except Exception:
         logger.exception("could not publish progress for session %s", session_id)
 
@@ -93,7 +161,7 @@ def history_publish(*, session_id: UUID, after_position: int | None = None) -> N
 
     Precondition: called once the messages are committed."""
     try:
-        _group_send(session_id, {"type": "chat.history", "after_position": after_position})
+        publish(HistoryChanged(session_id=session_id, after_position=after_position))
     except Exception:  # a page missing one live update must not fail the turn
         logger.exception("could not publish new messages of session %s", session_id)
 
@@ -104,7 +172,7 @@ def goals_publish(*, session_id: UUID) -> None:
 
     Precondition: called once the change is committed."""
     try:
-        _group_send(session_id, {"type": "context.goals"})
+        publish(GoalsChanged(session_id=session_id))
     except Exception:  # a page missing one live update must not undo the change
         logger.exception("could not publish a goal change of session %s", session_id)
 
@@ -113,10 +181,10 @@ def event_record(
     *, session: Session, type: EventType, payload: dict[str, Any] | None = None, publish: bool = True
 ) -> ContextEvent:
     """Persist one of the spec's events (inside the caller's transaction, if any) and, once that
-    commits and ``publish`` says so, publish it to the session's group so open pages see it as it happens."""
+    commits and ``publish`` says so, publish it (``EventRecorded``) so open pages see it as it happens."""
     event = ContextEvent.objects.create(session=session, type=type, payload=payload or {})
     if publish:
-        transaction.on_commit(lambda: _publish(event))
+        transaction.on_commit(lambda: _publish_recorded(event))
     return event
 
 
@@ -140,17 +208,12 @@ def recall_record(*, session: Session, message: Message, found: Recall) -> Conte
     )  # fmt: skip
 
 
-def user_group(user_id: int) -> str:
-    """The channel-layer group of a user's open chat sockets (``chat.web.consumers``)."""
-    return f"user-{user_id}"
-
-
 def user_sockets_recheck(*, user_id: int, logged_out_session: str | None = None) -> None:
     """Tell the user's open chat sockets their login may have ended, so they close (4401) at once rather than
     at their next frame: those of ``logged_out_session`` (the Django session a logout ends) do, and every other
     one checks its own session afresh (a password change or a deactivation ends it; another browser's logout
     does not)."""
     try:
-        group_send(user_group(user_id), {"type": "login.ended", "session_key": logged_out_session})
+        publish(LoginEnded(user_id=user_id, session_key=logged_out_session))
     except Exception:  # the sockets still end at their next frame
         logger.exception("could not tell the open sockets of user %s that a login ended", user_id)

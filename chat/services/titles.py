@@ -5,47 +5,32 @@ or, when the model's answer is no title, the first words of the first message.""
 from __future__ import annotations
 
 import logging
-import threading
 from uuid import UUID
 
 from asgiref.sync import async_to_sync
-from celery import current_app
-from django.conf import settings
-from django.db import connections, transaction
+from django.db import transaction
 
 from chat.gateway import get_gateway
 from chat.models import MAX_TITLE_LENGTH, Message, Session
+from chat.services.events import TitleRequested, publish
 from engine.core.titles import TITLE_MAX_TOKENS, clean_title, fallback_title, title_prompt
 from engine.llm import ChatMessage, ChatRequest, Gateway, LLMError, Sampling
 
 logger = logging.getLogger(__name__)
 
-# The Celery task (``chat.tasks``) is an entry point above this module: it is sent by name.
-TITLE_TASK = "chat.tasks.title_session"
 # The title request's context: the prompt quotes at most a few hundred characters of each message.
 TITLE_NUM_CTX = 1024
 
 
 def session_title_schedule(*, session_id: UUID) -> None:
-    """Write the session's title in the background once the current transaction commits (with a broker,
-    the Celery task ``TITLE_TASK``; without one, a thread of this process, so the turn does not wait)."""
+    """Write the session's title in the background once the current transaction commits (``TitleRequested``,
+    which ``chat.tasks.task_dispatch`` runs: with a broker, a Celery task; without one, a thread of this
+    process, so the turn does not wait)."""
 
     def enqueue() -> None:
-        if settings.CELERY_TASK_ALWAYS_EAGER:
-            threading.Thread(target=_in_thread, args=(session_id,), name=f"title-{session_id}", daemon=True).start()
-        else:
-            current_app.send_task(TITLE_TASK, args=[str(session_id)])
+        publish(TitleRequested(session_id=session_id))
 
     transaction.on_commit(enqueue)
-
-
-def _in_thread(session_id: UUID) -> None:
-    try:
-        session_title_write(session_id=session_id)
-    except Exception:  # a thread's error would go nowhere: the session keeps its title
-        logger.exception("the title of session %s could not be written", session_id)
-    finally:
-        connections.close_all()  # this thread's database connection would otherwise stay open for good
 
 
 def _first_exchange(session_id: UUID) -> tuple[str, str] | None:

@@ -28,8 +28,8 @@ from django.template.loader import render_to_string
 from chat.models import MAX_MESSAGE_CHARS
 from chat.selectors.sessions import session_for_owner
 from chat.services.attachments import Attachment
-from chat.services.events import consumer_loop_register, session_group, user_group
 from chat.services.turn import TurnContinue, TurnEdit, TurnRegenerate, TurnRetry, TurnSend, TurnVariant
+from chat.web.channel_events import consumer_loop_register, session_group, user_group
 from chat.web.fragments import chat_fragments
 from chat.web.live import STILL_COMING, reply_in_flight, reply_join, reply_start, reply_stop
 
@@ -184,8 +184,9 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
             await self.send_error(STILL_COMING)
 
     async def login_ended(self, message: dict[str, Any]) -> None:
-        """A login of the socket's user ended (``chat.services.events.user_sockets_recheck``): the logout of this
-        socket's own Django session closes it; otherwise it closes if its session no longer logs the user in."""
+        """A login of the socket's user ended (``chat.services.events.user_sockets_recheck``, delivered by
+        ``chat.web.channel_events``): the logout of this socket's own Django session closes it; otherwise it
+        closes if its session no longer logs the user in."""
         own = getattr(self.scope.get("session"), "session_key", None)
         if (own is not None and message.get("session_key") == own) or not await self.still_logged_in():
             await self.end_login()

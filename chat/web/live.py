@@ -24,8 +24,8 @@ from django.template.loader import render_to_string
 
 from chat.models import Message
 from chat.selectors.sessions import ModelUnavailable
-from chat.services.events import session_group
 from chat.services.turn import TurnVariant, turn_take
+from chat.web.channel_events import session_group
 from chat.web.fragments import chat_fragments
 from chat.web.rendering import render_markdown
 from engine.llm.types import ContextOverflow, LLMError

@@ -173,7 +173,7 @@ async def test_a_goal_set_elsewhere_while_the_reply_streams_comes_with_the_turn(
 async def test_a_history_change_while_a_reply_streams_resends_the_history_at_its_end(small_session, user, app_gateway):
     from channels.layers import get_channel_layer
 
-    from chat.services.events import session_group
+    from chat.web.channel_events import session_group
 
     communicator = await socket(small_session.pk, user)
     assert (await communicator.connect())[0]

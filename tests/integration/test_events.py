@@ -7,7 +7,8 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
 from chat.models import EventType
-from chat.services.events import event_record, session_group
+from chat.services.events import event_record
+from chat.web.channel_events import session_group
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

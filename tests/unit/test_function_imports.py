@@ -15,7 +15,8 @@ DOC = ROOT / "docs" / "architecture.md"
 
 # (file, function, the import), as docs/architecture.md says why.
 NAMED = {
-    ("chat/apps.py", "ChatConfig.ready", "from chat import signals"),
+    ("chat/apps.py", "ChatConfig.ready", "from chat import signals, tasks"),
+    ("chat/apps.py", "ChatConfig.ready", "from chat.web import channel_events"),
     (
         "search/selectors.py",
         "_PostgresMatches.__init__",

@@ -6,7 +6,6 @@ imports them (pyproject.toml's import contracts)."""
 from chat.services.compression.retry import compression_retry_pending
 from chat.services.compression.run import CompressionOutcome, compression_run, session_effective_limits
 from chat.services.compression.schedule import (
-    COMPRESS_TASK,
     compression_attempt,
     compression_maybe_schedule,
     compression_schedule,
@@ -14,7 +13,6 @@ from chat.services.compression.schedule import (
 from chat.services.compression.wait import compression_failure_since, compression_running, compression_wait
 
 __all__ = [
-    "COMPRESS_TASK",
     "CompressionOutcome",
     "compression_attempt",
     "compression_failure_since",

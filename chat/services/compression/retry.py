@@ -2,13 +2,12 @@
 (``OLLM_COMPRESSION_RETRY_SECONDS``), which failures are worth one, and the one retry per
 session that waits to run.
 
-A pending retry is a token in the cache (any process may supersede it), and, without a
-broker, the timer of this process that will run it.
+A pending retry is a token in the cache (any process may supersede it); what waits to run it (a
+Celery task's countdown, or without a broker a timer of this process: ``chat.tasks``) checks it.
 """
 
 from __future__ import annotations
 
-import threading
 import uuid
 from typing import Any
 from uuid import UUID
@@ -16,6 +15,7 @@ from uuid import UUID
 from django.conf import settings
 from django.core.cache import cache
 
+from chat.services.events import CompressionRetryDropped, publish
 from engine.core.backoff import Backoff
 from engine.llm import LLMError
 from engine.llm.types import ContextOverflow, ModelNotFound
@@ -63,18 +63,11 @@ def compression_retry_superseded(*, session_id: UUID, token: str) -> bool:
     return pending != token
 
 
-# The retries this process waits to run (without a broker): a superseded one stops waiting.
-_retry_timers: dict[UUID, threading.Timer] = {}
-_retry_timers_lock = threading.Lock()
-
-
 def compression_retry_forget(*, session_id: UUID) -> None:
-    """No retry waits for the session any more: its token is dropped, its timer here cancelled."""
+    """No retry waits for the session any more: its token is dropped, and whatever waits to run it is
+    told (``CompressionRetryDropped``: the timer of this process, without a broker, is cancelled)."""
     cache.delete(_retry_key(session_id))
-    with _retry_timers_lock:
-        timer = _retry_timers.pop(session_id, None)
-    if timer is not None:
-        timer.cancel()
+    publish(CompressionRetryDropped(session_id=session_id))
 
 
 def compression_retry_pend(*, session_id: UUID, delay: float) -> str:
@@ -83,9 +76,3 @@ def compression_retry_pend(*, session_id: UUID, delay: float) -> str:
     compression_retry_forget(session_id=session_id)
     cache.set(_retry_key(session_id), token, timeout=delay + RETRY_GRACE_SECONDS)
     return token
-
-
-def compression_retry_keep_timer(*, session_id: UUID, timer: threading.Timer) -> None:
-    """The timer of this process that runs the session's pending retry, cancelled if it is superseded."""
-    with _retry_timers_lock:
-        _retry_timers[session_id] = timer

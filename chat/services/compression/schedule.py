@@ -6,30 +6,23 @@ model is asked for), ``retry`` (the backoff) and ``wait`` (the one wait for a ru
 
 from __future__ import annotations
 
-import threading
-from typing import Any
 from uuid import UUID
 
-from celery import current_app
-from django.conf import settings
-from django.db import connections, transaction
+from django.db import transaction
 
 from chat.models import Session
 from chat.selectors.context import session_budget, session_config
 from chat.services.compression.retry import (
     compression_retry_forget,
-    compression_retry_keep_timer,
     compression_retry_pend,
     compression_retry_pending,
     compression_retry_superseded,
 )
 from chat.services.compression.run import CompressionOutcome, compression_run
 from chat.services.compression.wait import compression_running
+from chat.services.events import CompressionRequested, publish
 from chat.services.snapshots import snapshot_auto_create
 from engine.core.budget import Budget
-
-# The Celery task (``chat.tasks``) is an entry point above this module: it is sent by name.
-COMPRESS_TASK = "chat.tasks.compress_session"
 
 
 def compression_schedule(*, session_id: UUID, reason: str, force: bool = False) -> None:
@@ -37,33 +30,15 @@ def compression_schedule(*, session_id: UUID, reason: str, force: bool = False) 
     (``force``: even when the budget does not call for one, as "Compress now" asks); one the
     model fails is tried again by itself (``compression_attempt``).
 
-    With a broker, a Celery worker runs the task ``COMPRESS_TASK``; without one (the
-    embedded default) it runs in a thread of this process, so the turn does not wait.
+    It is asked for (``CompressionRequested``) and ``chat.tasks.task_dispatch`` runs it: a Celery
+    worker with a broker, a thread of this process without one (the embedded default), so the
+    turn does not wait.
     """
 
     def enqueue() -> None:
-        if settings.CELERY_TASK_ALWAYS_EAGER:
-            _in_thread(session_id, name=f"compress-{session_id}", reason=reason, force=force).start()
-        else:
-            current_app.send_task(COMPRESS_TASK, args=[str(session_id), reason, force])
+        publish(CompressionRequested(session_id=session_id, reason=reason, force=force))
 
     transaction.on_commit(enqueue)
-
-
-def _in_thread(session_id: UUID, *, name: str, delay: float = 0, **attempt: Any) -> threading.Timer:
-    """``compression_attempt`` in a daemon thread of this process, ``delay`` seconds after it starts."""
-
-    def run() -> None:
-        try:
-            compression_attempt(session_id=session_id, **attempt)
-        finally:
-            # This thread's database connection would otherwise stay open for good.
-            connections.close_all()
-
-    timer = threading.Timer(delay, run)
-    timer.daemon = True
-    timer.name = name
-    return timer
 
 
 def compression_attempt(
@@ -87,28 +62,14 @@ def compression_attempt(
 
 
 def _retry_schedule(session_id: UUID, *, reason: str, attempt: int, delay: float) -> None:
-    """Attempt number ``attempt`` in ``delay`` seconds: a Celery task with that countdown, or a
-    timer thread of this process without a broker."""
+    """Attempt number ``attempt`` in ``delay`` seconds (``chat.tasks.task_dispatch``: a Celery task with
+    that countdown, or a timer thread of this process without a broker)."""
     token = compression_retry_pend(session_id=session_id, delay=delay)
-    if settings.CELERY_TASK_ALWAYS_EAGER:
-        timer = _in_thread(
-            session_id,
-            name=f"compress-retry-{session_id}",
-            delay=delay,
-            reason=reason,
-            force=False,
-            attempt=attempt,
-            token=token,
+    publish(
+        CompressionRequested(
+            session_id=session_id, reason=reason, force=False, attempt=attempt, token=token, delay=delay
         )
-        compression_retry_keep_timer(session_id=session_id, timer=timer)
-        timer.start()
-    else:
-        current_app.send_task(
-            COMPRESS_TASK,
-            args=[str(session_id), reason, False],
-            kwargs={"attempt": attempt, "token": token},
-            countdown=delay,
-        )
+    )
 
 
 def compression_maybe_schedule(*, session: Session, budget: Budget | None = None) -> bool:
