@@ -1,9 +1,12 @@
 """The chat turn, the front door: what the rest of the app may call. Its insides are ``take`` (one
-turn, end to end) and ``room`` (the room the prompt leaves for a reply); no module outside the
-package imports them (pyproject.toml's import contracts)."""
+turn, end to end, synchronously: ``turn_run``), ``room`` (the room the prompt leaves for a reply),
+``driver`` (the turn's own event loop for the gateway's stream, and the Stop that cuts it short) and
+``shell`` (``turn_take``: the turn in a thread of its own, awaited, for the websocket and the
+streaming answers); no module outside the package imports them (pyproject.toml's import contracts)."""
 
+from chat.services.turn.driver import TurnStop, TurnStopped
+from chat.services.turn.shell import OnDelta, turn_take
 from chat.services.turn.take import (
-    OnDelta,
     TurnContinue,
     TurnEdit,
     TurnOutcome,
@@ -12,7 +15,7 @@ from chat.services.turn.take import (
     TurnSend,
     TurnToolResults,
     TurnVariant,
-    turn_take,
+    turn_run,
 )
 
 __all__ = [
@@ -23,7 +26,10 @@ __all__ = [
     "TurnRegenerate",
     "TurnRetry",
     "TurnSend",
+    "TurnStop",
+    "TurnStopped",
     "TurnToolResults",
     "TurnVariant",
+    "turn_run",
     "turn_take",
 ]
