@@ -6,7 +6,6 @@
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
@@ -36,7 +35,7 @@ from chat.formats.archive_file import SessionArchive, is_archive
 from chat.formats.file_checks import MAX_IMPORT_BYTES, ImportTooLarge
 from chat.formats.session_file import SessionFile
 from chat.models import Message, Session
-from chat.selectors.context import active_messages, session_context, session_last_event_id
+from chat.selectors.context import active_messages
 from chat.selectors.sessions import (
     message_of_session,
     message_versions,
@@ -46,7 +45,6 @@ from chat.selectors.sessions import (
     session_history,
     sessions_for_user,
 )
-from chat.services.compression import compression_wait
 from chat.services.events import history_publish
 from chat.services.files import (
     import_throttle,
@@ -58,7 +56,7 @@ from chat.services.files import (
 )
 from chat.services.revisions import message_version_choose
 from chat.services.sessions import session_branch, session_delete, session_start, session_update
-from chat.services.turn import TurnSend, turn_take
+from chat.services.turn import TurnSend, turn_run
 from engine.core.config import reply_max_tokens
 from engine.resources import context_profiles
 
@@ -308,38 +306,26 @@ def message_send(request: HttpRequest, session_id: UUID, payload: MessageIn, wai
     if payload.max_tokens is not None and not 0 < payload.max_tokens <= cap:
         message = f"max_tokens must be a positive integer of at most {cap:,} (the reply cap)."
         raise ValidationError({"max_tokens": message})
-    before = session_last_event_id(session=session)
     try:
-        outcome = async_to_sync(turn_take)(
-            session_id=session.pk, variant=TurnSend(payload.content), max_tokens=payload.max_tokens
+        # The turn settled: its messages and the context as they stand after it (a compression the turn
+        # made due has ended, when asked to wait for it), and whether a compression still runs.
+        outcome = turn_run(
+            session_id=session.pk,
+            variant=TurnSend(payload.content),
+            max_tokens=payload.max_tokens,
+            compression_wait_seconds=settings.OLLM_COMPRESSION_WAIT_SECONDS if wait_compression else 0,
         )
     except BaseException:
         # The message is stored whatever became of the reply: the session's open pages show it.
         history_publish(session_id=session.pk)
         raise
-    settled = async_to_sync(compression_wait)(
-        session_id=session.pk,
-        after_event_id=before,
-        timeout=settings.OLLM_COMPRESSION_WAIT_SECONDS if wait_compression else 0,
-        budget=outcome.context.budget,
-    )
-    session.refresh_from_db()
-    if not outcome.context_changed_meanwhile and session.context_version == outcome.context_version:
-        # Nothing but the reply has written to the context since the message was stored: the turn's
-        # report and messages stand.
-        user_message, assistant_message, context = outcome.user_message, outcome.assistant_message, outcome.context
-    else:
-        # A compression or a restore during the turn or since may have taken either message out of the context.
-        stored = Message.objects.in_bulk([outcome.user_message.pk, outcome.assistant_message.pk])
-        user_message, assistant_message = stored[outcome.user_message.pk], stored[outcome.assistant_message.pk]
-        context = session_context(session=session)
     # Last: the open pages append the turn's two messages (their rendering shares this process).
     history_publish(session_id=session.pk, after_position=outcome.user_message.position - 1)
     return {
-        "user_message": user_message,
-        "assistant_message": assistant_message,
-        "context": ContextOut.of_report(context),
+        "user_message": outcome.user_message,
+        "assistant_message": outcome.assistant_message,
+        "context": ContextOut.of_report(outcome.context),
         "prompt_tokens": outcome.prompt_tokens,
         "prompt_exact": outcome.prompt_exact,
-        "compression_running": not settled,
+        "compression_running": outcome.compression_running,
     }

@@ -34,7 +34,7 @@ from accounts.services import api_token_use
 from chat.formats.file_checks import ImportTooLarge, json_load
 from chat.selectors.sessions import ModelUnavailable, model_takes_tools
 from chat.services.client_tasks import ClientTaskRequest, client_task_answer, client_task_check
-from chat.services.conversations import conversation_reply, conversation_resolve
+from chat.services.conversations import conversation_answer, conversation_reply, conversation_resolve
 from chat.services.turn import OnDelta
 from engine.core.client_history import ClientHistoryError, ClientMessage, ClientToolCall, client_request
 from engine.core.client_tasks import client_label, task_kind
@@ -368,6 +368,8 @@ class Reply:
     answer: Answering
     session_id: UUID | None
     staff: bool = False  # its caller is staff: a model's error names the hosts
+    # A turn's answer when it does not stream: the synchronous turn, called as it is (``conversation_answer``).
+    answer_now: Callable[[], Answer] | None = None
 
     def now(self) -> Answer:
         """The answer to a request that does not stream; a turn's failure names the session it went to."""
@@ -376,7 +378,7 @@ class Reply:
             return await self.answer(None)
 
         try:
-            return async_to_sync(answered)()
+            return self.answer_now() if self.answer_now is not None else async_to_sync(answered)()
         except Exception as exc:
             if self.session_id is None:
                 raise
@@ -432,16 +434,16 @@ def reply_for(
         num_ctx=num_ctx,
         session_id=named,
     )
+    cap_asked = max_tokens.tokens if max_tokens is not None else None
     return Reply(
         lambda on_delta: conversation_reply(
-            conversation=conversation,
-            sampling=sampling,
-            on_delta=on_delta,
-            tools=tools,
-            max_tokens=max_tokens.tokens if max_tokens is not None else None,
+            conversation=conversation, sampling=sampling, on_delta=on_delta, tools=tools, max_tokens=cap_asked
         ),
         conversation.session.pk,
         staff=_is_staff(caller.user),
+        answer_now=lambda: conversation_answer(
+            conversation=conversation, sampling=sampling, tools=tools, max_tokens=cap_asked
+        ),
     )
 
 

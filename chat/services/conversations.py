@@ -2,8 +2,9 @@
 
 Such a client sends its whole history on every call. The request is mapped to a session of the
 token's owner (``conversation_resolve``), its new message goes through the same turn as the chat
-page's (``conversation_reply``), and the model is sent the managed prompt (system prompt, goal
-block, checkpoints, active messages), never the client's raw history.
+page's (``conversation_answer``; ``conversation_reply`` when the answer streams), and the model is
+sent the managed prompt (system prompt, goal block, checkpoints, active messages), never the
+client's raw history.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 from uuid import UUID
 
-from asgiref.sync import sync_to_async
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
@@ -42,14 +42,19 @@ from chat.services.sessions import (
     session_update,
 )
 from chat.services.turn import (
+    Hear,
     OnDelta,
     TurnContinue,
     TurnOutcome,
     TurnRetry,
     TurnSend,
+    TurnStop,
+    TurnStopped,
     TurnToolResults,
     TurnVariant,
-    turn_take,
+    turn_in_thread,
+    turn_listener,
+    turn_run,
 )
 from engine.core.client_history import ClientRequest, ClientToolCall, context_size_for, history_entries
 from engine.core.tokens import TokenCount
@@ -253,35 +258,36 @@ def _session_from_request(
     return session
 
 
-async def conversation_reply(
+def conversation_answer(
     *,
     conversation: Conversation,
     sampling: Sampling = SERVER_DEFAULTS,
     gateway: Gateway | None = None,
-    on_delta: OnDelta | None = None,
+    on_delta: Hear | None = None,
     tools: Sequence[dict[str, Any]] = (),
     max_tokens: int | None = None,
+    stop: TurnStop | None = None,
 ) -> TurnOutcome:
-    """Answer the request's new message (or its tool results) as the chat page does (``turn_take``: stored
+    """Answer the request's new message (or its tool results) as the chat page does (``turn_run``: stored
     first, then the reply from the managed prompt; ``TurnRetry`` when it is stored already), then remember the history
     the client holds: with the reply, or with the part of it the client had when it went away, or
     without one (the same request repeated answers the stored message). Raises what the turn raises.
     ``sampling``: what the request sets of it, over the session's settings for this reply only; ``tools``:
-    the tools the model may call (``turn_take``), whose calls the client holds with the reply; ``max_tokens``:
-    the request's cap on the reply, under the session's (``turn_take``).
+    the tools the model may call (``turn_run``), whose calls the client holds with the reply; ``max_tokens``:
+    the request's cap on the reply, under the session's (``turn_run``); ``stop``: the client went away.
 
     Precondition: the session was claimed for this request (``conversation_resolve``)."""
     request, session_id = conversation.request, conversation.session.pk
     heard: list[str] = []
 
-    async def hear(delta: str) -> None:
+    def hear(delta: str) -> None:
         heard.append(delta)
         if on_delta is not None:
-            await on_delta(delta)
+            on_delta(delta)
 
     try:
         with sampling_requested(sampling):
-            if conversation.retry and await _left_out(session_id):
+            if conversation.retry and _left_out(session_id):
                 raise ContextOverflow(
                     "Your message does not fit this session's context: it is kept in the history only. "
                     "Shorten it or choose a larger context size."
@@ -295,13 +301,14 @@ async def conversation_reply(
                 )
             outcome: TurnOutcome | None = None
             try:
-                outcome = await turn_take(
+                outcome = turn_run(
                     session_id=session_id,
                     variant=variant,
                     gateway=gateway,
                     on_delta=hear,
                     tools=tools,
                     max_tokens=max_tokens,
+                    stop=stop,
                 )
             finally:
                 # What the turn stored, the session's open pages show: appended after a reply to a new
@@ -311,27 +318,55 @@ async def conversation_reply(
                 if outcome is not None and isinstance(variant, TurnSend | TurnRetry):
                     first_new = outcome.assistant_message if isinstance(variant, TurnRetry) else outcome.user_message
                     appended_after = first_new.position - 1
-                await sync_to_async(history_publish)(session_id=session_id, after_position=appended_after)
+                history_publish(session_id=session_id, after_position=appended_after)
     except BaseException as exc:
         # A continued reply is the one the client held, and what the model added to it.
         partial = (request.continues or "") + "".join(heard)
-        if isinstance(exc, asyncio.CancelledError) and "".join(heard).strip():
+        if isinstance(exc, TurnStopped) and "".join(heard).strip():
             # The client stopped the reply; the turn kept the part it had, as the client does.
             digest = request.digest_with_reply(partial)
         else:
-            digest = await sync_to_async(_digest_without_reply)(conversation)
-        await sync_to_async(session_client_seen)(session=conversation.session, digest=digest)
+            digest = _digest_without_reply(conversation)
+        session_client_seen(session=conversation.session, digest=digest)
         raise
     reply = outcome.assistant_message
     calls = [ClientToolCall(c.id, c.name, c.arguments) for c in outcome.result.tool_calls]
     text = reply.content if reply.role == Message.Role.ASSISTANT else ""  # a reply of calls only has no text
     digest = request.digest_with_reply(text, calls)
-    await sync_to_async(session_client_seen)(session=conversation.session, digest=digest)
+    session_client_seen(session=conversation.session, digest=digest)
     return outcome
 
 
-async def _left_out(session_id: UUID) -> bool:
-    last = await Message.objects.filter(session_id=session_id).order_by("-position").afirst()
+async def conversation_reply(
+    *,
+    conversation: Conversation,
+    sampling: Sampling = SERVER_DEFAULTS,
+    gateway: Gateway | None = None,
+    on_delta: OnDelta | None = None,
+    tools: Sequence[dict[str, Any]] = (),
+    max_tokens: int | None = None,
+) -> TurnOutcome:
+    """``conversation_answer`` awaited, for a streaming answer (``turn_in_thread``): ``on_delta`` is a
+    coroutine on the caller's loop; a client that goes away cancels it, which stops the turn (the part
+    of the reply that came is kept, and the client is remembered holding it)."""
+    loop = asyncio.get_running_loop()
+
+    def work(stop: TurnStop) -> TurnOutcome:
+        return conversation_answer(
+            conversation=conversation,
+            sampling=sampling,
+            gateway=gateway,
+            on_delta=turn_listener(loop=loop, listener=on_delta),
+            tools=tools,
+            max_tokens=max_tokens,
+            stop=stop,
+        )
+
+    return await turn_in_thread(work=work, name=f"turn {conversation.session.pk}")
+
+
+def _left_out(session_id: UUID) -> bool:
+    last = Message.objects.filter(session_id=session_id).order_by("-position").first()
     return last is not None and last.excluded_from_context
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 import logging
 
 import pytest
-from asgiref.sync import async_to_sync
 
 from chat.models import Message
-from chat.services.turn.take import REPLY_CUT, TurnRetry, turn_take
+from chat.services.turn import TurnRetry, turn_run
+from chat.services.turn.take import REPLY_CUT
 from engine.llm.embedded import MODEL_NAME as EMBEDDED_MODEL
 from engine.llm.gateway import Gateway
 from engine.llm.ollama_backend import OllamaBackend
@@ -103,7 +103,7 @@ def test_a_host_failing_after_tokens_ends_the_reply_cut_and_retry_answers_again(
 
     # Retry answers the question again: a new version of the cut reply, which stays in the full history.
     fake_ollama.reset()
-    outcome = async_to_sync(turn_take)(session_id=session_id, variant=TurnRetry(), gateway=two_hosts)
+    outcome = turn_run(session_id=session_id, variant=TurnRetry(), gateway=two_hosts)
     assert outcome.user_message.pk == stored[0].pk
     assert outcome.assistant_message.version_of_id == cut.pk
     assert outcome.assistant_message.done_reason in ("stop", "length")

@@ -51,6 +51,8 @@ def test_openai_max_tokens_stops_the_reply_there(client_of_alice, model_server, 
     assert stored_reply().done_reason == "length"
 
 
+# A streamed answer's turn runs in a thread of its own (chat.services.turn.shell): it reads committed rows only.
+@pytest.mark.django_db(transaction=True)
 def test_openai_max_tokens_holds_while_streaming(client_of_alice, model_server):
     body = {"model": MODEL_NAME, "messages": LONG, "max_tokens": CAP, "stream": True}
     response = post(client_of_alice, "/v1/chat/completions", body)

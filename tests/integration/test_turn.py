@@ -16,7 +16,7 @@ from chat.services.compression import CompressionOutcome, compression_wait
 from chat.services.goals import goal_create
 from chat.services.messages import message_create
 from chat.services.revisions import message_leave_context
-from chat.services.turn import TurnContinue, TurnRetry, TurnSend, turn_take
+from chat.services.turn import TurnContinue, TurnRetry, TurnSend, TurnStop, TurnStopped, take, turn_run, turn_take
 from chat.services.turn.room import EXTRACTIVE_AFTER_FAILURE, EXTRACTIVE_AFTER_WAIT, WAITING_FOR_COMPRESSION
 from engine.core.budget import prompt_room
 from engine.llm.embedded import MODEL_NAME
@@ -334,3 +334,97 @@ async def test_only_the_latest_reply_can_be_continued(small_session, embedded_ga
     await sync_to_async(message_create)(session=small_session, role="user", content="Plan a small garden.")
     with pytest.raises(ValidationError, match="Only the latest reply"):
         await turn_take(session_id=small_session.pk, variant=TurnContinue(), gateway=embedded_gateway)
+
+
+@override_settings(OLLM_CONTEXT_DEFAULTS=GREEDY_REPLIES, OLLM_REPLY_MAX_TOKENS=12)
+def test_the_synchronous_turn_returns_it_settled(small_session, embedded_gateway, monkeypatch):
+    """What moved the context once the reply was stored (a compression ending, a restore) is in the outcome:
+    the turn's messages and context as they stand once it is over, as a fresh read finds them."""
+    stored_reply = take._after_reply
+
+    def then_the_message_leaves(session, *args, **kwargs):
+        after = stored_reply(session, *args, **kwargs)
+        question = Message.objects.get(session=session, role="user")
+        message_leave_context(message=question)
+        return after
+
+    monkeypatch.setattr("chat.services.turn.take._after_reply", then_the_message_leaves)
+    deltas: list[str] = []
+    outcome = turn_run(
+        session_id=small_session.pk,
+        variant=TurnSend("What is a context window?"),
+        gateway=embedded_gateway,
+        on_delta=deltas.append,
+    )
+    session = Session.objects.get(pk=small_session.pk)
+    assert outcome.assistant_message.content == "".join(deltas)
+    assert outcome.user_message.excluded_from_context
+    assert not outcome.assistant_message.excluded_from_context
+    assert outcome.context_version == session.context_version
+    assert outcome.context == _fresh_context(small_session.pk)
+    assert outcome.context_changed_meanwhile
+    assert not outcome.compression_running
+
+
+@override_settings(OLLM_CONTEXT_DEFAULTS=GREEDY_REPLIES, OLLM_REPLY_MAX_TOKENS=12)
+def test_a_synchronous_turn_that_nothing_moved_keeps_its_own_report(small_session, embedded_gateway):
+    outcome = turn_run(session_id=small_session.pk, variant=TurnSend("Say hello."), gateway=embedded_gateway)
+    assert not outcome.context_changed_meanwhile
+    assert outcome.context_version == Session.objects.get(pk=small_session.pk).context_version
+    assert outcome.context == _fresh_context(small_session.pk)
+    assert not outcome.compression_running
+
+
+@override_settings(OLLM_CONTEXT_DEFAULTS=GREEDY_REPLIES, OLLM_REPLY_MAX_TOKENS=24)
+def test_a_stopped_synchronous_turn_keeps_the_part_of_the_reply_that_came(small_session, embedded_gateway):
+    stop = TurnStop()
+    deltas: list[str] = []
+
+    def hear(delta: str) -> None:
+        deltas.append(delta)
+        if len(deltas) == 2:
+            stop.stop()  # as the page's Stop does, from the socket's thread
+
+    with pytest.raises(TurnStopped):
+        turn_run(
+            session_id=small_session.pk,
+            variant=TurnSend("What is a context window?"),
+            gateway=embedded_gateway,
+            on_delta=hear,
+            stop=stop,
+        )
+    stored = list(Message.objects.filter(session=small_session).order_by("position"))
+    assert [m.role for m in stored] == ["user", "assistant"]
+    assert stored[1].done_reason == "cancelled"
+    assert stored[1].content == "".join(deltas)
+    assert len(deltas) == 2
+
+
+@override_settings(OLLM_CONTEXT_DEFAULTS=GREEDY_REPLIES, OLLM_REPLY_MAX_TOKENS=24)
+async def test_a_cancelled_turn_take_stops_the_turn_and_keeps_what_came(small_session, embedded_gateway):
+    """The async shell: cancelling it (the page's Stop) stops the turn in its thread, and it raises only once
+    the part of the reply that came is stored."""
+    deltas: list[str] = []
+    two = asyncio.Event()
+
+    async def hear(delta: str) -> None:
+        deltas.append(delta)
+        if len(deltas) == 2:
+            two.set()
+
+    task = asyncio.create_task(
+        turn_take(
+            session_id=small_session.pk,
+            variant=TurnSend("What is a context window?"),
+            gateway=embedded_gateway,
+            on_delta=hear,
+        )
+    )
+    await asyncio.wait_for(two.wait(), timeout=scaled(60))
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    stored = [m async for m in Message.objects.filter(session=small_session).order_by("position")]
+    assert [m.role for m in stored] == ["user", "assistant"]
+    assert stored[1].done_reason == "cancelled"
+    assert stored[1].content == "".join(deltas)

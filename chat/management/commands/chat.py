@@ -3,7 +3,6 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
@@ -13,9 +12,9 @@ from django.http import Http404
 from chat.models import Session
 from chat.selectors.context import session_context_line, session_events, session_last_event_id
 from chat.selectors.sessions import backend_status, session_for_owner
-from chat.services.compression import compression_wait
+from chat.services.compression import compression_wait_blocking
 from chat.services.sessions import session_start
-from chat.services.turn import TurnSend, turn_take
+from chat.services.turn import TurnSend, turn_run
 from engine.llm.types import LLMError
 
 
@@ -56,7 +55,7 @@ class Command(BaseCommand):
         seen = session_last_event_id(session=session)
         since = seen  # the newest event before the last turn
 
-        async def show(delta: str) -> None:
+        def show(delta: str) -> None:
             self.stdout.write(delta, ending="")
             self.stdout.flush()
 
@@ -67,7 +66,7 @@ class Command(BaseCommand):
             self.stdout.write(f"> {text}\n< ", ending="")
             since = seen
             try:
-                outcome = async_to_sync(turn_take)(session_id=session.pk, variant=TurnSend(text), on_delta=show)
+                outcome = turn_run(session_id=session.pk, variant=TurnSend(text), on_delta=show)
                 cut = " [cut at the reply cap]" if outcome.cut_by_cap else ""
                 exact = "exact" if outcome.prompt_exact else "estimated"
                 self.stdout.write(f"{cut}\n  prompt {outcome.prompt_tokens:,} tokens ({exact})")
@@ -76,7 +75,7 @@ class Command(BaseCommand):
             seen = self._report(session, seen)
         # Background compressions run in this process's threads: let the one the last turn made
         # due finish (it may not have started yet) before the process ends.
-        wait = async_to_sync(compression_wait)
+        wait = compression_wait_blocking
         if not wait(session_id=session.pk, timeout=0, after_event_id=since):
             self.stdout.write("  (waiting for the compression to finish)")
             wait(session_id=session.pk, timeout=settings.OLLM_COMPRESSION_WAIT_SECONDS, after_event_id=since)

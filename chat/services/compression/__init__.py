@@ -10,7 +10,12 @@ from chat.services.compression.schedule import (
     compression_maybe_schedule,
     compression_schedule,
 )
-from chat.services.compression.wait import compression_failure_since, compression_running, compression_wait
+from chat.services.compression.wait import (
+    compression_failure_since,
+    compression_running,
+    compression_wait,
+    compression_wait_blocking,
+)
 
 __all__ = [
     "CompressionOutcome",
@@ -22,5 +27,6 @@ __all__ = [
     "compression_running",
     "compression_schedule",
     "compression_wait",
+    "compression_wait_blocking",
     "session_effective_limits",
 ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from uuid import UUID
 
 from asgiref.sync import sync_to_async
@@ -35,8 +36,8 @@ async def compression_wait(
     *, session_id: UUID, timeout: float, after_event_id: int | None = None, budget: Budget | None = None
 ) -> bool:
     """Wait until no compression of the session is running; False if ``timeout`` passed first.
-    The one wait for a compression: the turn awaits it (Stop cancels it at once, and it holds no
-    thread meanwhile), the API and the terminal chat run it with ``async_to_sync``.
+    The wait for a compression on an event loop (it holds no thread meanwhile); the synchronous
+    turn, the API and the terminal chat wait with ``compression_wait_blocking``, the same looks.
 
     With ``after_event_id``, also wait for one that is due but may not have taken its lease
     yet: while the budget says one is due and none of its outcome events has been recorded
@@ -51,6 +52,26 @@ async def compression_wait(
             return False
         budget = None  # later looks read it again
         await asyncio.sleep(WAIT_POLL_SECONDS)
+
+
+def compression_wait_blocking(
+    *,
+    session_id: UUID,
+    timeout: float,
+    after_event_id: int | None = None,
+    budget: Budget | None = None,
+    interrupted: Callable[[], bool] | None = None,
+) -> bool:
+    """``compression_wait`` in the calling thread: the same looks, a sleep between them. False
+    also when ``interrupted`` says so (a stopped turn stops waiting at the next look)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if not _compression_pending(session_id, after_event_id, budget):
+            return True
+        if time.monotonic() >= deadline or (interrupted is not None and interrupted()):
+            return False
+        budget = None  # later looks read it again
+        time.sleep(WAIT_POLL_SECONDS)
 
 
 def _compression_pending(session_id: UUID, after_event_id: int | None, budget: Budget | None) -> bool:

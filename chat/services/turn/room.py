@@ -7,13 +7,12 @@ failed the compression or it takes too long. A user message that can never fit l
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable
+import functools
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connections
 
@@ -25,10 +24,11 @@ from chat.services.compression import (
     compression_failure_since,
     compression_run,
     compression_running,
-    compression_wait,
+    compression_wait_blocking,
 )
 from chat.services.events import recall_record
 from chat.services.revisions import message_leave_context
+from chat.services.turn.driver import Driver, Hear
 from engine.core.backoff import seconds_text
 from engine.core.budget import REPLY_MIN_TOKENS, prompt_room
 from engine.core.recall import with_recall
@@ -38,8 +38,6 @@ from engine.core.window import WindowBlock, prompt_messages
 from engine.llm import ChatMessage, ContextOverflow, Gateway, LLMError
 from engine.llm.hosts import OnQueued
 
-# Hears why the reply has not started yet, when it is not the model thinking.
-OnWait = Callable[[str], Awaitable[None]]
 WAITING_FOR_COMPRESSION = "waiting for the compression to finish…"
 THINKING = "thinking…"
 
@@ -49,21 +47,20 @@ def queued_text(ahead: int, waited: float) -> str:
     return f"queued for the model: {plural(ahead, 'request')} ahead · waiting {int(waited)} s"
 
 
-def queue_reporter(on_wait: OnWait | None) -> OnQueued | None:
+def queue_reporter(on_wait: Hear | None) -> OnQueued | None:
     """The gateway's ``on_queued`` for a turn: ``on_wait`` hears the turn's place in the queue and the
     seconds it has waited, every second while it waits (the queue's tick), then "thinking…" once it runs."""
     if on_wait is None:
         return None
-    loop = asyncio.get_running_loop()
     since: float | None = None
 
     async def on_queued(ahead: int) -> None:
         nonlocal since
         if not ahead:
-            await on_wait(THINKING)
+            on_wait(THINKING)
             return
-        since = loop.time() if since is None else since
-        await on_wait(queued_text(ahead, loop.time() - since))
+        since = time.monotonic() if since is None else since
+        on_wait(queued_text(ahead, time.monotonic() - since))
 
     return on_queued
 
@@ -113,45 +110,46 @@ class _Room:
         return None
 
 
-async def prompt_with_room(
+def prompt_with_room(
     session: Session,
     gateway: Gateway,
     user_message: Message,
     blocks: tuple[WindowBlock, ...] | None,
-    on_wait: OnWait | None,
+    on_wait: Hear | None,
+    driver: Driver,
 ) -> tuple[list[ChatMessage], TokenCount]:
     """The next prompt, once it leaves at least REPLY_MIN_TOKENS for the reply; ``blocks``: the
     window as just read, if it was.
 
-    A running compression is waited for (``OLLM_COMPRESSION_TURN_WAIT_SECONDS`` at most; the
-    wait is an await, which Stop cancels). Else the turn compresses, then rolls over. When the
-    model fails the compression, or the running one outlasts the wait, the extract makes the
-    room instead, without the model (taking the session's lease from a compression stuck on
-    it). A user message that cannot fit however much is compressed leaves the context (it
-    stays in the history) so the turns after it are not squeezed by it.
+    A running compression is waited for (``OLLM_COMPRESSION_TURN_WAIT_SECONDS`` at most; Stop
+    ends the wait at its next look). Else the turn compresses (in a worker thread, which Stop leaves
+    to finish on its own), then rolls over. When the model fails the compression, or the running
+    one outlasts the wait, the extract makes the room instead, without the model (taking the
+    session's lease from a compression stuck on it). A user message that cannot fit however much
+    is compressed leaves the context (it stays in the history) so the turns after it are not
+    squeezed by it.
     """
     room = prompt_room(session.max_tokens)
     wait_seconds = settings.OLLM_COMPRESSION_TURN_WAIT_SECONDS
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait_seconds
+    deadline = time.monotonic() + wait_seconds
     state = _Room()
     said = ""
 
-    async def say(why: str) -> None:
+    def say(why: str) -> None:
         nonlocal said
         if on_wait is not None and why != said:
             said = why
-            await on_wait(why)
+            on_wait(why)
 
     while True:
         if blocks is None:
-            blocks = await sync_to_async(session_window)(session=session)
+            blocks = session_window(session=session)
         messages = [ChatMessage.of(m) for m in prompt_messages(blocks)]
-        count = await asyncio.to_thread(gateway.count_prompt, messages, session.model)
+        count = gateway.count_prompt(messages, session.model)
         if count.tokens <= room:
             return messages, count
         blocks = None  # what follows changes the window, or waits for it to change
-        config = await sync_to_async(session_config)(session)
+        config = session_config(session)
         if not config.compression.enabled:
             raise ContextOverflow(
                 f"The prompt would be {count.tokens:,} tokens, more than this session's context of "
@@ -159,13 +157,19 @@ async def prompt_with_room(
                 "is saved: turn compression on, choose a larger context size, or start a new session."
             )
         # Read before looking, so that the outcome of the compression found running is after it.
-        since = await sync_to_async(session_last_event_id)(session=session)
-        if not state.take_over and await sync_to_async(compression_running)(session_id=session.pk):
-            await say(WAITING_FOR_COMPRESSION)
-            if not await compression_wait(session_id=session.pk, timeout=max(deadline - loop.time(), 0)):
+        since = session_last_event_id(session=session)
+        if not state.take_over and compression_running(session_id=session.pk):
+            say(WAITING_FOR_COMPRESSION)
+            ended = compression_wait_blocking(
+                session_id=session.pk,
+                timeout=max(deadline - time.monotonic(), 0),
+                interrupted=lambda: driver.stop.stopped,
+            )
+            driver.stop.check()
+            if not ended:
                 state.model_failed = f"the model's compression did not finish within {seconds_text(wait_seconds)}"
                 state.take_over = True
-            elif failure := await sync_to_async(compression_failure_since)(session_id=session.pk, after_event_id=since):
+            elif failure := compression_failure_since(session_id=session.pk, after_event_id=since):
                 state.model_failed = f"the model's compression failed ({failure})"
             continue
         way = state.next()
@@ -173,23 +177,24 @@ async def prompt_with_room(
             if state.failed is not None:
                 # Not the message's fault: it stays in the context, and Retry tries again.
                 raise LLMError(f"could not make room for a reply: {state.failed}; your message is saved")
-            await sync_to_async(message_leave_context)(message=user_message)
+            message_leave_context(message=user_message)
             raise _does_not_fit(session, count.tokens)
         state.tried.add(way)
         mode, extractive = way
         if not extractive:
-            await say(COMPRESSING_FOR_ROOM)
+            say(COMPRESSING_FOR_ROOM)
         else:
-            await say(EXTRACTIVE_AFTER_WAIT if state.take_over else EXTRACTIVE_AFTER_FAILURE)
-        outcome = await sync_to_async(_compress_now, thread_sensitive=False)(
-            session_id=session.pk,
-            reason="no room for a reply",
-            force=True,
-            gateway=gateway,
-            rollover=mode == "rollover",
-            extractive=state.model_failed if extractive else None,
-            take_over=state.take_over and extractive,
-        )
+            say(EXTRACTIVE_AFTER_WAIT if state.take_over else EXTRACTIVE_AFTER_FAILURE)
+        options: dict[str, Any] = {
+            "session_id": session.pk,
+            "reason": "no room for a reply",
+            "force": True,
+            "gateway": gateway,
+            "rollover": mode == "rollover",
+            "extractive": state.model_failed if extractive else None,
+            "take_over": state.take_over and extractive,
+        }
+        outcome = driver.in_thread(functools.partial(_compress_now, **options))
         state.take_over = False
         state.failed = None
         if outcome.status == "error":
@@ -200,7 +205,7 @@ async def prompt_with_room(
                 state.failed = state.model_failed
 
 
-async def prompt_with_recall(
+def prompt_with_recall(
     session: Session, gateway: Gateway, user_message: Message, messages: list[ChatMessage], count: TokenCount
 ) -> tuple[list[ChatMessage], TokenCount]:
     """The prompt with what the full history recalls for the user's new message placed just before
@@ -209,21 +214,21 @@ async def prompt_with_recall(
     A recall is recorded as an event, with what was recalled and why."""
     if not messages or messages[-1].role != "user" or user_message.role != Message.Role.USER:
         return messages, count
-    found = await sync_to_async(session_recall)(session=session, query=user_message.content, prompt_tokens=count.tokens)
+    found = session_recall(session=session, query=user_message.content, prompt_tokens=count.tokens)
     if not found.items:
         return messages, count
     recalled = [*messages[:-1], dataclasses.replace(messages[-1], content=with_recall(found, messages[-1].content))]
-    recounted = await asyncio.to_thread(gateway.count_prompt, recalled, session.model)
+    recounted = gateway.count_prompt(recalled, session.model)
     if recounted.tokens > prompt_room(session.max_tokens):
         return messages, count  # the estimate missed: the reply's room comes first
-    await sync_to_async(recall_record)(session=session, message=user_message, found=found)
+    recall_record(session=session, message=user_message, found=found)
     return recalled, recounted
 
 
-async def refuse_if_it_can_never_fit(session: Session, user_message: Message) -> None:
+def refuse_if_it_can_never_fit(session: Session, user_message: Message) -> None:
     """A message that alone (with the system prompt) leaves no room for a reply leaves the context
     at once, before any compression is scheduled: compressing the rest could never make room."""
     tokens = user_message.tokens + session.system_prompt_tokens
     if tokens > prompt_room(session.max_tokens):
-        await sync_to_async(message_leave_context)(message=user_message)
+        message_leave_context(message=user_message)
         raise _does_not_fit(session, tokens)

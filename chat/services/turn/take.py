@@ -1,11 +1,18 @@
-"""One chat turn, end to end.
+"""One chat turn, end to end, synchronously: ``turn_run`` returns the turn settled (``TurnOutcome``).
 
 The user's message is stored first, before anything can fail. Then the turn
 makes sure the prompt leaves room for a reply (``chat.services.turn.room``: waiting for a
 running compression, or running one, or rolling over; extractively, without the
 model, when the model failed the compression or it takes too long), streams the
 reply with its length capped so prompt + reply never exceed ``num_ctx``, stores
-it, applies its goal markers and schedules a compression when the budget says so.
+it, applies its goal markers and schedules a compression when the budget says so. Last it settles:
+the outcome holds the stored messages and the context as they stand once the turn is over (a
+compression or a restore may have moved them meanwhile), and whether a compression still runs.
+
+The core is plain synchronous code: the REST API and the drop-in calls that do not stream call it
+as it is; ``chat.services.turn.shell`` runs it in a thread of its own for the websocket and the
+streaming answers. The gateway streams asynchronously: the turn drives its stream (and the waits
+Stop must cut short) on an event loop of its own (``_Driver``), which ``TurnStop`` cancels.
 """
 
 from __future__ import annotations
@@ -15,53 +22,60 @@ import dataclasses
 import json
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any
 from uuid import UUID
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.core.exceptions import ValidationError
 
 from chat.gateway import get_gateway
 from chat.models import Message, Session
-from chat.selectors.context import ContextReport, session_context, session_window
+from chat.selectors.context import ContextReport, session_context, session_last_event_id, session_window
 from chat.selectors.sessions import model_require_available, session_latest_message
-from chat.services.attachments import Attachment, attachment_check, attachment_content, message_attach
-from chat.services.compression import compression_maybe_schedule
+from chat.services.compression import compression_maybe_schedule, compression_wait_blocking
 from chat.services.counting import message_counter
 from chat.services.goals import goal_apply_markers
-from chat.services.messages import ToolResult, message_create, message_tool_results
-from chat.services.revisions import message_edit, messages_supersede
+from chat.services.messages import message_create
+from chat.services.revisions import messages_supersede
 from chat.services.sampling import reply_sampling
 from chat.services.sessions import session_prompt_truncated
 from chat.services.titles import session_title_schedule
+from chat.services.turn.driver import Driver, Hear, TurnStop, TurnStopped
 from chat.services.turn.room import (
-    OnWait,
     prompt_with_recall,
     prompt_with_room,
     queue_reporter,
     refuse_if_it_can_never_fit,
 )
+from chat.services.turn.variants import (
+    TurnContinue,
+    TurnRegenerate,
+    TurnRetry,
+    TurnVariant,
+    count_text,
+)
 from engine.core.config import reply_max_tokens
-from engine.core.tokens import TokenCount, TokenCounter
+from engine.core.tokens import TokenCount
 from engine.core.window import WindowBlock, window_budget
 from engine.llm import ChatRequest, ChatResult, Gateway, LLMError
-from engine.llm.types import ReplyCut, ToolCall
-from engine.resources import TiktokenCounter
+from engine.llm.types import ChatStream, ReplyCut, ToolCall
 
 logger = logging.getLogger(__name__)
 # The ``done_reason`` of a reply its host failed in the middle of: the part that reached the user, kept.
 REPLY_CUT = "error"
 # Replies that never ended: their goal markers were never applied.
 UNFINISHED = ("cancelled", REPLY_CUT)
-OnDelta = Callable[[str], Awaitable[None]]
-OnStored = Callable[[Message], Awaitable[None]]
+# The core's listeners (plain calls, in the turn's thread): the reply as it streams, and the user's message once stored.
+OnStoredMessage = Callable[[Message], None]
 
 
 @dataclass(frozen=True)
 class TurnOutcome:
+    """A turn, settled (``turn_run``): the messages it stored and the context after it, as they stand
+    once it is over; what became of the reply (``result``: cut by the cap, tool calls), whether the
+    context changed besides, and whether a compression still runs."""
+
     user_message: Message
     assistant_message: Message
     result: ChatResult
@@ -77,6 +91,8 @@ class TurnOutcome:
     context_changed_meanwhile: bool
     # The reply the model continued (TurnContinue), which the stored one starts with.
     continued_from: str = ""
+    # A compression the turn made due, or found running, had not ended when the turn was settled.
+    compression_running: bool = False
 
     @property
     def new_text(self) -> str:
@@ -88,167 +104,61 @@ class TurnOutcome:
         return self.result.done_reason == "length"
 
 
-async def _count(counter: TokenCounter, text: str) -> TokenCount:
-    """Count in a thread of its own, not the one the consumers share for the database: a long
-    message takes a while, and the embedded tokenizer may have to load the model first. If the
-    model's counter fails, the estimate will do: nothing may stop a message being stored."""
-    try:
-        return await asyncio.to_thread(counter.count, text)
-    except Exception:
-        logger.exception("exact token count failed; storing the estimate")
-        return TiktokenCounter().count(text)
-
-
 def _call_text(call: ToolCall) -> str:
     """A tool call as counted when stored: its name and arguments, as the model writes them."""
     return json.dumps({"name": call.name, "arguments": call.arguments})
 
 
-@dataclass(frozen=True)
-class TurnSend:
-    """A new message of the user's: stored first, before anything can fail."""
-
-    content: str
-    # A text file sent with it (issue 47, item 9): its text becomes part of the stored content.
-    attachment: Attachment | None = None
-
-    async def message(self, session: Session, gateway: Gateway) -> Message:
-        if self.attachment is not None:
-            attachment = attachment_check(name=self.attachment.name, text=self.attachment.text)
-            content = attachment_content(message=self.content, attachment=attachment)
-            count = await _count(message_counter(gateway, session.model), content)
-            return await sync_to_async(message_attach)(
-                session=session, content=content, attachment=attachment, token_count=count
-            )
-        count = await _count(message_counter(gateway, session.model), self.content)
-        # Its ``session`` is the session as the message was written, which the rest of the turn reads.
-        return await sync_to_async(message_create)(
-            session=session, role=Message.Role.USER, content=self.content, token_count=count
-        )
-
-
-@dataclass(frozen=True)
-class TurnRetry:
-    """The session's last message answered again when it is a user message left without a reply
-    (the backend failed, or the user stopped it); nothing is stored twice."""
-
-    async def message(self, session: Session, gateway: Gateway) -> Message:
-        last = await sync_to_async(session_latest_message)(session=session)
-        # A tool's result left without a reply is retried as a user message is.
-        unanswered = last is not None and (
-            last.role == Message.Role.USER or (last.role == Message.Role.TOOL and bool(last.content))
-        )
-        if last is None or not unanswered:
-            raise ValidationError({"content": "There is no unanswered message to retry."})
-        if last.excluded_from_context:
-            raise ValidationError(
-                {"content": "The last message does not fit this session's context: it is kept in the history only."}
-            )
-        last.session = session
-        return last
-
-
-async def _latest_reply_and_question(session: Session, done: str) -> tuple[Message, Message]:
-    """The session's latest reply, which must be in the context, and the user message in the context
-    it answers; ``done`` names what is to be done to the reply, for the error."""
-    reply = await sync_to_async(session_latest_message)(session=session)
-    if reply is None or reply.role != Message.Role.ASSISTANT or reply.excluded_from_context:
-        raise ValidationError({"content": f"Only the latest reply can be {done}."})
-    question = (
-        await session.messages.filter(role=Message.Role.USER, position__lt=reply.position, excluded_from_context=False)
-        .order_by("-position")
-        .afirst()
-    )
-    if question is None:
-        raise ValidationError({"content": "This reply answers no message of yours in the context."})
-    return reply, question
-
-
-@dataclass(frozen=True)
-class TurnRegenerate:
-    """The last user message answered again: the latest reply leaves the context (it stays in the full
-    history) and a new one is streamed after it."""
-
-    async def message(self, session: Session, gateway: Gateway) -> Message:
-        reply, question = await _latest_reply_and_question(session, "regenerated")
-        await sync_to_async(messages_supersede)(message=reply)
-        question.session = await Session.objects.aget(pk=session.pk)  # the reply's leaving moved the context version
-        return question
-
-
-@dataclass(frozen=True)
-class TurnEdit:
-    """``content`` in place of the user's message ``message_id`` (message_edit: the earlier version and
-    what followed it stay in the full history), answered as a new message is."""
-
-    message_id: int
-    content: str
-
-    async def message(self, session: Session, gateway: Gateway) -> Message:
-        original = await session.messages.filter(pk=self.message_id).afirst()
-        if original is None:
-            raise ValidationError({"content": "There is no such message in this session."})
-        original.session = session
-        count = await _count(message_counter(gateway, session.model), self.content)
-        return await sync_to_async(message_edit)(message=original, content=self.content, token_count=count)
-
-
-@dataclass(frozen=True)
-class TurnContinue:
-    """The latest reply continued: the prompt ends with it, so the model goes on from where it ends; it
-    then leaves the context (kept in the full history) for the whole."""
-
-    async def message(self, session: Session, gateway: Gateway) -> Message:
-        _, question = await _latest_reply_and_question(session, "continued")
-        question.session = session
-        return question
-
-
-@dataclass(frozen=True)
-class TurnToolResults:
-    """The results of the latest reply's tool calls, as a client of the drop-in APIs sends them: stored with
-    the calls they answer (``message_tool_results``), then answered by the model."""
-
-    results: tuple[ToolResult, ...]
-
-    async def message(self, session: Session, gateway: Gateway) -> Message:
-        counter = message_counter(gateway, session.model)
-        counted = [(result, await _count(counter, result.content)) for result in self.results]
-        return await sync_to_async(message_tool_results)(session=session, results=counted)
-
-
-# What a turn answers: each variant finds (or stores) the user's message the reply answers (the last tool
-# result, for TurnToolResults), whose ``session`` is the session as the reply must read it.
-TurnVariant: TypeAlias = TurnSend | TurnRetry | TurnRegenerate | TurnEdit | TurnContinue | TurnToolResults
-
-
-async def turn_take(
+def turn_run(
     *,
     session_id: UUID,
     variant: TurnVariant,
     gateway: Gateway | None = None,
-    on_delta: OnDelta | None = None,
-    on_stored: OnStored | None = None,
-    on_wait: OnWait | None = None,
+    on_delta: Hear | None = None,
+    on_stored: OnStoredMessage | None = None,
+    on_wait: Hear | None = None,
     tools: Sequence[dict[str, Any]] = (),
     max_tokens: int | None = None,
+    stop: TurnStop | None = None,
+    compression_wait_seconds: float = 0,
 ) -> TurnOutcome:
-    """Run one turn as ``variant`` says; ``on_stored`` hears of the user's message once it is safe in
-    the history, ``on_wait`` why the reply waits (for a compression), ``on_delta`` receives the reply
-    as it streams. ``tools``: the tool definitions the model may call (only for a model with the "tools"
-    capability); the calls it makes are stored as tool messages awaiting their results, named by the ids
-    the outcome's ``result.tool_calls`` carry. ``max_tokens``: the client's own cap on the reply (a drop-in
-    request's ``max_tokens`` or ``num_predict``, the REST message's), applied under the session's: the reply
-    stops there with ``done_reason`` "length".
+    """Run one turn as ``variant`` says, in the calling thread, and return it settled; ``on_stored``
+    hears of the user's message once it is safe in the history, ``on_wait`` why the reply waits (for a
+    compression, in its host's queue), ``on_delta`` receives the reply as it streams. ``tools``: the tool
+    definitions the model may call (only for a model with the "tools" capability); the calls it makes are
+    stored as tool messages awaiting their results, named by the ids the outcome's ``result.tool_calls``
+    carry. ``max_tokens``: the client's own cap on the reply (a drop-in request's ``max_tokens`` or
+    ``num_predict``, the REST message's), applied under the session's: the reply stops there with
+    ``done_reason`` "length". ``stop``: stops the turn from another thread (the page's Stop, a client going
+    away); the part of the reply that came is stored, marked as stopped. ``compression_wait_seconds``: how
+    long the settled outcome may wait for a compression the turn made due (or found running) to end.
 
     Raises a ValidationError for a variant the session's history does not allow, or bad input (nothing
-    stored), an LLMError when no reply can be had (the user's message stays stored).
+    stored), an LLMError when no reply can be had (the user's message stays stored), TurnStopped when
+    ``stop`` stopped it.
     """
-    gateway = gateway or get_gateway()
-    session = await Session.objects.aget(pk=session_id)
+    driver = Driver(stop or TurnStop())
+    try:
+        session = Session.objects.get(pk=session_id)
+        before = session_last_event_id(session=session)
+        outcome = _turn(
+            session, variant, gateway or get_gateway(), on_delta, on_stored, on_wait, driver, tools, max_tokens
+        )
+        return _settled(outcome, before, compression_wait_seconds, driver.stop)
+    except asyncio.CancelledError:
+        raise TurnStopped from None
+    finally:
+        driver.close()
+
+
+def _turn(  # the turn itself (``turn_run``), up to the reply's outcome
+    session: Session, variant: TurnVariant, gateway: Gateway, on_delta: Hear | None,
+    on_stored: OnStoredMessage | None, on_wait: Hear | None, driver: Driver, tools: Sequence[dict[str, Any]],
+    max_tokens: int | None,
+) -> TurnOutcome:  # fmt: skip
     # The reply a regeneration replaces or a continuation goes on from, read before either changes anything.
     latest = (
-        await sync_to_async(session_latest_message)(session=session)
+        session_latest_message(session=session)
         if isinstance(variant, TurnContinue | TurnRegenerate | TurnRetry)
         else None
     )
@@ -258,33 +168,43 @@ async def turn_take(
             variant = TurnRegenerate()
         else:
             latest = None
-    user_message = await variant.message(session, gateway)
+    user_message = variant.message(session, gateway)
     if on_stored is not None:
-        await on_stored(user_message)
+        on_stored(user_message)
+    driver.stop.check()
     continued = latest if isinstance(variant, TurnContinue) else None
     version_of_id = None
     if latest is not None and isinstance(variant, TurnRegenerate):
         version_of_id = latest.version_of_id or latest.pk
-    elif latest is not None and (continued is not None or latest.version_of_id or await latest.versions.aexists()):
+    elif latest is not None and (continued is not None or latest.version_of_id or latest.versions.exists()):
         # A continued reply is a version of the text it went on from, which the page then shows in its
         # place (with its switcher); a continued version stays among its siblings.
         version_of_id = latest.version_of_id or latest.pk
-    return await _reply(
-        user_message.session, gateway, user_message, on_delta, on_wait, continued, version_of_id, tuple(tools),
+    return _reply(
+        user_message.session, gateway, user_message, on_delta, on_wait, driver, continued, version_of_id, tuple(tools),
         max_tokens,
     )  # fmt: skip
 
 
-async def _reply(  # ``continued``: the reply a TurnContinue goes on from; ``version_of_id``: see message_create
-    session: Session, gateway: Gateway, user_message: Message, on_delta: OnDelta | None, on_wait: OnWait | None,
-    continued: Message | None = None, version_of_id: int | None = None, tools: tuple[dict[str, Any], ...] = (),
-    requested_max_tokens: int | None = None,
+async def _next(stream: ChatStream) -> str | None:
+    """The stream's next delta; None once it has ended."""
+    try:
+        return await stream.__anext__()
+    except StopAsyncIteration:
+        return None
+
+
+def _reply(  # ``continued``: the reply a TurnContinue goes on from; ``version_of_id``: see message_create
+    session: Session, gateway: Gateway, user_message: Message, on_delta: Hear | None, on_wait: Hear | None,
+    driver: Driver, continued: Message | None = None, version_of_id: int | None = None,
+    tools: tuple[dict[str, Any], ...] = (), requested_max_tokens: int | None = None,
 ) -> TurnOutcome:  # fmt: skip
-    await sync_to_async(model_require_available, thread_sensitive=False)(session=session, gateway=gateway)
-    await refuse_if_it_can_never_fit(session, user_message)
-    window = await sync_to_async(_window_before_reply)(session)
-    messages, prompt = await prompt_with_room(session, gateway, user_message, window, on_wait)
-    messages, prompt = await prompt_with_recall(session, gateway, user_message, messages, prompt)
+    model_require_available(session=session, gateway=gateway)
+    refuse_if_it_can_never_fit(session, user_message)
+    window = _window_before_reply(session)
+    messages, prompt = prompt_with_room(session, gateway, user_message, window, on_wait, driver)
+    messages, prompt = prompt_with_recall(session, gateway, user_message, messages, prompt)
+    driver.stop.check()
     # The cap follows the context size: at most 15% of num_ctx (255 tokens on 2K), never past num_ctx.
     max_tokens = min(
         reply_max_tokens(session.max_tokens, settings.OLLM_REPLY_MAX_TOKENS), session.max_tokens - prompt.tokens
@@ -307,10 +227,11 @@ async def _reply(  # ``continued``: the reply a TurnContinue goes on from; ``ver
     stopped = False
     cut: ReplyCut | None = None
     try:
-        async for delta in stream:
+        # Each delta is awaited on the turn's own loop; Stop cancels the wait for the next one at once.
+        while (delta := driver.run(_next(stream))) is not None:
             parts.append(delta)
             if on_delta is not None:
-                await on_delta(delta)
+                on_delta(delta)
     except asyncio.CancelledError:
         stopped = True
     except ReplyCut as exc:
@@ -318,43 +239,43 @@ async def _reply(  # ``continued``: the reply a TurnContinue goes on from; ``ver
             raise
         cut = exc  # its host failed after part of the reply reached the user: that part is kept
     finally:
-        await stream.aclose()
+        driver.run(stream.aclose(), stoppable=False)
     text = "".join(parts)
     counter = message_counter(gateway, session.model)
     if continued is not None and (parts or not stopped):
-        await sync_to_async(messages_supersede)(message=continued)
+        messages_supersede(message=continued)
         text = continued.content + text
-        session = await Session.objects.aget(pk=session.pk)  # its leaving moved the context version
+        session = Session.objects.get(pk=session.pk)  # its leaving moved the context version
     if stopped or cut is not None:
         # The user saw this much of the reply and may refer to it: it is kept, marked as stopped, or as
         # cut when its host failed (issue 49, item 5; Retry answers the question again, as a new version).
         if text.strip():
-            await sync_to_async(message_create)(
+            message_create(
                 session=session,
                 role=Message.Role.ASSISTANT,
                 content=text,
-                token_count=await _count(counter, text),
+                token_count=count_text(counter, text),
                 done_reason="cancelled" if stopped else REPLY_CUT,
                 version_of_id=version_of_id,
             )
         if cut is not None:
             raise cut
-        raise asyncio.CancelledError
+        raise TurnStopped
     result = stream.result
     if result is None:
         raise LLMError("the reply ended without its final counts")
     if result.sent_prompt_tokens is not None:
-        await sync_to_async(session_prompt_truncated)(
+        session_prompt_truncated(
             session=session, sent_tokens=result.sent_prompt_tokens, reported_tokens=result.prompt_tokens
         )
-    count = await _count(counter, text)
+    count = count_text(counter, text)
     # The calls are named here when the backend did not (Ollama does not): the client answers each by its id.
     calls = tuple(dataclasses.replace(c, id=c.id or f"call_{uuid.uuid4().hex[:24]}") for c in result.tool_calls)
     result = dataclasses.replace(result, tool_calls=calls)
-    call_counts = [await _count(counter, _call_text(call)) for call in calls]
+    call_counts = [count_text(counter, _call_text(call)) for call in calls]
     # A stopped reply's markers were never applied; a finished one's were when it was stored.
     applied = continued.content if continued is not None and continued.done_reason not in UNFINISHED else ""
-    after = await sync_to_async(_after_reply)(
+    after = _after_reply(
         session, text, count, result.done_reason, applied, version_of_id, list(zip(calls, call_counts, strict=True))
     )
     return TurnOutcome(
@@ -369,6 +290,36 @@ async def _reply(  # ``continued``: the reply a TurnContinue goes on from; ``ver
         # Every write to the context raises the session's context version; the reply is one, or one a call.
         context_changed_meanwhile=after.context_version > session.context_version + after.stored,
         continued_from=continued.content if continued is not None else "",
+    )
+
+
+def _settled(outcome: TurnOutcome, after_event_id: int | None, wait_seconds: float, stop: TurnStop) -> TurnOutcome:
+    """The turn as it stands once it is over. A compression the turn made due (one may not have taken its
+    lease yet: none has ended since event ``after_event_id``) or found running is waited for
+    ``wait_seconds`` at most. When nothing but the reply has written to the context since the message was
+    stored, the turn's report and messages stand; else a compression or a restore, during the turn or
+    since, may have taken either message out of the context: both, and the context, are read again."""
+    ended = compression_wait_blocking(
+        session_id=outcome.user_message.session_id,
+        timeout=wait_seconds,
+        after_event_id=after_event_id,
+        budget=outcome.context.budget,
+        interrupted=lambda: stop.stopped,
+    )
+    session = Session.objects.get(pk=outcome.user_message.session_id)
+    if not outcome.context_changed_meanwhile and session.context_version == outcome.context_version:
+        return dataclasses.replace(outcome, compression_running=not ended)
+    stored = Message.objects.in_bulk([outcome.user_message.pk, outcome.assistant_message.pk])
+    user_message, assistant_message = stored[outcome.user_message.pk], stored[outcome.assistant_message.pk]
+    user_message.session = assistant_message.session = session
+    return dataclasses.replace(
+        outcome,
+        user_message=user_message,
+        assistant_message=assistant_message,
+        context=session_context(session=session),
+        context_version=session.context_version,
+        context_changed_meanwhile=True,
+        compression_running=not ended,
     )
 
 
