@@ -486,8 +486,10 @@ class Stack:
         return ids
 
     def due_session(self, **spec: object) -> str:
-        """A session whose active conversation has reached its compression trigger."""
+        """A session whose active conversation has reached its compression trigger, of a model that is
+        asked for summaries (a small one's compressions take the extract and ask nothing)."""
         order: dict[str, object] = {
+            "parameter_size_b": WRITER_SIZE_B,
             "context_size": 8192,
             "pairs": 18,
             "answer": LOGIN_ANSWER,

@@ -3,7 +3,8 @@
 
 ``{"user": NAME, "password": PW}`` creates a user; ``{"session": {...}}`` creates a session owned by
 ``owner`` with ``pairs`` question/answer pairs already stored (enough of them make it due; ``{index}`` in
-``question`` or ``answer`` is the pair's number); ``count`` makes that many alike.
+``question`` or ``answer`` is the pair's number; ``parameter_size_b`` the model's size); ``count`` makes
+that many alike.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ def main(argv: list[str]) -> dict[str, Any]:
             title=spec.get("title", ""),
             system_prompt=spec.get("system_prompt", "Be brief."),
             settings=spec.get("settings"),
+            parameter_size_b=spec.get("parameter_size_b"),
         )
         question = spec.get("question", "Question {index} about logins?")
         answer = spec.get("answer", "")
