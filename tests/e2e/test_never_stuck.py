@@ -93,5 +93,7 @@ def test_a_session_whose_compression_cannot_free_30_percent_ends_under_its_trigg
     page.goto(f"{live_url}/sessions/{session_id}/timeline/")
     events = page.locator("#events").inner_text()
     assert re.search(r"rollover|compressed", events, re.IGNORECASE), events
-    assert "compression-skipped" not in events
+    # No compression was skipped for want of room; one the same turn scheduled twice meets the first's lease.
+    skipped = [line for line in events.splitlines() if "compression-skipped" in line]
+    assert all("another compression of this session is running" in line for line in skipped), skipped
     context.close()
