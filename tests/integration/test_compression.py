@@ -18,7 +18,13 @@ from django.utils import timezone
 
 from chat.models import Checkpoint, ContextEvent, Decision, Message, Session, Snapshot
 from chat.selectors.context import active_checkpoints, session_budget, session_window
-from chat.services.compression import compression_maybe_schedule, compression_run, compression_wait
+from chat.services.compression import (
+    compression_attempt,
+    compression_maybe_schedule,
+    compression_queued,
+    compression_run,
+    compression_wait,
+)
 from chat.services.events import event_record
 from chat.services.goals import decision_record, goal_checkpoint_set, goal_create
 from chat.services.messages import message_create
@@ -377,6 +383,28 @@ def test_no_second_compression_is_queued_while_one_runs(due_session, django_capt
     with django_capture_on_commit_callbacks() as queued:
         assert compression_maybe_schedule(session=Session.objects.get(pk=due_session.pk))
     assert compressions(queued) == 1
+
+
+@pytest.mark.django_db
+def test_a_compression_the_budget_asks_for_twice_is_queued_once(
+    due_session, fake_ollama, gateway, monkeypatch, django_capture_on_commit_callbacks
+):
+    # A turn stores the user's message and then the reply: both find the budget due before the first
+    # compression has taken its lease, and the second request used to run only to be skipped.
+    asked: list[object] = []
+    monkeypatch.setattr("chat.services.compression.schedule.publish", asked.append)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert compression_maybe_schedule(session=Session.objects.get(pk=due_session.pk))
+        assert compression_maybe_schedule(session=Session.objects.get(pk=due_session.pk))
+    assert len(asked) == 1
+    with django_capture_on_commit_callbacks(execute=True):
+        assert not compression_maybe_schedule(session=Session.objects.get(pk=due_session.pk)), "still queued"
+    assert len(asked) == 1
+    fake_ollama.behaviour.canned_reply = "Logins are validated and audited."
+    monkeypatch.setattr("chat.services.compression.run.get_gateway", lambda: gateway)
+    assert compression_attempt(session_id=due_session.pk, reason="test").status == "compressed"
+    assert not compression_queued(session_id=due_session.pk), "the run ended: nothing is queued any more"
+    assert not ContextEvent.objects.filter(session=due_session, type="compression-skipped").exists()
 
 
 @pytest.mark.django_db

@@ -8,6 +8,7 @@ from chat.services.compression.run import CompressionOutcome, compression_run, s
 from chat.services.compression.schedule import (
     compression_attempt,
     compression_maybe_schedule,
+    compression_queued,
     compression_schedule,
 )
 from chat.services.compression.wait import (
@@ -22,6 +23,7 @@ __all__ = [
     "compression_attempt",
     "compression_failure_since",
     "compression_maybe_schedule",
+    "compression_queued",
     "compression_retry_pending",
     "compression_run",
     "compression_running",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
+from django.core.cache import cache
 from django.db import transaction
 
 from chat.models import Session
@@ -24,6 +25,18 @@ from chat.services.events import CompressionRequested, publish
 from chat.services.snapshots import snapshot_auto_create
 from engine.core.budget import Budget
 
+# A compression asked for is forgotten this long after, if it never ran: its task or thread is lost by then.
+QUEUED_SECONDS = 300
+
+
+def _queued_key(session_id: UUID) -> str:
+    return f"compression-queued:{session_id}"
+
+
+def compression_queued(*, session_id: UUID) -> bool:
+    """Whether a compression of the session was asked for and has not ended yet (queued or running)."""
+    return cache.get(_queued_key(session_id)) is not None
+
 
 def compression_schedule(*, session_id: UUID, reason: str, force: bool = False) -> None:
     """Run a compression in the background once the current transaction commits
@@ -32,10 +45,14 @@ def compression_schedule(*, session_id: UUID, reason: str, force: bool = False) 
 
     It is asked for (``CompressionRequested``) and ``chat.tasks.task_dispatch`` runs it: a Celery
     worker with a broker, a thread of this process without one (the embedded default), so the
-    turn does not wait.
+    turn does not wait. One the budget called for is asked once: while another of the session is
+    queued or running (``compression_queued``, in the cache, so across processes), it is not asked
+    again, since it would only be skipped; a forced one is always asked.
     """
 
     def enqueue() -> None:
+        if not cache.add(_queued_key(session_id), reason, timeout=QUEUED_SECONDS) and not force:
+            return
         publish(CompressionRequested(session_id=session_id, reason=reason, force=force))
 
     transaction.on_commit(enqueue)
@@ -55,7 +72,10 @@ def compression_attempt(
     if token is not None and compression_retry_superseded(session_id=session_id, token=token):
         return CompressionOutcome("skipped", "superseded: a newer attempt or a compression that succeeded")
     compression_retry_forget(session_id=session_id)
-    outcome = compression_run(session_id=session_id, reason=reason, force=force, attempt=attempt)
+    try:
+        outcome = compression_run(session_id=session_id, reason=reason, force=force, attempt=attempt)
+    finally:
+        cache.delete(_queued_key(session_id))
     if outcome.retry_in is not None:
         _retry_schedule(session_id, reason=reason, attempt=attempt + 1, delay=outcome.retry_in)
     return outcome
@@ -90,8 +110,8 @@ def compression_maybe_schedule(*, session: Session, budget: Budget | None = None
         return False
     if not budget.compression_due:
         return False
-    if compression_running(session_id=session.pk):
-        # The running one is what the budget asks for; a second would only be skipped.
+    if compression_running(session_id=session.pk) or compression_queued(session_id=session.pk):
+        # The running or queued one is what the budget asks for; a second would only be skipped.
         return False
     if compression_retry_pending(session_id=session.pk):
         # The model failed the last one: its retry waits out the backoff, rather than each new
