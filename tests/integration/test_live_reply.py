@@ -45,11 +45,18 @@ async def connected(session: Session, user, query: str = "") -> WebsocketCommuni
     return communicator
 
 
-async def reply_ended(session: Session) -> None:
-    """Until the session's reply in flight, if any, has ended (stored, its last frame sent)."""
+async def reply_ended(session: Session, fake_ollama) -> None:
+    """Until the session's reply in flight, if any, has ended (stored, its last frame sent); what the
+    test needed it slow for is done, so the rest of it streams at once."""
+    await fast_forward(fake_ollama)
     live = reply_in_flight(session.pk)
     if live is not None and live.task is not None:
         await asyncio.wait_for(asyncio.shield(live.task), timeout=SOCKET_TIMEOUT)
+
+
+async def fast_forward(fake_ollama) -> None:
+    """The rest of the reply streams without a pause between its chunks."""
+    await sync_to_async(setattr)(fake_ollama.behaviour, "chunk_delay_seconds", 0.0)
 
 
 def deltas(frames: list[str]) -> str:
@@ -67,19 +74,19 @@ async def replies(session: Session) -> list[Message]:
     return [m async for m in Message.objects.filter(session=session, role="assistant").order_by("position")]
 
 
-async def test_closing_the_page_does_not_stop_the_reply(slow_chat, user):
+async def test_closing_the_page_does_not_stop_the_reply(slow_chat, user, fake_ollama):
     page = await connected(slow_chat, user)
     await page.send_to(text_data=json.dumps({"message": "Plan the pier."}))
     await frames_until(page, DELTA)
     await page.disconnect()
     assert reply_in_flight(slow_chat.pk) is not None, "the reply goes on without the page"
-    await reply_ended(slow_chat)
+    await reply_ended(slow_chat, fake_ollama)
     (reply,) = await replies(slow_chat)
     assert reply.content == LONG_REPLY
     assert reply.done_reason != "cancelled"
 
 
-async def test_a_page_opened_during_the_reply_is_caught_up_and_streams_the_rest(slow_chat, user):
+async def test_a_page_opened_during_the_reply_is_caught_up_and_streams_the_rest(slow_chat, user, fake_ollama):
     first = await connected(slow_chat, user)
     await first.send_to(text_data=json.dumps({"message": "Plan the pier."}))
     await frames_until(first, DELTA)
@@ -93,8 +100,9 @@ async def test_a_page_opened_during_the_reply_is_caught_up_and_streams_the_rest(
     so_far = caught_up_text(catch_up)
     assert so_far
     assert LONG_REPLY.startswith(so_far)
+    await fast_forward(fake_ollama)
     rest = await frames_until(second, 'id="context-meter"')
-    await reply_ended(slow_chat)
+    await reply_ended(slow_chat, fake_ollama)
     (reply,) = await replies(slow_chat)
     assert so_far + deltas(rest) == reply.content == LONG_REPLY
     # Both pages swap the same element for the stored reply.
@@ -113,7 +121,7 @@ async def test_stop_from_another_page_stops_the_reply(slow_chat, user, fake_olla
     await second.send_to(text_data=json.dumps({"action": "stop"}))
     for page in (first, second):
         assert "Stopped." in (await frames_until(page, "Stopped."))[-1]
-    await reply_ended(slow_chat)
+    await reply_ended(slow_chat, fake_ollama)
     (reply,) = await replies(slow_chat)
     assert reply.done_reason == "cancelled"
     assert LONG_REPLY.startswith(reply.content)
@@ -122,7 +130,7 @@ async def test_stop_from_another_page_stops_the_reply(slow_chat, user, fake_olla
     await second.disconnect()
 
 
-async def test_a_second_turn_from_any_page_is_refused_while_the_reply_streams(slow_chat, user):
+async def test_a_second_turn_from_any_page_is_refused_while_the_reply_streams(slow_chat, user, fake_ollama):
     first = await connected(slow_chat, user)
     second = await connected(slow_chat, user)
     await first.send_to(text_data=json.dumps({"message": "Plan the pier."}))
@@ -131,14 +139,14 @@ async def test_a_second_turn_from_any_page_is_refused_while_the_reply_streams(sl
     refused = await frames_until(second, 'class="status error"')
     assert html.escape(STILL_COMING, quote=False) in refused[-1]
     assert 'data-streaming="0"' not in refused[-1], "the page still waits for the reply"
-    await reply_ended(slow_chat)
+    await reply_ended(slow_chat, fake_ollama)
     contents = [m.content async for m in Message.objects.filter(session=slow_chat).order_by("position")]
     assert contents == ["Plan the pier.", LONG_REPLY]
     await first.disconnect()
     await second.disconnect()
 
 
-async def test_the_chat_page_shows_a_reply_in_progress_without_retry(slow_chat, user):
+async def test_the_chat_page_shows_a_reply_in_progress_without_retry(slow_chat, user, fake_ollama):
     page = await connected(slow_chat, user)
     await page.send_to(text_data=json.dumps({"message": "Plan the pier."}))
     await frames_until(page, DELTA)
@@ -154,7 +162,7 @@ async def test_the_chat_page_shows_a_reply_in_progress_without_retry(slow_chat, 
     assert 'id="reply-1"' in rendered
     assert LONG_REPLY.startswith(caught_up_text(rendered))
     assert 'data-action="retry"' not in rendered
-    await reply_ended(slow_chat)
+    await reply_ended(slow_chat, fake_ollama)
     await page.disconnect()
 
     # Once it has ended, a page rendered during it gets the history and the idle state as its socket opens.
@@ -167,7 +175,7 @@ async def test_the_chat_page_shows_a_reply_in_progress_without_retry(slow_chat, 
     await late.disconnect()
 
 
-async def test_a_logout_closes_the_socket_and_the_reply_goes_on(slow_chat, user):
+async def test_a_logout_closes_the_socket_and_the_reply_goes_on(slow_chat, user, fake_ollama):
     """The page's login ends: nothing more reaches its socket (4401), and the session's reply, which
     its other pages may still show, is finished and stored."""
     page = await connected(slow_chat, user)
@@ -186,13 +194,13 @@ async def test_a_logout_closes_the_socket_and_the_reply_goes_on(slow_chat, user)
     while output["type"] != "websocket.close":  # deltas sent before the logout reached the socket
         output = await page.receive_output(timeout=SOCKET_TIMEOUT)
     assert output["code"] == 4401
-    await reply_ended(slow_chat)
+    await reply_ended(slow_chat, fake_ollama)
     (reply,) = await replies(slow_chat)
     assert reply.content == LONG_REPLY
     await page.disconnect()
 
 
-async def test_a_goal_set_anywhere_reaches_every_page_of_the_session(slow_chat, user):
+async def test_a_goal_set_anywhere_reaches_every_page_of_the_session(slow_chat, user, fake_ollama):
     from chat.services.goals import goal_create
 
     pages = [await connected(slow_chat, user), await connected(slow_chat, user)]
