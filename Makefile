@@ -76,8 +76,11 @@ lint: $(DEV_STAMP)
 unit: $(DEV_STAMP)
 	$(BIN)/pytest tests/unit --cov=engine/core --cov-report=term-missing --cov-fail-under=100
 
+# Its Redis tests (a Celery worker's healthcheck) use a database of their own, never the services
+# pass's broker or cache, which that pass clears.
+REDIS_EMBEDDED_URL ?= redis://127.0.0.1:6379/13
 integration: $(DEV_STAMP)
-	$(BIN)/pytest tests/integration
+	REDIS_TEST_URL=$(REDIS_EMBEDDED_URL) $(BIN)/pytest tests/integration
 
 # The spec conformance suite (tests/spec) with a table: section, tests, passed, failed.
 conformance: $(DEV_STAMP)
@@ -93,7 +96,18 @@ $(CHROMIUM):
 e2e: $(DEV_STAMP) | $(CHROMIUM)
 	OLLM_CHROMIUM=$(CHROMIUM) $(BIN)/pytest tests/e2e
 
-test: lint unit integration conformance e2e services
+# `make test` runs two streams side by side, since each pass alone keeps about one of CI's 2 cores
+# busy (docs/testing.md): the embedded pass (unit, integration, e2e) in front, and beside it lint,
+# the services pass and conformance, each of their lines marked "[beside]". The two share no
+# database, Redis database, port or file. The tests' waits on conditions get twice their room
+# (OLLM_TEST_TIMEOUT_SCALE), as the load doubles; it fails when either stream fails.
+test: $(DEV_STAMP) | $(CHROMIUM)
+	@export OLLM_TEST_TIMEOUT_SCALE=$$(awk "BEGIN { print $${OLLM_TEST_TIMEOUT_SCALE:-1} * 2 }"); \
+	rc=$$(mktemp); \
+	{ $(MAKE) --no-print-directory lint services conformance 2>&1; echo $$? > $$rc; } | sed -u 's/^/[beside] /' & \
+	$(MAKE) --no-print-directory unit integration e2e; front=$$?; wait; beside=$$(cat $$rc); rm -f $$rc; \
+	echo "== make test: the embedded pass exited $$front, lint, services and conformance beside it $$beside"; \
+	[ "$$front" = 0 ] && [ "$$beside" = 0 ]
 
 # The second pass of `make test`: the integration, conformance and system tests
 # again on PostgreSQL, the Redis channel layer and Celery workers fed through
