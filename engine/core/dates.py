@@ -28,7 +28,10 @@ _SPANS = {
     "year": lambda n: relativedelta(years=n),
 }
 _DAY = r"(?P<day>yesterday|today|tonight|tomorrow|the day before yesterday|the day after tomorrow)"
-_WEEKDAY = r"(?:(?P<which>last|this past|this coming|this|next|on)\s+)?(?P<weekday>" + "|".join(_WEEKDAYS) + r")"
+_WEEKDAY = (
+    r"(?:(?P<which>last|this past|this coming|this|next|on)\s+)?(?P<weekday>" + "|".join(_WEEKDAYS) + r")"
+    r"(?:\s+the\s+(?P<wdom>\d{1,2})(?:st|nd|rd|th)\b)?"
+)
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
            "november", "december")  # fmt: skip
 _ORDINAL = r"(?P<{name}>\d{{1,2}})(?:st|nd|rd|th)?"
@@ -91,6 +94,24 @@ def _weekday(which: str, name: str, said_on: date, sentence: str) -> str:
     return date_text(said_on + relativedelta(weekday=day(+1)))
 
 
+def _weekday_of_month(day: int, name: str, said_on: date) -> str | None:
+    """ "Saturday the 24th": the day ``day`` of a month, nearest to ``said_on``, that falls on that weekday;
+    None when no month within half a year of it has one."""
+    weekday_number = _WEEKDAYS[name.lower()].weekday
+    candidates = []
+    for months in range(-6, 7):
+        month_start = said_on.replace(day=1) + relativedelta(months=months)
+        try:
+            candidate = month_start.replace(day=day)
+        except ValueError:
+            continue
+        if candidate.weekday() == weekday_number:
+            candidates.append(candidate)
+    if not candidates:
+        return None
+    return date_text(min(candidates, key=lambda candidate: abs(candidate - said_on)))
+
+
 def _period(side: str, period: str, said_on: date) -> str:
     step = {"last": -1, "this": 0, "next": 1}[side.lower()]
     period = period.lower()
@@ -136,6 +157,8 @@ def _meaning(match: re.Match[str], said_on: date, text: str) -> str | None:
         return _day_word(groups["day"], said_on)
     if groups["weekday"]:
         sentence = _sentence(text, match.start(), match.end())
+        if groups["wdom"]:
+            return _weekday_of_month(int(groups["wdom"]), groups["weekday"], said_on)
         if _EVERY_WEEK.match(text, match.end()) or _timetable(sentence):
             return None
         return _weekday(groups["which"] or "", groups["weekday"], said_on, sentence)

@@ -42,6 +42,8 @@ THURSDAY = date(2023, 5, 25)
         ("last week", "last week (the week of 15 May 2023)"),
         ("last year's numbers were low", "last year's (2022) numbers were low"),
         ("the crew comes on June 17 and 18.", "the crew comes on June 17 and 18 (17 June 2023)."),
+        ("a send-off on Saturday the 24th", "a send-off on Saturday the 24th (24 June 2023)"),
+        ("it was Friday the 12th, as it happens", "it was Friday the 12th (12 May 2023), as it happens"),
         ("the crew comes on June 17 and 18:00 is late", "the crew comes on June 17 (17 June 2023) and 18:00 is late"),
     ],
 )
@@ -57,6 +59,7 @@ def test_a_relative_date_keeps_its_words_and_gains_the_date_it_means(said, meant
         "Lectures meet Monday, Wednesday and Friday at 09:05.",
         "No student should have more than two exams in one day.",
         "We did it all in a day.",
+        "Monday the 45th",  # no month has one
     ],
 )
 def test_a_day_of_every_week_and_a_length_of_time_gain_no_date(text):
