@@ -99,10 +99,14 @@ e2e: $(DEV_STAMP) | $(CHROMIUM)
 # `make test` runs two streams side by side, since each pass alone keeps about one of CI's 2 cores
 # busy (docs/testing.md): the embedded pass (unit, integration, e2e) in front, and beside it lint,
 # the services pass and conformance, each of their lines marked "[beside]". The two share no
-# database, Redis database, port or file. The tests' waits on conditions get twice their room
-# (OLLM_TEST_TIMEOUT_SCALE), as the load doubles; it fails when either stream fails.
+# database, Redis database, port or file. Each stream's model servers decode on one thread
+# (OLLM_MODEL_THREADS, unless set): llama.cpp's threads wait on each other spinning, so two servers
+# of two threads each on 2 cores slow each other down far more than they gain. The tests' waits on
+# conditions get twice their room (OLLM_TEST_TIMEOUT_SCALE), as the load doubles; it fails when
+# either stream fails.
 test: $(DEV_STAMP) | $(CHROMIUM)
 	@export OLLM_TEST_TIMEOUT_SCALE=$$(awk "BEGIN { print $${OLLM_TEST_TIMEOUT_SCALE:-1} * 2 }"); \
+	export OLLM_MODEL_THREADS=$${OLLM_MODEL_THREADS:-1}; \
 	rc=$$(mktemp); \
 	{ $(MAKE) --no-print-directory lint services conformance 2>&1; echo $$? > $$rc; } | sed -u 's/^/[beside] /' & \
 	$(MAKE) --no-print-directory unit integration e2e; front=$$?; wait; beside=$$(cat $$rc); rm -f $$rc; \
