@@ -97,9 +97,9 @@ e2e: $(DEV_STAMP) | $(CHROMIUM)
 	OLLM_CHROMIUM=$(CHROMIUM) $(BIN)/pytest tests/e2e
 
 # `make test` runs two streams side by side, since each pass alone keeps about one of CI's 2 cores
-# busy (docs/testing.md): the embedded pass (unit, integration, e2e) in front, and beside it lint,
-# the services pass and conformance, each of their lines marked "[beside]". The two share no
-# database, Redis database, port or file. Each stream's model servers decode on one thread
+# busy (docs/testing.md): unit and integration in front, and beside them lint, the services pass,
+# conformance and e2e, each of their lines marked "[beside]" (the two take about as long). They
+# share no database, Redis database, port or file. Each stream's model servers decode on one thread
 # (OLLM_MODEL_THREADS, unless set): llama.cpp's threads wait on each other spinning, so two servers
 # of two threads each on 2 cores slow each other down far more than they gain. The tests' waits on
 # conditions get twice their room (OLLM_TEST_TIMEOUT_SCALE), as the load doubles; it fails when
@@ -108,9 +108,9 @@ test: $(DEV_STAMP) | $(CHROMIUM)
 	@export OLLM_TEST_TIMEOUT_SCALE=$$(awk "BEGIN { print $${OLLM_TEST_TIMEOUT_SCALE:-1} * 2 }"); \
 	export OLLM_MODEL_THREADS=$${OLLM_MODEL_THREADS:-1}; \
 	rc=$$(mktemp); \
-	{ $(MAKE) --no-print-directory lint services conformance 2>&1; echo $$? > $$rc; } | sed -u 's/^/[beside] /' & \
-	$(MAKE) --no-print-directory unit integration e2e; front=$$?; wait; beside=$$(cat $$rc); rm -f $$rc; \
-	echo "== make test: the embedded pass exited $$front, lint, services and conformance beside it $$beside"; \
+	{ $(MAKE) --no-print-directory lint services conformance e2e 2>&1; echo $$? > $$rc; } | sed -u 's/^/[beside] /' & \
+	$(MAKE) --no-print-directory unit integration; front=$$?; wait; beside=$$(cat $$rc); rm -f $$rc; \
+	echo "== make test: unit and integration exited $$front, lint, services, conformance and e2e beside them $$beside"; \
 	[ "$$front" = 0 ] && [ "$$beside" = 0 ]
 
 # The second pass of `make test`: the integration, conformance and system tests
