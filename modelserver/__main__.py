@@ -77,7 +77,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--slots",
         type=int,
-        default=int(os.environ.get("OLLM_MODEL_SLOTS", "4")),
+        default=int(os.environ.get("OLLM_MODEL_SLOTS", "5")),
         help="chat turns generated at once, in one batch (a summary has a slot besides)",
     )
     parser.add_argument("--test-controls", action="store_true", help="accept the tests' /_test/ requests")

@@ -221,7 +221,7 @@ OLLAMA_HOSTS = [h.strip() for h in os.environ.get("OLLAMA_HOSTS", "").split(",")
 OLLM_HOST_SLOTS = int(os.environ.get("OLLM_HOST_SLOTS", "1"))
 # Chat turns the bundled model server generates at once (its --slots, read from the same variable): the app
 # sends it as many.
-OLLM_MODEL_SLOTS = int(os.environ.get("OLLM_MODEL_SLOTS", "4"))
+OLLM_MODEL_SLOTS = int(os.environ.get("OLLM_MODEL_SLOTS", "5"))
 # The longest a summary, aging or merge waits behind chat turns for a host before it runs beside them.
 OLLM_BACKGROUND_MAX_WAIT_SECONDS = float(os.environ.get("OLLM_BACKGROUND_MAX_WAIT_SECONDS", "15"))
 # A host that failed or timed out is left alone this long before it is tried again.

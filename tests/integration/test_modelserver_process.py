@@ -33,7 +33,7 @@ def test_a_busy_port_is_named_and_the_supervisor_does_not_retry_forever():
 def test_the_server_says_where_it_serves_with_how_many_threads_and_slots(model_server):
     log = model_server.log.read_text()
     assert f"on http://127.0.0.1:{model_server.port} (" in log
-    assert " threads, 4 turn slots, context 4096, pid " in log
+    assert " threads, 5 turn slots, context 4096, pid " in log
 
 
 def test_a_killed_supervisor_takes_its_model_server_with_it(tmp_path):
