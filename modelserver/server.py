@@ -216,7 +216,7 @@ class ModelServer:
                         for name in server.names
                     ]})  # fmt: skip
                 elif self.path == "/_test/record" and server.test_controls:
-                    self._json(200, asdict(server.controls.record))
+                    self._json(200, {**asdict(server.controls.record), "in_flight": server.controls.in_flight})
                 else:
                     self._json(404, {"error": "not found"})
 
@@ -295,60 +295,62 @@ class ModelServer:
                 stream = bool(body.get("stream", True))
                 if server.test_controls:
                     server.controls.wait_if_held()
-                if server.test_controls and server.controls.behaviour.ollama_overflow:
-                    num_ctx = min(num_ctx, server.controls.behaviour.allocated_ctx or num_ctx)
-                    messages = ollama_front_cut(messages, num_ctx, server.engine.count_prompt)
-                cancel = threading.Event()
-                canned = server.controls.next_canned() if server.test_controls else None
-                if canned is not None:
-                    calls = canned_tool_calls(canned, body.get("tools")) if chat else None
-                    self._send(
-                        canned_reply(server.engine, "" if calls else canned, messages, max_tokens),
-                        cancel,
-                        body["model"],
-                        chat=chat,
-                        stream=stream,
-                        tool_calls=calls,
+                in_flight = server.controls.generating() if server.test_controls else contextlib.nullcontext()
+                with in_flight:
+                    if server.test_controls and server.controls.behaviour.ollama_overflow:
+                        num_ctx = min(num_ctx, server.controls.behaviour.allocated_ctx or num_ctx)
+                        messages = ollama_front_cut(messages, num_ctx, server.engine.count_prompt)
+                    cancel = threading.Event()
+                    canned = server.controls.next_canned() if server.test_controls else None
+                    if canned is not None:
+                        calls = canned_tool_calls(canned, body.get("tools")) if chat else None
+                        self._send(
+                            canned_reply(server.engine, "" if calls else canned, messages, max_tokens),
+                            cancel,
+                            body["model"],
+                            chat=chat,
+                            stream=stream,
+                            tool_calls=calls,
+                        )
+                        return
+                    parts = server.engine.generate(
+                        messages,
+                        num_ctx=num_ctx,
+                        max_tokens=max_tokens,
+                        stop=stop,
+                        priority=priority,
+                        cancel=cancel,
+                        **sampling,
                     )
-                    return
-                parts = server.engine.generate(
-                    messages,
-                    num_ctx=num_ctx,
-                    max_tokens=max_tokens,
-                    stop=stop,
-                    priority=priority,
-                    cancel=cancel,
-                    **sampling,
-                )
-                try:
-                    first = next(parts)
-                except ContextOverflow as exc:
-                    self._json(413, {"error": str(exc)})
-                    return
-                except EngineError as exc:
-                    self._json(500, {"error": str(exc)})
-                    return
+                    try:
+                        first = next(parts)
+                    except ContextOverflow as exc:
+                        self._json(413, {"error": str(exc)})
+                        return
+                    except EngineError as exc:
+                        self._json(500, {"error": str(exc)})
+                        return
 
-                def tracked() -> Iterator[str | Result]:
-                    for part in itertools.chain([first], parts):
-                        if isinstance(part, Result) and server.test_controls:
-                            # Recorded before the final chunk goes out, so a client that has read the whole
-                            # reply always finds it in the record.
-                            server.controls.record.served.append({
-                                "last_message": messages[-1].content if messages else "",
-                                "priority": priority,
-                                "done_reason": part.done_reason,
-                                "prompt_tokens": part.prompt_tokens,
-                                "completion_tokens": part.completion_tokens,
-                                "server_seconds": time.perf_counter() - received,
-                                "model_seconds": part.prompt_seconds + part.generation_seconds,
-                            })  # fmt: skip
-                        yield part
+                    def tracked() -> Iterator[str | Result]:
+                        for part in itertools.chain([first], parts):
+                            if isinstance(part, Result) and server.test_controls:
+                                # Recorded before the final chunk goes out, so a client that has read the whole
+                                # reply always finds it in the record.
+                                server.controls.record.served.append({
+                                    "last_message": messages[-1].content if messages else "",
+                                    "priority": priority,
+                                    "done_reason": part.done_reason,
+                                    "prompt_tokens": part.prompt_tokens,
+                                    "completion_tokens": part.completion_tokens,
+                                    "server_seconds": time.perf_counter() - received,
+                                    "model_seconds": part.prompt_seconds + part.generation_seconds,
+                                })  # fmt: skip
+                            yield part
 
-                try:
-                    self._send(tracked(), cancel, body["model"], chat=chat, stream=stream)
-                finally:
-                    parts.close()  # lets go of the context however the reply ended
+                    try:
+                        self._send(tracked(), cancel, body["model"], chat=chat, stream=stream)
+                    finally:
+                        parts.close()  # lets go of the context however the reply ended
 
             def _client_closed(self) -> bool:
                 """Whether the client has hung up: its socket reads as ended (a client sends nothing more

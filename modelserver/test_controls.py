@@ -8,6 +8,7 @@ import json
 import re
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -99,6 +100,9 @@ class Controls:
         self.record = Record()
         self._released = threading.Event()
         self._canned_lock = threading.Lock()
+        # Generations under way, kept across resets: a test's leftover may still run in the next one.
+        self._in_flight = 0
+        self._in_flight_lock = threading.Lock()
 
     def reset(self) -> None:
         self._released.set()  # whatever a previous test held goes on
@@ -113,6 +117,22 @@ class Controls:
             if replies:
                 return replies.pop(0) if len(replies) > 1 else replies[0]
             return self.behaviour.canned_reply
+
+    @property
+    def in_flight(self) -> int:
+        """How many generations are under way (held ones not counted)."""
+        return self._in_flight
+
+    @contextmanager
+    def generating(self) -> Iterator[None]:
+        """Counts a generation as under way while it runs."""
+        with self._in_flight_lock:
+            self._in_flight += 1
+        try:
+            yield
+        finally:
+            with self._in_flight_lock:
+                self._in_flight -= 1
 
     def wait_if_held(self) -> None:
         """A generation waits here while ``behaviour.hold`` says so, until released (or ``hold_seconds``)."""

@@ -50,21 +50,29 @@ async def test_the_cap_ends_a_reply_with_length(backend_and_model):
     assert completion.text
 
 
-async def test_temperature_zero_with_a_seed_repeats(backend_and_model):
+async def test_temperature_zero_with_a_seed_repeats(backend_and_model, model_server):
     # The KV cache reuses a repeated prompt prefix (as Ollama does), which changes
     # the arithmetic slightly: a reply repeats for the same prompt *and* cache
-    # state, so the first call only brings the cache to that state.
+    # state, so the first call only brings the cache to that state. Another generation
+    # in the same batch changes it too: each call waits until the server is otherwise idle.
     backend, model = backend_and_model
-    replies = [
-        (
-            await backend.chat(
-                ChatRequest(HELLO, model=model, num_ctx=2048, max_tokens=24, sampling=Sampling(temperature=0, seed=3))
-            ).collect()
-        ).text
-        for _ in range(3)
-    ]
+    replies = []
+    for _ in range(3):
+        await asyncio.to_thread(model_server.wait_idle)
+        request = ChatRequest(HELLO, model=model, num_ctx=2048, max_tokens=24, sampling=Sampling(temperature=0, seed=3))
+        replies.append((await backend.chat(request).collect()).text)
     assert replies[1] == replies[2]
     assert replies[1]
+
+
+async def test_the_stand_in_counts_the_generations_under_way(fake_ollama, ollama_backend):
+    await asyncio.to_thread(fake_ollama.wait_idle)
+    fake_ollama.behaviour.chunk_delay_seconds = 0.1
+    stream = ollama_backend.chat(ChatRequest(LONG, model=SERVED_MODEL, num_ctx=2048, max_tokens=40, sampling=GREEDY))
+    await anext(stream)
+    assert fake_ollama.record()["in_flight"] == 1
+    await stream.aclose()
+    await asyncio.to_thread(fake_ollama.wait_idle)  # the closed generation ends, and is no longer counted
 
 
 async def test_closing_the_stream_stops_generation(backend_and_model, embedded_backend, fake_ollama):

@@ -137,6 +137,11 @@ class ModelServerProcess:
 
         return int(wait_until(answers, timeout=timeout, what=f"the model server at {self.url}", interval=0.1))
 
+    def wait_idle(self, *, timeout: float = 120) -> None:
+        """Wait until no generation is under way: one another test left running (a title written in
+        the background) shares the model's batches, which changes its arithmetic slightly."""
+        wait_until(lambda: self.record()["in_flight"] == 0, timeout=scaled(timeout), what="the model server to be idle")
+
     def server_pid(self) -> int:
         return self.wait_ready()
 
