@@ -53,7 +53,6 @@ _INNER_MARK = re.compile(r"[0-9A-Za-z][_./:{}\-][0-9A-Za-z{}]")
 _INNER_CAPITAL = re.compile(r"[a-z][A-Z]")
 _ALL_CAPS = re.compile(r"[A-Z][A-Z0-9]+(?:[-_/][A-Z0-9]+)*s?")
 _HEX = re.compile(r"#[0-9A-Fa-f]{3,8}")
-_CAPITALISED = re.compile(r"[A-Z][a-z'’]+")
 _ABBREVIATION = re.compile(r"(?:[a-z]\.){1,3}[a-z]?")  # e.g, i.e, a.m
 # Hyphenated English ("follow-up", "long-term") names nothing; "blue-green", "ng-spot-workers" do.
 _ENGLISH_HYPHENATED = frozenset(
@@ -216,6 +215,12 @@ def _hyphenated_english(word: str) -> bool:
     )
 
 
+def capitalised(text: str) -> bool:
+    """Whether ``text`` is a capital and lower-case letters (apostrophes too), in any alphabet: "Biscuit",
+    "Sinéad", "Łódź", "Straße"."""
+    return len(text) >= 2 and text[0].isupper() and all(c.islower() or c in "'’" for c in text[1:])
+
+
 def is_specific(word: Word) -> bool:
     """Whether ``word`` names one thing (see the module docstring)."""
     text = word.text
@@ -227,7 +232,7 @@ def is_specific(word: Word) -> bool:
         return False
     if len(text) >= 2 and _ALL_CAPS.fullmatch(text):
         return True
-    return not word.opens_sentence and _CAPITALISED.fullmatch(text) is not None
+    return not word.opens_sentence and capitalised(text)
 
 
 def _counted(words: list[Word], index: int) -> str:

@@ -27,7 +27,7 @@ from datetime import date
 
 from bm25s.stopwords import STOPWORDS_EN_PLUS
 
-from engine.core.clauses import specific_tokens, split_clauses, states_fact
+from engine.core.clauses import capitalised, specific_tokens, split_clauses, states_fact
 from engine.core.dates import date_text, resolve_relative_dates
 from engine.core.markers import parse_markers
 from engine.core.retention import Fact
@@ -70,7 +70,6 @@ GENERAL_WORDS = frozenset(
 # A general clause weighs this much of what its words would give it.
 GENERAL_WEIGHT = 0.25
 _WORD = re.compile(r"[^\W_][\w'’-]*")
-_NAME = re.compile(r"[A-Z][a-z'’]+")
 _SAID = re.compile(r"\[(?P<said>[^\[\]\n]{1,48})\] (?P<text>.+)", re.DOTALL)
 
 
@@ -118,7 +117,7 @@ def small_talk(clause: str) -> bool:
 def _technical(clause: str) -> bool:
     """Whether ``clause`` holds a value a greeting never does: a number, a path, an identifier (a
     capitalised name alone does not count: "Hey Mel!")."""
-    return any(not _NAME.fullmatch(token) for token in specific_tokens(clause))
+    return any(not capitalised(token) for token in specific_tokens(clause))
 
 
 def states_something(clause: str) -> bool:

@@ -149,3 +149,12 @@ def test_marker_syntax_is_no_fact_and_marker_lines_are_left_to_the_goal_and_the_
 def test_a_number_is_not_paired_with_a_word_across_punctuation():
     assert specific_tokens("Where does it live? 0") == ("0",)
     assert specific_tokens("We need 3, maybe 4 replicas") == ("need 3", "4 replicas")
+
+
+def test_a_name_in_any_alphabet_is_a_token():
+    assert specific_tokens("We drove to Łódź with Sinéad and Ciarán, past the Königstraße.") == (
+        "Łódź",
+        "Sinéad",
+        "Ciarán",
+        "Königstraße",
+    )
