@@ -52,6 +52,8 @@ _PAST = re.compile(
     re.IGNORECASE,
 )
 _FUTURE = re.compile(r"\b(?:will|won't|'ll|going to|gonna|planning|plan to|is on|it's on|coming up)\b", re.IGNORECASE)
+# A sentence in the perfect ("there hasn't been a bike here in ten years"): "in ten years" is how long.
+_PERFECT = re.compile(r"\b(?:been|hasn't|haven't|hadn't|has not|have not|had not|first time)\b", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"[.!?\n]")
 # "Tuesday and Thursday mornings", "Friday afternoons": a day of every week, not one date.
 _EVERY_WEEK = re.compile(r"(?:\s+(?:and|or|&)\s+\w+day)?\s+(?:mornings|afternoons|evenings|nights)\b", re.IGNORECASE)
@@ -169,6 +171,9 @@ def _meaning(match: re.Match[str], said_on: date, text: str) -> str | None:
     if groups["unit_in"]:
         if groups["unit_in"].lower() == "day" and _count(groups["count_in"]) == 1:
             return None  # "two exams in one day", "all in a day": how long, not when
+        sentence = _sentence(text, match.start(), match.end())
+        if _past(sentence) or _PERFECT.search(sentence):
+            return None  # "we finished it in two days", "not a bike on the road in ten years": how long
         return date_text(said_on + _SPANS[groups["unit_in"].lower()](_count(groups["count_in"])))
     return _period(groups["side"], groups["period"], said_on)
 
@@ -182,8 +187,8 @@ def resolve_relative_dates(text: str, said_on: date) -> str:
     """``text`` with each relative date phrase followed by the date it means, said on ``said_on``:
     "last Saturday" becomes "last Saturday (20 May 2023)". The date goes after what is tied to the
     phrase ("last year's (2022) numbers", "June 17 and 18 (17 June 2023)"), so the words said stay
-    together; a day of every week ("Friday afternoons", a timetable's days) and "in one day" (how
-    long) gain none."""
+    together; a day of every week ("Friday afternoons", a timetable's days) and "in one day", or "in
+    ten years" in a sentence of the past or the perfect (how long), gain none."""
     parts: list[str] = []
     done = 0
     for match in _PHRASE.finditer(text):

@@ -59,6 +59,8 @@ def test_a_relative_date_keeps_its_words_and_gains_the_date_it_means(said, meant
         "Lectures meet Monday, Wednesday and Friday at 09:05.",
         "No student should have more than two exams in one day.",
         "We did it all in a day.",
+        "There hasn't been a bicycle on Quay Road in ten years.",
+        "We finished the whole puzzle in three days.",
         "Monday the 45th",  # no month has one
     ],
 )
