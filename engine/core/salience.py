@@ -120,6 +120,12 @@ def _technical(clause: str) -> bool:
     return any(not capitalised(token) for token in specific_tokens(clause))
 
 
+def chit_chat(clause: str) -> bool:
+    """Whether ``clause`` asks, greets, thanks or reacts, and holds no value a greeting never does:
+    "Morning Noreen!", "Did the parade go ahead on Friday?" (not "Is the port 5432?")."""
+    return small_talk(clause) and not _technical(clause)
+
+
 def states_something(clause: str) -> bool:
     """Whether ``clause`` states a fact of the pattern table or enough words of its own."""
     return states_fact(clause) or len(content_words(clause)) >= MIN_CONTENT_WORDS
@@ -133,7 +139,7 @@ def said_clauses(messages: Sequence[Said]) -> tuple[Fact, ...]:
     found: dict[str, Fact] = {}
     for message in messages:
         for clause in split_clauses(message.content):
-            if parse_markers(clause) or (small_talk(clause) and not _technical(clause)) or not states_something(clause):
+            if parse_markers(clause) or chit_chat(clause) or not states_something(clause):
                 continue
             if message.said_on is not None:
                 clause = resolve_relative_dates(clause, message.said_on)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from engine.core.clauses import fact_clauses, states_fact
 from engine.core.markers import parse_markers
 from engine.core.retention import normalize
+from engine.core.salience import chit_chat
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 ELLIPSIS = " …"
@@ -34,11 +35,12 @@ def shorten_extractive(text: str, max_tokens: int, count: Callable[[str], int]) 
 
 def fact_extract(texts: list[str], max_tokens: int, count: Callable[[str], int], *, besides: Iterable[str] = ()) -> str:
     """The fact-bearing clauses of ``texts`` that ``count`` measures at most ``max_tokens``, one a
-    line, in order (goal marker lines are the checkpoint's fields); "" when none states a fact.
+    line, in order (goal marker lines are the checkpoint's fields; greetings and questions that hold
+    no value are left out, as the ledger leaves them); "" when none states a fact.
     Clauses in ``besides`` (the checkpoint's ledger holds them) are not written again."""
     held = {normalize(clause) for clause in besides}
-    # Each states a fact and none is a marker line: oldest first.
-    clauses = [clause for clause in fact_clauses(texts) if normalize(clause) not in held]
+    # Each states a fact and none is a marker line, a greeting or a question without a value: oldest first.
+    clauses = [clause for clause in fact_clauses(texts) if normalize(clause) not in held and not chit_chat(clause)]
     return _fill(clauses, range(len(clauses)), max_tokens, count)
 
 

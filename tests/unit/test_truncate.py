@@ -57,3 +57,13 @@ def test_the_fact_extract_keeps_fact_clauses_within_budget_and_nothing_without_f
     assert fact_extract(texts, 100, lambda t: len(t.split())) == "The rate is 5e-4.\nBatch size 64 on 12 classes."
     assert fact_extract(texts, 5, lambda t: len(t.split())) == "The rate is 5e-4."
     assert fact_extract(["Nothing to see here."], 100, lambda t: len(t.split())) == ""
+
+
+def test_the_fact_extract_leaves_out_greetings_and_questions_without_a_value():
+    texts = [
+        "Morning Noreen! We walked the Turia gardens on Saturday. Did the parade go ahead on Friday?",
+        "Is the replica on port 5432?",
+    ]
+    assert fact_extract(texts, 200, lambda t: len(t.split())) == (
+        "We walked the Turia gardens on Saturday.\nIs the replica on port 5432?"
+    )
