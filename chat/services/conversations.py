@@ -9,6 +9,7 @@ client's raw history.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -44,7 +45,6 @@ from chat.services.turn import (
     Hear,
     OnDelta,
     TurnContinue,
-    TurnListeners,
     TurnOutcome,
     TurnRetry,
     TurnSend,
@@ -53,6 +53,7 @@ from chat.services.turn import (
     TurnToolResults,
     TurnVariant,
     turn_in_thread,
+    turn_listener,
     turn_run,
 )
 from engine.core.client_history import ClientRequest, ClientToolCall, context_size_for, history_entries
@@ -348,13 +349,14 @@ async def conversation_reply(
     """``conversation_answer`` awaited, for a streaming answer (``turn_in_thread``): ``on_delta`` is a
     coroutine on the caller's loop; a client that goes away cancels it, which stops the turn (the part
     of the reply that came is kept, and the client is remembered holding it)."""
+    loop = asyncio.get_running_loop()
 
-    def work(stop: TurnStop, listeners: TurnListeners) -> TurnOutcome:
+    def work(stop: TurnStop) -> TurnOutcome:
         return conversation_answer(
             conversation=conversation,
             sampling=sampling,
             gateway=gateway,
-            on_delta=listeners.of(on_delta),
+            on_delta=turn_listener(loop=loop, listener=on_delta),
             tools=tools,
             max_tokens=max_tokens,
             stop=stop,

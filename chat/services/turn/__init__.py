@@ -6,7 +6,7 @@ in a thread of its own, awaited, for the websocket and the streaming answers); n
 package imports them (pyproject.toml's import contracts)."""
 
 from chat.services.turn.driver import Hear, TurnStop, TurnStopped
-from chat.services.turn.shell import OnDelta, TurnListeners, turn_in_thread, turn_take
+from chat.services.turn.shell import OnDelta, turn_in_thread, turn_listener, turn_take
 from chat.services.turn.take import TurnOutcome, turn_run
 from chat.services.turn.variants import (
     TurnContinue,
@@ -23,7 +23,6 @@ __all__ = [
     "OnDelta",
     "TurnContinue",
     "TurnEdit",
-    "TurnListeners",
     "TurnOutcome",
     "TurnRegenerate",
     "TurnRetry",
@@ -33,6 +32,7 @@ __all__ = [
     "TurnToolResults",
     "TurnVariant",
     "turn_in_thread",
+    "turn_listener",
     "turn_run",
     "turn_take",
 ]

@@ -3,17 +3,15 @@ streaming drop-in answers.
 
 The turn runs whole in one thread it has to itself (not the one the consumers share for the
 database, nor a pool's: a turn may wait minutes for its host); what it hears (the reply's deltas,
-why it waits, its stored message) is handed to the caller's coroutines on the caller's loop, which
-run one at a time and in order while the turn goes on (``TurnListeners``): the page's rendering of
-the stored message no longer holds back the request for the reply. The shell returns once the last
-of them has run. Cancelling the shell stops the turn (``TurnStop``) and waits for it to store what
-it has: the part of a reply that came is kept, as it always was (``turn_in_thread``).
+why it waits, its stored message) is handed to the caller's coroutines on the caller's loop, one at
+a time and in order, the turn waiting for each (``turn_listener``). Cancelling the shell stops the
+turn (``TurnStop``) and waits for it to store what it has: the part of a reply that came is kept,
+as it always was (``turn_in_thread``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import contextvars
 import threading
@@ -37,72 +35,25 @@ OnWait = Callable[[str], Coroutine[Any, Any, None]]
 OnStored = Callable[[Message], Coroutine[Any, Any, None]]
 
 
-class TurnListeners:
-    """The turn's listeners, coroutines on the caller's loop, as the turn's thread calls them (``of``):
-    handed what the turn heard without the turn waiting, they run one at a time in the order it heard
-    them, so the frames they send keep the reply's order. ``drained`` waits for the last one."""
+def turn_listener(
+    *, loop: asyncio.AbstractEventLoop, listener: Callable[[V], Coroutine[Any, Any, None]] | None
+) -> Callable[[V], None] | None:
+    """``listener`` as the turn's thread calls it: run on ``loop``, the turn waiting until it has."""
+    if listener is None:
+        return None
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self._lock = threading.Lock()
-        self._last: concurrent.futures.Future[None] | None = None
-        self._errors: list[BaseException] = []
+    def heard(value: V) -> None:
+        asyncio.run_coroutine_threadsafe(listener(value), loop).result()
 
-    def of(self, listener: Callable[[V], Coroutine[Any, Any, None]] | None) -> Callable[[V], None] | None:
-        if listener is None:
-            return None
-
-        def heard(value: V) -> None:
-            with self._lock:
-                self._last = asyncio.run_coroutine_threadsafe(self._after(self._last, listener, value), self._loop)
-
-        return heard
-
-    async def _after(
-        self,
-        previous: concurrent.futures.Future[None] | None,
-        listener: Callable[[V], Coroutine[Any, Any, None]],
-        value: V,
-    ) -> None:
-        if previous is not None:
-            with contextlib.suppress(BaseException):  # its error is kept; this one runs all the same
-                await asyncio.wrap_future(previous)
-        try:
-            await listener(value)
-        except Exception as exc:  # the next listeners run all the same; ``drained`` raises the first
-            self._errors.append(exc)
-
-    async def drained(self) -> None:
-        """Wait until every listener the turn called has run; the first error one raised, if any."""
-        with self._lock:
-            last = self._last
-        if last is not None:
-            await asyncio.shield(asyncio.wrap_future(last))
-        if self._errors:
-            raise self._errors[0]
+    return heard
 
 
-async def turn_in_thread(*, work: Callable[[TurnStop, TurnListeners], T], name: str) -> T:
-    """``work`` (a turn, handed the Stop that stops it and the listeners it may call) in a thread of its
-    own, with the caller's context (the request's settings of the turn: ``sampling_requested``), awaited
-    with every listener it called: its result, or what it raised (else what a listener raised).
+async def turn_in_thread(*, work: Callable[[TurnStop], T], name: str) -> T:
+    """``work`` (a turn, handed the Stop that stops it) in a thread of its own, with the caller's context
+    (the request's settings of the turn: ``sampling_requested``), awaited: its result, or what it raised.
     Cancelled, it stops the turn, waits for it to end (having stored the part of the reply that came),
     and raises asyncio.CancelledError; TurnStopped is raised as asyncio.CancelledError too."""
     loop = asyncio.get_running_loop()
-    listeners = TurnListeners(loop)
-    try:
-        result = await _awaited(work, listeners, name, loop)
-    except BaseException:
-        with contextlib.suppress(Exception):
-            await listeners.drained()
-        raise
-    await listeners.drained()
-    return result
-
-
-async def _awaited(
-    work: Callable[[TurnStop, TurnListeners], T], listeners: TurnListeners, name: str, loop: asyncio.AbstractEventLoop
-) -> T:
     stop = TurnStop()
     done: asyncio.Future[T] = loop.create_future()
     context = contextvars.copy_context()
@@ -118,7 +69,7 @@ async def _awaited(
     def run() -> None:
         result, error = None, None
         try:
-            result = context.run(work, stop, listeners)
+            result = context.run(work, stop)
         except BaseException as exc:  # handed to the caller, whatever it is
             error = exc
         finally:
@@ -161,15 +112,16 @@ async def turn_take(
     """``turn_run`` awaited: the same turn, the same settled outcome and errors; its listeners are
     coroutines, run on the caller's loop. Cancelled, it stops the turn, waits for it to store the part
     of the reply that came, and raises asyncio.CancelledError."""
+    loop = asyncio.get_running_loop()
 
-    def work(stop: TurnStop, listeners: TurnListeners) -> TurnOutcome:
+    def work(stop: TurnStop) -> TurnOutcome:
         return turn_run(
             session_id=session_id,
             variant=variant,
             gateway=gateway,
-            on_delta=listeners.of(on_delta),
-            on_stored=listeners.of(on_stored),
-            on_wait=listeners.of(on_wait),
+            on_delta=turn_listener(loop=loop, listener=on_delta),
+            on_stored=turn_listener(loop=loop, listener=on_stored),
+            on_wait=turn_listener(loop=loop, listener=on_wait),
             tools=tools,
             max_tokens=max_tokens,
             stop=stop,
