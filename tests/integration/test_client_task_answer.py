@@ -5,6 +5,8 @@ would otherwise hold the model for the chats behind it)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from chat.models import ClientTask
@@ -61,6 +63,9 @@ async def test_a_tasks_answer_is_capped_by_the_site_and_by_the_request(
 
 async def test_a_task_is_generated_in_the_background_queue_behind_chat_turns(app_model_server, fake_ollama, user):
     """The model itself answers here (a canned answer is not a generation the server records)."""
+    # A generation another test left running would finish into this test's record.
+    await asyncio.to_thread(fake_ollama.wait_idle)
+    await asyncio.to_thread(fake_ollama.behaviour.requests.clear)
     outcome = await client_task_answer(request=title_task(user, max_tokens=4))
 
     served = fake_ollama.behaviour.served
