@@ -17,12 +17,13 @@ from django.utils import timezone
 from chat.models import Checkpoint, CheckpointRevision, EventType, Message, Session
 from chat.selectors.context import (
     active_checkpoints,
+    active_messages,
     checkpoint_view,
     session_budget,
     session_window,
 )
 from chat.services.events import event_record
-from chat.services.facts import carried_facts, ledger_fit, ultra_ledger_share
+from chat.services.facts import carried_facts, ledger_fit, staying_text, ultra_ledger_share
 from chat.services.reliability import session_refresh_reliability
 from engine.core.aging import Level
 from engine.core.budget import Budget
@@ -202,6 +203,7 @@ def _merge(
         session=session,
         facts=carried.ledger,
         shown=[carrier.summary, *carrier.key_decisions, *carrier.files_modified],
+        beside=staying_text(active_messages(session=session)),
         share=ultra_ledger_share(
             session=session, summary_tokens=counter.count(carrier.summary).tokens, others_tokens=others_tokens
         ),

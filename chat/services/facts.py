@@ -38,6 +38,11 @@ def clause_facts(messages: Iterable[Message]) -> tuple[Fact, ...]:
     return said_clauses([Said(m.role, m.content, m.created_at.date()) for m in messages])
 
 
+def staying_text(messages: Iterable[Message]) -> str:
+    """What ``messages``, staying in the context beside a checkpoint, say: its ledger's ``beside``."""
+    return "\n".join(m.content for m in messages)
+
+
 def _history(checkpoints: Sequence[Checkpoint]) -> list[Message]:
     """The newest ``HISTORY_MESSAGES`` messages that ``checkpoints`` stand for (those compressed into them
     or into the checkpoints merged into them), oldest first."""
@@ -76,6 +81,7 @@ def ledger_fit(
     session: Session,
     facts: Sequence[Fact],
     shown: Sequence[str],
+    beside: str,
     room: int | None = None,
     share: int | None = None,
     ratio: float = 1.0,
@@ -84,7 +90,9 @@ def ledger_fit(
     """``facts`` fitted to ``share`` tokens (by default one checkpoint's share of the session's
     memory, engine/core/ledger.py) times ``ratio`` (cl100k tokens per token of the model that reads
     it), and to ``room`` tokens when that is less; a fact the checkpoint already ``shown`` (its
-    summary, decisions, files) is not written twice; ``spare``: tokens it leaves unused below both."""
+    summary, decisions, files) is not written twice, one that says again what stays in the context
+    ``beside`` it (the text of the messages that stay) ranks lower; ``spare``: tokens it leaves unused
+    below both."""
     if share is None:
         share = ledger_budget(max_tokens=session.max_tokens, tier=session.profile.tier)
     share = int(share * ratio)
@@ -94,6 +102,7 @@ def ledger_fit(
         cost=count_text_tokens,
         locked_decisions=locked_decisions(session=session),
         already_shown="\n".join(shown),
+        beside=beside,
     )
 
 

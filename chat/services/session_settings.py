@@ -87,6 +87,7 @@ def context_carry_over(*, source: Session, target: Session) -> None:
             session=target,
             facts=carried.ledger,
             shown=[final.summary, *final.key_decisions, *final.files_modified],
+            beside="",  # the new session's context starts with this checkpoint alone
             share=ultra_ledger_share(session=target, summary_tokens=ultra_target),
         )
         checkpoint_carry_over(checkpoint=final, ledger=ledger, counter=counter)

@@ -78,12 +78,14 @@ def build_ledger(
     cost: Callable[[str], int],
     locked_decisions: Sequence[str] = (),
     already_shown: str = "",
+    beside: str = "",
 ) -> Ledger:
     """The ledger of ``facts`` (oldest first, as extracted) within ``budget_tokens``.
 
     ``cost`` counts a text's tokens; ``already_shown`` is the rest of the checkpoint's
     text (summary, decisions, files): a fact found there is not written twice, and
-    counts as kept. Entries keep the order of ``facts``.
+    counts as kept; ``beside`` is what stays in the context beside the checkpoint (the newest
+    messages): a fact that says what it says again ranks lower. Entries keep the order of ``facts``.
     """
     shown = normalize(already_shown)
     unique: dict[str, tuple[int, Fact]] = {}
@@ -100,7 +102,10 @@ def build_ledger(
         key = normalize(split_said(fact.text)[1])
         return any(key in decision or decision in key for decision in locked)
 
-    ranked = [candidates[i] for i in salience_order([fact for _, fact in candidates], cost=cost, first=in_locked)]
+    ranked = [
+        candidates[i]
+        for i in salience_order([fact for _, fact in candidates], cost=cost, first=in_locked, beside=beside)
+    ]
     spent = cost(LEDGER_LABEL)
     headers: set[str | None] = set()
     kept: list[tuple[int, Fact]] = []

@@ -10,9 +10,9 @@ that "last Saturday" still means something once its message has left the context
 
 *Salience* (``salience_order``) ranks them: the words a clause holds that are rare in the
 conversation (inverse document frequency over the candidates) and new against what is already
-kept (a word kept once weighs a quarter after), for what the clause costs; a specific token
-(a name, a number) counts six times. The order is greedy: each pick lowers the weight of its words
-in the clauses left.
+kept (a word kept once, or standing in the context beside the ledger, weighs a quarter after), for
+what the clause costs; a specific token (a name, a number) counts six times. The order is greedy:
+each pick lowers the weight of its words in the clauses left.
 """
 
 from __future__ import annotations
@@ -164,17 +164,22 @@ def _general(text: str) -> bool:
 
 
 def salience_order(
-    facts: Sequence[Fact], *, cost: Callable[[str], int], first: Callable[[Fact], bool] = lambda fact: False
+    facts: Sequence[Fact],
+    *,
+    cost: Callable[[str], int],
+    first: Callable[[Fact], bool] = lambda fact: False,
+    beside: str = "",
 ) -> list[int]:
     """The indexes of ``facts`` (oldest first), most salient first; those ``first`` picks lead, in
-    their order. Age does not count, but to break a tie: what was said first is asked about as often as what
-    was said last."""
+    their order. ``beside``: what stays in the context beside them (the newest messages), whose words
+    are kept already: a clause that says it again is no news. Age does not count, but to break a
+    tie: what was said first is asked about as often as what was said last."""
     weights = [_weights(fact.text) for fact in facts]
     frequency = Counter(word for words in weights for word in words)
     rarity = {word: math.log(1 + len(facts) / count) for word, count in frequency.items()}
     prices = [max(1, cost(fact.text)) for fact in facts]
     factors = [GENERAL_WEIGHT if _general(fact.text) else 1.0 for fact in facts]
-    kept: set[str] = set()
+    kept = set(content_words(beside)) & frequency.keys()
 
     def score(index: int) -> float:
         value = sum(w * rarity[word] * (KEPT_WEIGHT if word in kept else 1.0) for word, w in weights[index].items())

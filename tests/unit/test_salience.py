@@ -70,6 +70,18 @@ def test_rare_and_new_words_go_first_for_what_they_cost():
     assert sorted(order) == [0, 1, 2, 3]
 
 
+def test_what_the_context_still_says_is_no_news():
+    facts = [
+        Fact("clause", "[user] Biscuit the beagle came from Dublin"),
+        Fact("clause", "[user] My sister Ana moved to Lisbon"),
+    ]
+    # The newest messages, which stay in the context, talk about Ana in Lisbon: the beagle goes first.
+    assert salience_order(facts, cost=words, beside="Ana sent photos of Lisbon") == [0, 1]
+    assert salience_order(facts, cost=words, beside="How is Biscuit? Still missing Dublin?") == [1, 0]
+    ledger = build_ledger(facts, budget_tokens=10, cost=words, beside="How is Biscuit? Still missing Dublin?")
+    assert ledger.entries == (facts[1],)
+
+
 def test_how_things_usually_go_ranks_after_what_happened_unless_it_holds_a_value():
     facts = [
         Fact("clause", "[assistant] Such claims often settle without litigation"),

@@ -42,7 +42,7 @@ from chat.services.compression.summaries import (
     reconnect_if_broken,
 )
 from chat.services.events import event_record, progress_publish
-from chat.services.facts import carried_facts, clause_facts, ledger_fit, ultra_ledger_share
+from chat.services.facts import carried_facts, clause_facts, ledger_fit, staying_text, ultra_ledger_share
 from chat.services.goals import goal_apply_summary
 from chat.services.lease import (
     LeaseHeartbeat,
@@ -272,6 +272,7 @@ def _compress(
     snapshot_auto_create(session=session, config=config, reason=f"Before compression {session.compression_count + 1}")
 
     chosen = [m for m in active if m.id in set(selection.message_ids)]
+    beside = staying_text(m for m in active if m.id not in set(selection.message_ids))
     transcript = _transcript(chosen)
     goal = active_goal(session=session)
     # The model asked (one that can summarize: a small one never is) is asked for the facts of any
@@ -288,7 +289,7 @@ def _compress(
     # asked writes to the spec's target.
     ledger_facts = clause_facts(chosen)
     room = int(selection.tokens * (1 - MIN_SHRINK)) - HEADING_TOKENS
-    first = ledger_fit(session=session, facts=ledger_facts, shown=[], room=room)
+    first = ledger_fit(session=session, facts=ledger_facts, shown=[], beside=beside, room=room)
     held = [split_said(fact.text)[1] for fact in first.entries]
     extract_target = max(MIN_TARGET_TOKENS, min(target, room - count_text_tokens(render_ledger(held))))
     summary_target = target if summarizer.asks(config.compression.strategy) else extract_target
@@ -323,6 +324,7 @@ def _compress(
             shrunk=shrunk,
             replaced_tokens=selection.tokens,
             count=summarizer.tokens,
+            beside=beside,
             spare=spare,
         )
 
@@ -425,6 +427,7 @@ def _rollover(
         return _record_skip(session, skip)
     taken = set(plan.message_ids)
     moved = [m for m in active if m.id in taken]
+    beside = staying_text(m for m in active if m.id not in taken)
     snapshot_auto_create(session=session, config=config, reason="Before rollover")
     parts = [cp.summary for cp in checkpoints] + [format_history(_transcript(moved))]
     parts = [part for part in parts if part]
@@ -468,6 +471,7 @@ def _rollover(
             shrunk=shrunk,
             replaced_tokens=replaced,
             count=summarizer.tokens,
+            beside=beside,
             share=ultra_ledger_share(session=session, summary_tokens=target),
             spare=spare,
         )

@@ -249,6 +249,7 @@ def keep_facts(
     shrunk: Shrunk,
     replaced_tokens: int,
     count: Callable[[str], int],
+    beside: str,
     share: int | None = None,
     spare: int = 0,
 ) -> KeptFacts:
@@ -256,6 +257,7 @@ def keep_facts(
     but for what the checkpoint shows already, and within what leaves the checkpoint ``MIN_SHRINK``
     smaller than the ``replaced_tokens`` it stands in for (``count``: their tokenizer). ``facts``:
     the reference facts of everything the checkpoint stands for, on which the summary alone is measured;
+    ``beside``: the text of the messages that stay in the context beside the checkpoint (``ledger_fit``);
     ``share``: the ledger's share of the memory (``ledger_fit``'s default: one checkpoint's); ``spare``:
     tokens the ledger leaves unused besides, when a first fit left the checkpoint too large."""
     room = int(replaced_tokens * (1 - MIN_SHRINK)) - count(render_checkpoint(view)) - count(LEDGER_LABEL)
@@ -268,6 +270,7 @@ def keep_facts(
         session=session,
         facts=ledger_facts,
         shown=[view.summary, *view.key_decisions, *view.files_modified],
+        beside=beside,
         room=int(room * ratio),
         share=share,
         ratio=ratio,
