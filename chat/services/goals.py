@@ -17,6 +17,7 @@ from engine.core.markers import (
     CheckpointUpdate,
     DecisionUpdate,
     GoalSet,
+    GoalUpdate,
     NextStep,
     SummaryOutput,
     checkpoint_advances,
@@ -177,7 +178,6 @@ def artifact_record(*, session: Session, path: str, action: str, goal: Goal | No
     return Artifact.objects.create(session=session, goal=goal, path=path, action=action)
 
 
-@transaction.atomic
 def goal_apply_markers(*, session: Session, text: str, applied_before: str = "") -> int:
     """Apply the goal markers found in an assistant reply; returns how many were applied.
     ``applied_before``: the start of the reply, whose markers were applied when it was stored (a reply
@@ -189,8 +189,14 @@ def goal_apply_markers(*, session: Session, text: str, applied_before: str = "")
     for seen in parse_markers(applied_before):
         if seen in updates:
             updates.remove(seen)
-    if not updates:  # most replies: nothing to read
+    if not updates:  # most replies: nothing to read, and no transaction to open
         return 0
+    return _markers_apply(session, updates)
+
+
+@transaction.atomic
+def _markers_apply(session: Session, updates: list[GoalUpdate]) -> int:
+    """``goal_apply_markers``' writes, in one transaction that locks the session row first."""
     _pinned_block_changes(session.pk)
     applied = 0
     goal = active_goal(session=session)

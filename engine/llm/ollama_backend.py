@@ -74,7 +74,7 @@ def parse_parameter_size(text: str | None) -> float | None:
 
 
 @functools.cache
-def _tls_context() -> ssl.SSLContext:
+def tls_context() -> ssl.SSLContext:
     """The certificates every client of this process verifies a host with (httpx's defaults), loaded once:
     each turn's event loop opens clients of its own, and loading them took about 28 ms a client."""
     return httpx.create_ssl_context()
@@ -102,7 +102,7 @@ class OllamaBackend:
         if client is None:
             headers = {PRIORITY_HEADER: "background"} if background else {}
             client = clients[background] = ollama.AsyncClient(
-                host=self.host, timeout=self._timeout, headers=headers, verify=_tls_context()
+                host=self.host, timeout=self._timeout, headers=headers, verify=tls_context()
             )
         return client
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import httpx
 import pytest
 
@@ -202,6 +204,18 @@ async def test_an_unreachable_model_server_is_named_with_what_to_do(closed_port_
     status = await Gateway(mode="embedded", embedded=backend, ollama=None).status()
     assert status.backend == "none"
     assert "the bundled model server is not reachable" in status.reason
+
+
+def test_counting_on_a_connection_the_server_dropped_asks_again_on_a_new_one(model_server):
+    backend = EmbeddedBackend(host=model_server.url, timeout=5)
+    first = backend.count_prompt_tokens(HELLO)
+    # The connection kept for the next count is cut, as a model server that restarted meanwhile leaves it.
+    (kept,) = backend._counting._idle
+    assert kept.sock is not None
+    kept.sock.shutdown(socket.SHUT_RDWR)
+    assert backend.count_prompt_tokens(HELLO) == first
+    (again,) = backend._counting._idle
+    assert again is not kept
 
 
 def test_many_texts_are_counted_in_batches_exactly_as_one_by_one(embedded_backend, fake_ollama):

@@ -186,12 +186,13 @@ def _turn(  # the turn itself (``turn_run``), up to the reply's outcome
     )  # fmt: skip
 
 
-async def _next(stream: ChatStream) -> str | None:
-    """The stream's next delta; None once it has ended."""
-    try:
-        return await stream.__anext__()
-    except StopAsyncIteration:
-        return None
+async def _read(stream: ChatStream, parts: list[str], on_delta: Hear | None) -> None:
+    """The reply's deltas into ``parts`` as they come, each handed to ``on_delta``: what came stays
+    there when the stream is cancelled or fails."""
+    async for delta in stream:
+        parts.append(delta)
+        if on_delta is not None:
+            on_delta(delta)
 
 
 def _reply(  # ``continued``: the reply a TurnContinue goes on from; ``version_of_id``: see message_create
@@ -227,11 +228,8 @@ def _reply(  # ``continued``: the reply a TurnContinue goes on from; ``version_o
     stopped = False
     cut: ReplyCut | None = None
     try:
-        # Each delta is awaited on the turn's own loop; Stop cancels the wait for the next one at once.
-        while (delta := driver.run(_next(stream))) is not None:
-            parts.append(delta)
-            if on_delta is not None:
-                on_delta(delta)
+        # The reply is read on the turn's own loop; Stop cancels the wait for the next delta at once.
+        driver.run(_read(stream, parts, on_delta))
     except asyncio.CancelledError:
         stopped = True
     except ReplyCut as exc:
