@@ -146,6 +146,9 @@ class ArchiveMessage(_ArchiveModel):
     # The position of the first version of the message this one is another version of (Message.version_of);
     # written only when there is one, so an archive from before versions exports as it was imported.
     version_of: Ref | None = None
+    # The text file attached to the user message (Message.attachment_name), whose chip the page shows; written
+    # only when there is one, so an archive from before attachments exports as it was imported.
+    attachment_name: Annotated[str, Field(max_length=255)] = ""
     created_at: Time
 
 
@@ -401,6 +404,8 @@ class SessionArchive(_ArchiveModel):
         for message in data["messages"]:
             if message["version_of"] is None:
                 del message["version_of"]
+            if not message["attachment_name"]:
+                del message["attachment_name"]
         return {"format": data.pop("format"), "version": data.pop("version"), "session": self.session.to_json(), **data}
 
 

@@ -154,7 +154,18 @@ def attachment_content(*, message: str, attachment: Attachment) -> str:
     fence = "`" * max(3, longest + 1)
     body = attachment.text if attachment.text.endswith("\n") else attachment.text + "\n"
     head = f"{message.rstrip()}\n\n" if message.strip() else ""
-    return f"{head}Attached file: {attachment.name}\n{fence}\n{body}{fence}"
+    return f"{head}{_heading(attachment.name)}\n{fence}\n{body}{fence}"
+
+
+def _heading(name: str) -> str:
+    """The line that names the file above its block in the message."""
+    return f"Attached file: {name}"
+
+
+def attachment_still_in(*, name: str, content: str) -> bool:
+    """Whether ``content`` (an edited message's) still holds the block of the file ``name`` that
+    ``attachment_content`` wrote: its heading line."""
+    return bool(name) and f"{_heading(name)}\n" in content
 
 
 @transaction.atomic

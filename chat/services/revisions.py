@@ -10,6 +10,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from chat.models import Message, Session
+from chat.services.attachments import attachment_still_in
 from chat.services.messages import message_create
 from engine.core.tokens import TokenCount
 
@@ -53,8 +54,9 @@ def messages_supersede(*, message: Message) -> int:
 @transaction.atomic
 def message_edit(*, message: Message, content: str, token_count: TokenCount | None = None) -> Message:
     """The user's edited ``message``: it and everything after it leave the context (kept in the full
-    history, as messages_supersede says) and ``content`` is stored as a new message at the end.
-    All or nothing: an edit that cannot be stored leaves the context as it was."""
+    history, as messages_supersede says) and ``content`` is stored as a new message at the end, with the
+    message's attached file while ``content`` still holds it. All or nothing: an edit that cannot be
+    stored leaves the context as it was."""
     if message.role != Message.Role.USER or message.excluded_from_context:
         raise ValidationError({"content": "Only your own messages in the context can be edited."})
     messages_supersede(message=message)
@@ -64,6 +66,9 @@ def message_edit(*, message: Message, content: str, token_count: TokenCount | No
         content=content,
         token_count=token_count,
         version_of_id=message.version_of_id or message.pk,
+        attachment_name=message.attachment_name
+        if attachment_still_in(name=message.attachment_name, content=content)
+        else "",
     )
 
 

@@ -13,8 +13,18 @@ from django.core.exceptions import ValidationError
 
 from chat.models import Artifact, Message
 from chat.selectors.context import session_prompt
-from chat.services.attachments import MAX_ATTACHMENT_BYTES, Attachment, attachment_check, attachment_content
+from chat.services.attachments import (
+    MAX_ATTACHMENT_BYTES,
+    Attachment,
+    attachment_check,
+    attachment_content,
+    message_attach,
+)
+from chat.services.files import session_archive, session_archive_import
+from chat.services.messages import message_create
+from chat.services.revisions import message_edit
 from chat.services.sessions import session_create
+from engine.core.tokens import TokenCount
 from engine.llm.gateway import Gateway
 from engine.llm.ollama_backend import OllamaBackend
 from tests.factories import frames_until, socket
@@ -103,3 +113,31 @@ async def test_a_refused_file_stores_nothing_and_says_why(attach_session, user):
     assert not await Message.objects.filter(session=attach_session).aexists()
     assert not await Artifact.objects.filter(session=attach_session).aexists()
     await page.disconnect()
+
+
+def _attached(session) -> Message:
+    content = attachment_content(message="What is the load limit?", attachment=Attachment("notes.md", NOTES))
+    return message_attach(
+        session=session, content=content, attachment=Attachment("notes.md", NOTES), token_count=TokenCount(60, False)
+    )
+
+
+@pytest.mark.django_db
+def test_an_edit_keeps_the_file_while_it_holds_its_text(user):
+    session = session_create(owner=user, model=SERVED_MODEL, context_size=4096)
+    original = _attached(session)
+    kept = message_edit(message=original, content=original.content.replace("load limit", "pile count"))
+    assert kept.attachment_name == "notes.md", "the edited message still shows the file's chip"
+    dropped = message_edit(message=kept, content="What is the pile count?")
+    assert dropped.attachment_name == "", "the file's text was edited away: no chip"
+
+
+@pytest.mark.django_db
+def test_an_archive_brings_back_the_attached_file_and_writes_nothing_without_one(user):
+    session = session_create(owner=user, model=SERVED_MODEL, context_size=4096)
+    _attached(session)
+    message_create(session=session, role=Message.Role.ASSISTANT, content="40 t.", token_count=TokenCount(3, False))
+    archive = session_archive(session=session)
+    assert [m.get("attachment_name") for m in archive["messages"]] == ["notes.md", None]
+    copy = session_archive_import(owner=user, data=archive)
+    assert list(copy.messages.order_by("position").values_list("attachment_name", flat=True)) == ["notes.md", ""]
