@@ -28,7 +28,7 @@ from chat.services.turn import TurnVariant, turn_take
 from chat.web.channel_events import session_group
 from chat.web.fragments import chat_fragments
 from chat.web.rendering import render_markdown
-from engine.llm.types import ContextOverflow, LLMError
+from engine.llm.types import ContextOverflow, LLMError, ReplyCut
 
 logger = logging.getLogger(__name__)
 STILL_COMING = "A reply is still coming: wait for it or press Stop."
@@ -284,7 +284,13 @@ async def _turn(live: LiveReply, variant: TurnVariant, action: Action, origin: s
         # Every page of the session shows it: no host's URL (the log and /api/hosts name the hosts).
         if exc.operator_detail:
             logger.warning("session %s: %s (%s)", live.session_id, exc, exc.operator_detail)
-        return failed(exc.shown_to(staff=False), retry=True)
+        error = failed(exc.shown_to(staff=False), retry=True)
+        if not isinstance(exc, ReplyCut):
+            return error
+        # The part of the reply that came is stored, marked as cut off: every page shows the history again,
+        # that part with its badge, under the error and its Retry.
+        html = await sync_to_async(chat_fragments)("turn_stopped", live.session_id, reply_id=live.reply_id)
+        return _End(html + error.html, with_history=True)
     except Exception:
         logger.exception("turn failed in session %s", live.session_id)
         return failed("Something went wrong on the server; your message is saved.", retry=True)

@@ -5,17 +5,22 @@ read each host tried and why, an ordinary user no host's URL; ``/api/hosts`` cou
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
+from asgiref.sync import sync_to_async
+from django.utils.html import escape
 
 from chat.models import Message
+from chat.services.sessions import session_create
 from chat.services.turn import TurnRetry, turn_run
 from chat.services.turn.take import REPLY_CUT
 from engine.llm.embedded import MODEL_NAME as EMBEDDED_MODEL
 from engine.llm.gateway import Gateway
 from engine.llm.ollama_backend import OllamaBackend
 from engine.llm.types import GREEDY, ChatMessage, ChatRequest
+from tests.factories import frames_until, socket
 from tests.support.model_server import SERVED_MODEL, UNTAGGED_MODEL, ModelServerProcess
 from tests.support.timing import scaled
 
@@ -151,3 +156,24 @@ async def test_the_hosts_list_every_model_whatever_its_name(fake_ollama, embedde
     everything = {EMBEDDED_MODEL, SERVED_MODEL, UNTAGGED_MODEL}
     assert set(reports["embedded"].models) == everything
     assert set(reports["ollama"].models) == everything
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_reply_cut_off_on_the_chat_page_shows_its_part_with_its_badge_at_once(
+    use_gateway, two_hosts, fake_ollama, user
+):
+    use_gateway(two_hosts)
+    session = await sync_to_async(session_create)(owner=user, model=SERVED_MODEL, context_size=4096)
+    fake_ollama.behaviour.chunk_delay_seconds = 0.05
+    fake_ollama.behaviour.drop_after_chunks = 2
+    page = await socket(session.pk, user)
+    assert (await page.connect())[0]
+    await page.send_to(text_data=json.dumps({"message": "Tell me about lighthouses."}))
+    last = (await frames_until(page, 'class="status error"'))[-1]
+    cut = await Message.objects.aget(session=session, role="assistant")
+    assert cut.done_reason == REPLY_CUT
+    # Without a reload: the part that came, as stored, with its badge, under the error and its Retry.
+    assert "cut off: the model failed" in last
+    assert escape(cut.content.strip()) in last
+    assert 'value="retry"' in last
+    await page.disconnect()
