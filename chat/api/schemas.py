@@ -187,8 +187,19 @@ class ImportConflictOut(Schema):
     session_id: UUID = Field(description="Your session that already has the file's sessionId.")
 
 
+class AttachmentIn(StrictIn):
+    name: str = Field(description="The file's name; only its last part is kept (notes.md of docs/notes.md).")
+    text: str = Field(description="The file's text, at most 100,000 bytes of UTF-8, no binary data.")
+
+
 class MessageIn(StrictIn):
     content: str
+    attachment: AttachmentIn | None = Field(
+        None,
+        description="A text file sent with the message, as the chat page's 📎 sends it: its text is stored in the "
+        "message (a fenced block headed by its name), counted, compressed and recalled like the rest; 422 naming "
+        "what is wrong for a file that is too large, binary or of a kind not read as text (nothing is stored).",
+    )
     max_tokens: int | None = Field(
         None,
         description="Your cap on the reply, a positive integer of at most the session's reply cap "
@@ -217,6 +228,9 @@ class MessageOut(Schema):
         None,
         description="The first version of the message this one is another version of (a regenerated reply, "
         "an edited message); null for a first version. GET .../messages/{id}/versions lists them all.",
+    )
+    attachment_name: str = Field(
+        "", description="The text file sent with the message (its text is in ``content``); empty when none."
     )
 
     @staticmethod

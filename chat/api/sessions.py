@@ -45,6 +45,7 @@ from chat.selectors.sessions import (
     session_history,
     sessions_for_user,
 )
+from chat.services.attachments import Attachment
 from chat.services.events import history_publish
 from chat.services.files import (
     import_throttle,
@@ -306,12 +307,14 @@ def message_send(request: HttpRequest, session_id: UUID, payload: MessageIn, wai
     if payload.max_tokens is not None and not 0 < payload.max_tokens <= cap:
         message = f"max_tokens must be a positive integer of at most {cap:,} (the reply cap)."
         raise ValidationError({"max_tokens": message})
+    attached = payload.attachment
+    attachment = Attachment(attached.name, attached.text) if attached is not None else None
     try:
         # The turn settled: its messages and the context as they stand after it (a compression the turn
         # made due has ended, when asked to wait for it), and whether a compression still runs.
         outcome = turn_run(
             session_id=session.pk,
-            variant=TurnSend(payload.content),
+            variant=TurnSend(payload.content, attachment=attachment),
             max_tokens=payload.max_tokens,
             compression_wait_seconds=settings.OLLM_COMPRESSION_WAIT_SECONDS if wait_compression else 0,
         )

@@ -25,6 +25,7 @@ from chat.services.messages import message_create
 from chat.services.revisions import message_edit
 from chat.services.sessions import session_create
 from engine.core.tokens import TokenCount
+from engine.llm.embedded import MODEL_NAME as EMBEDDED_MODEL
 from engine.llm.gateway import Gateway
 from engine.llm.ollama_backend import OllamaBackend
 from tests.factories import frames_until, socket
@@ -141,3 +142,33 @@ def test_an_archive_brings_back_the_attached_file_and_writes_nothing_without_one
     assert [m.get("attachment_name") for m in archive["messages"]] == ["notes.md", None]
     copy = session_archive_import(owner=user, data=archive)
     assert list(copy.messages.order_by("position").values_list("attachment_name", flat=True)) == ["notes.md", ""]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_rest_api_sends_a_file_with_a_message_and_refuses_a_bad_one_storing_nothing(api):
+    created = api.post(
+        "/api/sessions", {"model": EMBEDDED_MODEL, "context_size": 4096}, content_type="application/json"
+    )
+    assert created.status_code == 201, created.content
+    url = f"/api/sessions/{created.json()['id']}/messages"
+    refused = api.post(
+        url,
+        {"content": "Read this.", "attachment": {"name": "pier.png", "text": "\x89PNG"}},
+        content_type="application/json",
+    )
+    assert refused.status_code == 422, refused.content
+    assert "pier.png: .png files are not read as text" in refused.content.decode()
+    assert not Message.objects.filter(session_id=created.json()["id"]).exists()
+
+    answer = api.post(
+        url,
+        {"content": "What is the load limit?", "attachment": {"name": "docs/notes.md", "text": NOTES}},
+        content_type="application/json",
+    )
+    assert answer.status_code == 200, answer.content
+    sent = answer.json()["user_message"]
+    assert sent["attachment_name"] == "notes.md"
+    assert sent["content"] == attachment_content(
+        message="What is the load limit?", attachment=Attachment("notes.md", NOTES)
+    )
+    assert answer.json()["assistant_message"]["attachment_name"] == ""
