@@ -271,8 +271,9 @@ def _compress(
 
     snapshot_auto_create(session=session, config=config, reason=f"Before compression {session.compression_count + 1}")
 
-    chosen = [m for m in active if m.id in set(selection.message_ids)]
-    beside = staying_text(m for m in active if m.id not in set(selection.message_ids))
+    taken = set(selection.message_ids)
+    chosen = [m for m in active if m.id in taken]
+    beside = staying_text(m for m in active if m.id not in taken)
     transcript = _transcript(chosen)
     goal = active_goal(session=session)
     # The model asked (one that can summarize: a small one never is) is asked for the facts of any
