@@ -5,13 +5,13 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
 from django.conf import settings
-from django.db.models import Max, Q, QuerySet, Sum
+from django.db.models import Count, Max, Q, QuerySet, Sum
 from django.shortcuts import get_object_or_404
 
 from chat.gateway import get_gateway
@@ -50,6 +50,7 @@ from engine.core.window import (
     prompt_messages,
     render_checkpoint,
     render_system,
+    window_budget,
 )
 from engine.llm import ChatMessage, Gateway, LLMError, Sampling
 from engine.resources import count_text_tokens
@@ -174,12 +175,30 @@ def checkpoint_view(checkpoint: Checkpoint) -> CheckpointView:
 
 def session_window(*, session: Session) -> tuple[WindowBlock, ...]:
     """The exact context the next call sends, block by block, with stored token counts."""
+    return session_context_read(session=session).window
+
+
+@dataclass(frozen=True)
+class ContextRead:
+    """The window the next call sends and the report of the same rows, read together. A turn asks its
+    reply from the window; when nothing but its own messages was written to the context since, the
+    report with them added (``context_report_with``) is the context after it, with no second reading."""
+
+    window: tuple[WindowBlock, ...]
+    report: ContextReport
+
+
+def session_context_read(*, session: Session) -> ContextRead:
+    """``session_window`` and ``session_context`` from one reading of the pinned block, the active
+    checkpoints and the active messages."""
     pinned = pinned_block(session=session)
-    checkpoints = active_checkpoints(session=session)
-    messages = active_messages(session=session).only(
-        "id", "role", "content", "tokens", "tool_call_id", "tool_name", "tool_args"
+    checkpoints = list(active_checkpoints(session=session))
+    messages = list(
+        active_messages(session=session).only(
+            "id", "role", "content", "tokens", "tokens_exact", "tool_call_id", "tool_name", "tool_args"
+        )
     )
-    return assemble_window(
+    window = assemble_window(
         system=render_system(session.system_prompt, pinned),
         system_tokens=session.system_prompt_tokens + (count_text_tokens(pinned) if pinned else 0),
         checkpoints=[(cp.id, render_checkpoint(checkpoint_view(cp)), cp.current_tokens) for cp in checkpoints],
@@ -187,55 +206,107 @@ def session_window(*, session: Session) -> tuple[WindowBlock, ...]:
             ActiveMessage(m.id, m.role, m.content, m.tokens, m.tool_call_id, m.tool_name, m.tool_args) for m in messages
         ],
     )
+    report = _context_report(
+        session,
+        budget=window_budget(window, max_tokens=session.max_tokens),
+        reliability=_reliability(session, checkpoints),
+        messages_exact=all(m.tokens_exact for m in messages),
+        role_tokens=_role_tokens(messages),
+    )
+    return ContextRead(window, report)
+
+
+def context_report_with(report: ContextReport, *, session: Session, added: Sequence[Message]) -> ContextReport:
+    """``report`` with the messages ``added`` to the context since it was read; ``session`` as the
+    last of them wrote it. Precondition: nothing else was written to the context meanwhile (the
+    session's context version moved by one for each added message, and by nothing else)."""
+    budget = replace(
+        report.budget,
+        max_tokens=session.max_tokens,
+        active_tokens=report.budget.active_tokens + sum(m.tokens for m in added),
+    )
+    return _context_report(
+        session,
+        budget=budget,
+        reliability=report.reliability,
+        messages_exact=report.messages_exact and all(m.tokens_exact for m in added),
+        role_tokens=_role_tokens(added, report.role_tokens),
+    )
+
+
+def _role_tokens(messages: Iterable[Message], base: dict[str, int] | None = None) -> dict[str, int]:
+    """``base`` with the messages' tokens added, by role."""
+    tokens = dict(base or {})
+    for message in messages:
+        tokens[message.role] = tokens.get(message.role, 0) + message.tokens
+    return tokens
+
+
+def sessions_context(*, sessions: Sequence[Session]) -> dict[UUID, ContextReport]:
+    """Each session's context as pages and the API show it, from stored counts, in a fixed number of
+    queries however many sessions (a list page): the pinned block, the active checkpoints, and the
+    active messages' tokens by role. The goal block is small and changes with every marker, so it is
+    counted here rather than stored."""
+    ids = [session.pk for session in sessions]
+    blocks = pinned_blocks(session_ids=ids)
+    checkpoints: dict[UUID, list[Checkpoint]] = defaultdict(list)
+    for checkpoint in (
+        Checkpoint.objects.filter(ACTIVE_CHECKPOINT, session_id__in=ids)
+        .only("session_id", "current_tokens", "level", "retention")
+        .order_by("number")
+    ):
+        checkpoints[checkpoint.session_id].append(checkpoint)
+    role_tokens: dict[UUID, dict[str, int]] = defaultdict(dict)
+    estimated: set[UUID] = set()
+    # order_by() drops the model's ordering, which would otherwise split the GROUP BY per message.
+    for session_id, role, total, inexact in (
+        Message.objects.filter(ACTIVE_MESSAGE, session_id__in=ids)
+        .order_by()
+        .values("session_id", "role")
+        .annotate(total=Sum("tokens"), inexact=Count("id", filter=Q(tokens_exact=False)))
+        .values_list("session_id", "role", "total", "inexact")
+    ):
+        role_tokens[session_id][role] = total or 0
+        if inexact:
+            estimated.add(session_id)
+    reports = {}
+    for session in sessions:
+        pinned = blocks[session.pk]
+        cps = checkpoints[session.pk]
+        budget = Budget(
+            max_tokens=session.max_tokens,
+            system_prompt_tokens=session.system_prompt_tokens + (count_text_tokens(pinned) if pinned else 0),
+            checkpoint_tokens=sum(cp.current_tokens for cp in cps),
+            active_tokens=sum(role_tokens[session.pk].values()),
+        )
+        reports[session.pk] = _context_report(
+            session,
+            budget=budget,
+            reliability=_reliability(session, cps),
+            messages_exact=session.pk not in estimated,
+            role_tokens=role_tokens[session.pk],
+        )
+    return reports
+
+
+def session_context(*, session: Session) -> ContextReport:
+    """``sessions_context`` of one session."""
+    return sessions_context(sessions=[session])[session.pk]
 
 
 def sessions_budget(*, sessions: Sequence[Session]) -> dict[UUID, Budget]:
-    """Each session's budget from stored counts, in a fixed number of queries however many
-    sessions. The goal block is small and changes with every marker, so it is counted here rather
-    than stored."""
-    ids = [session.pk for session in sessions]
-    blocks = pinned_blocks(session_ids=ids)
-
-    def totals(rows: QuerySet[Any], field: str) -> dict[UUID, int]:
-        return dict(
-            rows.filter(session_id__in=ids)
-            .values("session_id")
-            .annotate(total=Sum(field))
-            .values_list("session_id", "total")
-        )
-
-    checkpoint_tokens = totals(Checkpoint.objects.filter(ACTIVE_CHECKPOINT), "current_tokens")
-    active_tokens = totals(Message.objects.filter(ACTIVE_MESSAGE), "tokens")
-    return {
-        session.pk: Budget(
-            max_tokens=session.max_tokens,
-            system_prompt_tokens=session.system_prompt_tokens
-            + (count_text_tokens(blocks[session.pk]) if blocks[session.pk] else 0),
-            checkpoint_tokens=checkpoint_tokens.get(session.pk) or 0,
-            active_tokens=active_tokens.get(session.pk) or 0,
-        )
-        for session in sessions
-    }
+    """Each session's budget (``sessions_context``)."""
+    return {session_id: report.budget for session_id, report in sessions_context(sessions=sessions).items()}
 
 
 def session_budget(*, session: Session) -> Budget:
     """``sessions_budget`` of one session."""
-    return sessions_budget(sessions=[session])[session.pk]
-
-
-def sessions_reliability(*, sessions: Sequence[Session]) -> dict[UUID, Reliability]:
-    """Each session's reliability, its active checkpoints read for all sessions at once."""
-    checkpoints: dict[UUID, list[Checkpoint]] = defaultdict(list)
-    for checkpoint in Checkpoint.objects.filter(
-        ACTIVE_CHECKPOINT, session_id__in=[session.pk for session in sessions]
-    ).order_by("number"):
-        checkpoints[checkpoint.session_id].append(checkpoint)
-    return {session.pk: _reliability(session, checkpoints[session.pk]) for session in sessions}
+    return session_context(session=session).budget
 
 
 def session_reliability(*, session: Session) -> Reliability:
-    """``sessions_reliability`` of one session."""
-    return sessions_reliability(sessions=[session])[session.pk]
+    """The session's reliability (``sessions_context``)."""
+    return session_context(session=session).reliability
 
 
 def _reliability(session: Session, checkpoints: Iterable[Checkpoint]) -> Reliability:
@@ -260,20 +331,17 @@ class ContextReport:
     reliability: Reliability
     display: str
     compression_count: int
-
-
-def session_context(*, session: Session) -> ContextReport:
-    """The context as pages and the API show it."""
-    return _context_report(
-        session,
-        budget=session_budget(session=session),
-        reliability=session_reliability(session=session),
-        messages_exact=context_counts_exact(session=session),
-    )
+    # The active messages' tokens by role, which the meter shows apart.
+    role_tokens: dict[str, int]
 
 
 def _context_report(
-    session: Session, *, budget: Budget, reliability: Reliability, messages_exact: bool
+    session: Session,
+    *,
+    budget: Budget,
+    reliability: Reliability,
+    messages_exact: bool,
+    role_tokens: dict[str, int],
 ) -> ContextReport:
     return ContextReport(
         budget=budget,
@@ -289,6 +357,7 @@ def _context_report(
             compression_count=session.compression_count,
         ),
         compression_count=session.compression_count,
+        role_tokens=role_tokens,
     )
 
 
@@ -377,38 +446,25 @@ def prompt_truncation_in_force(*, session: Session) -> ContextEvent | None:
     return event
 
 
-def context_meter(*, session: Session, budget: Budget | None = None) -> Meter:
+def context_meter(*, session: Session, report: ContextReport | None = None) -> Meter:
     """The meter's segments in prompt order: system prompt, pinned goal, checkpoints, then the
-    active user and assistant messages; ``budget`` when the caller has just read it."""
-    budget = budget or session_budget(session=session)
-    # order_by() drops the model's ordering, which would otherwise split the GROUP BY per message.
-    by_role = dict(
-        active_messages(session=session)
-        .order_by()
-        .values("role")
-        .annotate(total=Sum("tokens"))
-        .values_list("role", "total")
-    )
-    pinned = budget.system_prompt_tokens - session.system_prompt_tokens
+    active user and assistant messages; ``report`` when the caller has just read it."""
+    report = report or session_context(session=session)
+    roles = report.role_tokens
     return build_meter(
-        budget,
+        report.budget,
         [
             ("system", "system prompt", session.system_prompt_tokens),
-            ("goal", "pinned goal, decisions and artifacts", pinned),
-            ("checkpoints", "checkpoints", budget.checkpoint_tokens),
-            ("user", "your messages", by_role.get(Message.Role.USER, 0)),
+            ("goal", "pinned goal, decisions and artifacts", report.goal_tokens),
+            ("checkpoints", "checkpoints", report.budget.checkpoint_tokens),
+            ("user", "your messages", roles.get(Message.Role.USER, 0)),
             (
                 "assistant",
                 "assistant messages",
-                by_role.get(Message.Role.ASSISTANT, 0) + by_role.get(Message.Role.TOOL, 0),
+                roles.get(Message.Role.ASSISTANT, 0) + roles.get(Message.Role.TOOL, 0),
             ),
         ],
     )
-
-
-def context_counts_exact(*, session: Session) -> bool:
-    """Whether every active message was counted by the model's own tokenizer."""
-    return not active_messages(session=session).filter(tokens_exact=False).exists()
 
 
 def reliability_history(*, session: Session) -> list[tuple[datetime, float]]:

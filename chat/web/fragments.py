@@ -161,8 +161,11 @@ def chat_fragments(
     if kind not in ("turn_start", "turn_join"):
         context.update(context_panel(session, report=report))
         # Re-sent at the end of a turn only when the goals may have changed: the panel holds forms
-        # the user may be typing in while the reply streams.
-        context["with_goals"] = kind != "turn_done" or with_history or bool(extra.get("goals_changed"))
+        # the user may be typing in while the reply streams. Messages appended from elsewhere leave
+        # them as they were: a change of the goals (a reply's markers) comes as a frame of its own.
+        context["with_goals"] = (
+            kind not in ("turn_done", "appended") or with_history or bool(extra.get("goals_changed"))
+        )
         if context["with_goals"]:
             context.update(goals_context(session))
     if with_history:

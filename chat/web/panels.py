@@ -21,8 +21,7 @@ from chat.selectors.context import (
     session_context,
     session_goals,
     session_snapshots,
-    sessions_budget,
-    sessions_reliability,
+    sessions_context,
 )
 from chat.selectors.sessions import sidebar_sessions
 from chat.services.compression import session_effective_limits
@@ -39,10 +38,13 @@ from engine.core.reliability import (
 def session_list_rows(sessions: Sequence[Session]) -> list[dict[str, Any]]:
     """What the sessions list shows of each session (how full its context is, how reliable), read
     for the whole list at once: a full panel a row cost about ten queries."""
-    budgets = sessions_budget(sessions=sessions)
-    reliabilities = sessions_reliability(sessions=sessions)
+    reports = sessions_context(sessions=sessions)
     return [
-        {"session": session, "meter": build_meter(budgets[session.pk], ()), "reliability": reliabilities[session.pk]}
+        {
+            "session": session,
+            "meter": build_meter(reports[session.pk].budget, ()),
+            "reliability": reports[session.pk].reliability,
+        }
         for session in sessions
     ]
 
@@ -59,7 +61,7 @@ def context_panel(session: Session, *, report: ContextReport | None = None) -> d
         compression_count=report.compression_count,
     )
     return {
-        "meter": context_meter(session=session, budget=report.budget),
+        "meter": context_meter(session=session, report=report),
         "exact": report.messages_exact,
         "reliability": reliability,
         "compression_count": report.compression_count,

@@ -64,9 +64,9 @@ def test_a_message_taken_out_of_the_context_during_the_turn_is_answered_as_it_is
 
     after_reply = take._after_reply
 
-    def leave_then_store(session, *args):
+    def leave_then_store(session, *args, **kwargs):
         message_leave_context(message=Message.objects.get(session=small_session, role="user"))
-        return after_reply(session, *args)
+        return after_reply(session, *args, **kwargs)
 
     monkeypatch.setattr(take, "_after_reply", leave_then_store)
     response = api.post(f"/api/sessions/{small_session.id}/messages", {"content": "Say hello."}, content_type=JSON)

@@ -8,7 +8,14 @@ import pytest
 from django.urls import reverse
 
 from chat.models import Checkpoint
-from chat.selectors.context import pinned_block, session_budget, session_prompt, session_window
+from chat.selectors.context import (
+    pinned_block,
+    session_budget,
+    session_context,
+    session_context_read,
+    session_prompt,
+    session_window,
+)
 from chat.services.goals import artifact_record, decision_record, goal_apply_markers, goal_create
 from chat.services.messages import message_create
 from chat.services.sessions import session_create
@@ -109,6 +116,8 @@ def test_the_context_window_page_and_the_meter_agree_to_the_token(owner_client, 
             session=session
         )
         assert total == session_prompt(session=session).budget_tokens
+        # The turn reports the context from the rows its window was read from: the report a page reads.
+        assert session_context_read(session=session).report == session_context(session=session)
         seen.append(total)
         return page
 

@@ -250,6 +250,24 @@ async def test_a_turn_through_the_api_reaches_the_open_pages(user, api, fake_oll
     assert positions == ["3", "4"], positions
 
 
+async def test_an_api_turn_whose_reply_sets_a_goal_brings_the_goals_panel_in_a_frame_of_its_own(user, api, fake_ollama):
+    from engine.llm.embedded import MODEL_NAME
+
+    fake_ollama.behaviour.canned_reply = "[GOAL] Rebuild the <b>pier</b>\nNoted."
+    session = await sync_to_async(session_create)(owner=user, model=MODEL_NAME, context_size=4096)
+    page = await connected(session, user)
+    response = await sync_to_async(api.post)(
+        f"/api/sessions/{session.pk}/messages", {"content": "Let us plan the pier."}, "application/json"
+    )
+    assert response.status_code == 200
+    frames = await frames_until(page, 'id="history" hx-swap-oob="beforeend"')
+    await page.disconnect()
+    # The appended messages leave the goals panel alone (the user may be typing in its forms)...
+    assert 'id="goals-panel"' not in frames[-1]
+    # ...and the goal the reply set reaches the page in the goals' own frame, before them.
+    assert any('id="goals-panel"' in f and "Rebuild the &lt;b&gt;pier&lt;/b&gt;" in f for f in frames[:-1])
+
+
 async def test_messages_a_compression_moved_come_with_the_whole_history(user, fake_ollama):
     from chat.web.fragments import APPEND_AT_MOST, appended_groups
     from engine.llm.embedded import MODEL_NAME

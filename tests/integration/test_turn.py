@@ -367,8 +367,26 @@ def test_the_synchronous_turn_returns_it_settled(small_session, embedded_gateway
 
 
 @override_settings(OLLM_CONTEXT_DEFAULTS=GREEDY_REPLIES, OLLM_REPLY_MAX_TOKENS=12)
-def test_a_synchronous_turn_that_nothing_moved_keeps_its_own_report(small_session, embedded_gateway):
+def test_a_synchronous_turn_that_nothing_moved_keeps_its_own_report(small_session, embedded_gateway, monkeypatch):
+    # A checkpoint (its retention in the reliability), a goal and a message counted by estimate: each part of
+    # the report the turn builds from the window it read before the reply, without reading the context again.
+    goal_create(session=small_session, description="Plan the move to Lisbon")
+    message_create(session=small_session, role="user", content="We move on 14 March. " * 8)
+    Checkpoint.objects.create(
+        session=small_session, number=1, level=3, first_position=1, last_position=1, summary="Moving on 14 March.",
+        original_tokens=60, current_tokens=12, retention=0.5,
+    )  # fmt: skip
+    reads = []
+
+    def read_again(**kw):
+        reads.append(kw)
+        return session_context(**kw)
+
+    monkeypatch.setattr(take, "session_context", read_again)
     outcome = turn_run(session_id=small_session.pk, variant=TurnSend("Say hello."), gateway=embedded_gateway)
+    assert reads == []
+    assert not outcome.context.messages_exact
+    assert outcome.context.reliability.context_confidence < 1
     assert not outcome.context_changed_meanwhile
     assert outcome.context_version == Session.objects.get(pk=small_session.pk).context_version
     assert outcome.context == _fresh_context(small_session.pk)

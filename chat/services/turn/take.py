@@ -31,7 +31,14 @@ from django.conf import settings
 
 from chat.gateway import get_gateway
 from chat.models import Message, Session
-from chat.selectors.context import ContextReport, session_context, session_last_event_id, session_window
+from chat.selectors.context import (
+    ContextRead,
+    ContextReport,
+    context_report_with,
+    session_context,
+    session_context_read,
+    session_last_event_id,
+)
 from chat.selectors.sessions import model_require_available, session_latest_message
 from chat.services.compression import compression_maybe_schedule, compression_wait_blocking
 from chat.services.counting import message_counter
@@ -57,7 +64,6 @@ from chat.services.turn.variants import (
 )
 from engine.core.config import reply_max_tokens
 from engine.core.tokens import TokenCount
-from engine.core.window import WindowBlock, window_budget
 from engine.llm import ChatRequest, ChatResult, Gateway, LLMError
 from engine.llm.types import ChatStream, ReplyCut, ToolCall
 
@@ -202,8 +208,10 @@ def _reply(  # ``continued``: the reply a TurnContinue goes on from; ``version_o
 ) -> TurnOutcome:  # fmt: skip
     model_require_available(session=session, gateway=gateway)
     refuse_if_it_can_never_fit(session, user_message)
-    window = _window_before_reply(session)
-    messages, prompt = prompt_with_room(session, gateway, user_message, window, on_wait, driver)
+    # The context version the window is read at (or an older one, when something wrote in between).
+    read_at = session.context_version
+    before = _context_before_reply(session)
+    messages, prompt = prompt_with_room(session, gateway, user_message, before.window, on_wait, driver)
     messages, prompt = prompt_with_recall(session, gateway, user_message, messages, prompt)
     driver.stop.check()
     # The cap follows the context size: at most 15% of num_ctx (255 tokens on 2K), never past num_ctx.
@@ -274,8 +282,9 @@ def _reply(  # ``continued``: the reply a TurnContinue goes on from; ``version_o
     # A stopped reply's markers were never applied; a finished one's were when it was stored.
     applied = continued.content if continued is not None and continued.done_reason not in UNFINISHED else ""
     after = _after_reply(
-        session, text, count, result.done_reason, applied, version_of_id, list(zip(calls, call_counts, strict=True))
-    )
+        session, text, count, result.done_reason, applied, version_of_id, list(zip(calls, call_counts, strict=True)),
+        before=before.report, read_at=read_at,
+    )  # fmt: skip
     return TurnOutcome(
         user_message,
         after.message,
@@ -321,12 +330,12 @@ def _settled(outcome: TurnOutcome, after_event_id: int | None, wait_seconds: flo
     )
 
 
-def _window_before_reply(session: Session) -> tuple[WindowBlock, ...]:
-    """The window the reply is asked from, and the budget check its counts make: the user's message
-    may have made a compression due (which runs in the background)."""
-    window = session_window(session=session)
-    compression_maybe_schedule(session=session, budget=window_budget(window, max_tokens=session.max_tokens))
-    return window
+def _context_before_reply(session: Session) -> ContextRead:
+    """The window the reply is asked from and the context it makes, and the budget check of it: the
+    user's message may have made a compression due (which runs in the background)."""
+    read = session_context_read(session=session)
+    compression_maybe_schedule(session=session, budget=read.report.budget)
+    return read
 
 
 @dataclass(frozen=True)
@@ -346,11 +355,16 @@ def _after_reply(
     done_reason: str,
     applied: str,
     version_of_id: int | None,
-    calls: Sequence[tuple[ToolCall, TokenCount]] = (),
+    calls: Sequence[tuple[ToolCall, TokenCount]],
+    *,
+    before: ContextReport,
+    read_at: int,
 ) -> _AfterReply:
     """Store the reply (in its own transaction: it is kept whatever follows), apply its goal
     markers, then read the context: it says whether a compression is due and is what the
-    page's meter and the API show after the turn. A reply's tool calls are tool messages after its
+    page's meter and the API show after the turn: ``before``, the context the reply was asked from (read
+    at context version ``read_at``), with the reply in it when nothing else was written to the context
+    since, else read again. A reply's tool calls are tool messages after its
     text, each awaiting its result (``message_tool_results``); a reply that is only calls has no
     assistant message of its own (as ``history_entries`` stores a client's), its first call stands for it."""
     stored = []
@@ -386,8 +400,13 @@ def _after_reply(
         # turn the turn into an error whose Retry would find nothing left to answer.
         logger.exception("goal markers of a reply in session %s could not be applied", session.pk)
         markers = 0
-    session = Session.objects.get(pk=session.pk)
-    report = session_context(session=session)
+    written = stored[-1].session  # the session row as the last store locked and wrote it
+    if not markers and written.context_version == read_at + len(stored):
+        session = written
+        report = context_report_with(before, session=session, added=stored)
+    else:
+        session = Session.objects.get(pk=session.pk)
+        report = session_context(session=session)
     compression_maybe_schedule(session=session, budget=report.budget)
     if session.title_pending and message.role == Message.Role.ASSISTANT:
         session_title_schedule(session_id=session.pk)  # after the reply, in the background
