@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ollm_site.settings")
-django_asgi_app = get_asgi_application()
+# django.core.asgi.get_asgi_application, with the handler that keeps the middleware chain synchronous.
+django.setup(set_prefix=False)
+
+from ollm_site.middleware import SyncChainASGIHandler  # noqa: E402  (needs Django set up first)
+
+django_asgi_app = SyncChainASGIHandler()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up first)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import DisallowedHost
+from django.core.handlers.asgi import ASGIHandler
 from django.http import HttpRequest, HttpResponse
 from django.utils.cache import patch_cache_control
 
@@ -21,25 +23,22 @@ CONTENT_SECURITY_POLICY = (
 )
 
 
-class SyncChainMiddleware:
-    """Last in MIDDLEWARE: keeps the whole middleware chain synchronous under ASGI.
+class SyncChainASGIHandler(ASGIHandler):
+    """Django's ASGI handler with the middleware chain built as under WSGI: synchronous from the
+    first middleware to the view. A request enters its thread once and stays in it to the response,
+    which the handler then sends asynchronously (a streaming one too).
 
-    Django runs a middleware in the mode of the handler it wraps, and the ASGI handler is
-    async, so without a sync-only middleware innermost every ``MiddlewareMixin`` middleware
-    (sessions, CSRF, auth, messages...) runs each of its hooks through ``sync_to_async``, a
-    thread switch there and back per hook. The views are synchronous, so a request is better
-    off entering its thread once and staying in it, instead of switching once per hook
-    (docs/benchmarks.md, "Figures behind choices").
+    Django builds the chain in its handler's mode, async under ASGI, so every synchronous
+    middleware hook and every view (all of them are synchronous here) costs a thread switch and back
+    through the event loop, which a busy loop (other requests, the chat sockets) makes wait:
+    docs/benchmarks.md, "Figures behind choices".
     """
 
-    sync_capable = True
-    async_capable = False
-
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponse:
-        return self.get_response(request)
+    def load_middleware(self, is_async: bool = False) -> None:
+        super().load_middleware(is_async=False)
+        chain: Callable[[HttpRequest], HttpResponse] = self._middleware_chain  # type: ignore[has-type]
+        # The request's own thread (its ThreadSensitiveContext's), as Django runs a synchronous view.
+        self._middleware_chain = sync_to_async(chain, thread_sensitive=True)
 
 
 class SecurityHeadersMiddleware:

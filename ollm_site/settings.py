@@ -94,8 +94,6 @@ MIDDLEWARE = [
     "ollm_site.middleware.SecurityHeadersMiddleware",
     # After the authentication middleware: turns a locked-out login into the lockout page.
     "axes.middleware.AxesMiddleware",
-    # Last: see its docstring.
-    "ollm_site.middleware.SyncChainMiddleware",
 ]
 
 ROOT_URLCONF = "ollm_site.urls"
