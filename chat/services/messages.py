@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Max, OuterRef, Subquery
 from django.utils import timezone
 
 from chat.models import MAX_MESSAGE_CHARS, Message, Session, check_length
@@ -131,8 +131,10 @@ def message_create(
     the stored counts.
     """
     content = _storable_content(role=role, content=content)
-    locked = Session.objects.select_for_update().get(pk=session.pk)
-    last = locked.messages.aggregate(last=Max("position"))["last"] or 0
+    # The newest position read with the lock, in the same query.
+    newest = Message.objects.filter(session=OuterRef("pk")).order_by("-position").values("position")[:1]
+    locked = Session.objects.select_for_update().annotate(last_position=Subquery(newest)).get(pk=session.pk)
+    last = locked.last_position or 0
     count = token_count or (counter or TiktokenCounter()).count(content)
     now = timezone.now()
     message = Message.objects.create(
