@@ -11,7 +11,7 @@ from typing import Any, Literal
 from uuid import UUID
 
 from django.conf import settings
-from django.db.models import Count, Max, Q, QuerySet, Sum
+from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery, Sum
 from django.shortcuts import get_object_or_404
 
 from chat.gateway import get_gateway
@@ -435,6 +435,13 @@ def session_prompt(*, session: Session, gateway: Gateway | None = None) -> Promp
 def session_last_event_id(*, session: Session) -> int:
     """The newest event's id (0 before the first): what came after it is new."""
     return ContextEvent.objects.filter(session=session).aggregate(last=Max("id"))["last"] or 0
+
+
+def session_and_last_event_id(*, session_id: UUID) -> tuple[Session, int]:
+    """The session and its newest event's id (``session_last_event_id``), in one query."""
+    newest = ContextEvent.objects.filter(session=OuterRef("pk")).order_by("-id").values("id")[:1]
+    session = Session.objects.annotate(last_event_id=Subquery(newest)).get(pk=session_id)
+    return session, session.last_event_id or 0
 
 
 def prompt_truncation_in_force(*, session: Session) -> ContextEvent | None:

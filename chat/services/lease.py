@@ -75,9 +75,17 @@ def lease_held(*, session_id: UUID) -> bool:
     return lease_expires_in(session_id=session_id) is not None
 
 
+def lease_held_on(*, session: Session) -> bool:
+    """Whether a job holds the lease, as ``session``, just read, says."""
+    return _expires_in(session.compression_started_at) is not None
+
+
 def lease_expires_in(*, session_id: UUID) -> float | None:
     """Seconds until the session's lease expires unless renewed; None when no job holds it."""
-    taken = Session.objects.filter(pk=session_id).values_list("compression_started_at", flat=True).first()
+    return _expires_in(Session.objects.filter(pk=session_id).values_list("compression_started_at", flat=True).first())
+
+
+def _expires_in(taken: datetime | None) -> float | None:
     if taken is None:
         return None
     left = (taken + lease_timeout() - timezone.now()).total_seconds()

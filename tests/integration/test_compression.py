@@ -352,6 +352,21 @@ def test_a_lease_left_by_a_dead_worker_expires(due_session, gateway, fake_ollama
 
 
 @pytest.mark.django_db
+def test_the_lease_read_from_the_row_agrees_with_the_lease_asked_for(due_session):
+    from chat.services.lease import lease_acquire, lease_expires_in, lease_held_on
+
+    def both() -> tuple[bool, bool]:
+        session = Session.objects.get(pk=due_session.pk)
+        return lease_held_on(session=session), lease_expires_in(session_id=due_session.pk) is not None
+
+    assert both() == (False, False)
+    assert lease_acquire(session_id=due_session.pk) is not None
+    assert both() == (True, True)
+    Session.objects.filter(pk=due_session.pk).update(compression_started_at=timezone.now() - timedelta(minutes=11))
+    assert both() == (False, False), "a lease its dead worker left has expired"
+
+
+@pytest.mark.django_db
 def test_turned_off_compression_is_not_run(due_session, gateway):
     Session.objects.filter(pk=due_session.pk).update(settings={"compression": {"enabled": False}})
     outcome = compression_run(session_id=due_session.pk, gateway=gateway, force=True)

@@ -35,14 +35,15 @@ from chat.selectors.context import (
     ContextRead,
     ContextReport,
     context_report_with,
+    session_and_last_event_id,
     session_context,
     session_context_read,
-    session_last_event_id,
 )
 from chat.selectors.sessions import model_require_available, session_latest_message
 from chat.services.compression import compression_maybe_schedule, compression_wait_blocking
 from chat.services.counting import message_counter
 from chat.services.goals import goal_apply_markers
+from chat.services.lease import lease_held_on
 from chat.services.messages import message_create
 from chat.services.revisions import messages_supersede
 from chat.services.sampling import reply_sampling
@@ -145,8 +146,7 @@ def turn_run(
     """
     driver = Driver(stop or TurnStop())
     try:
-        session = Session.objects.get(pk=session_id)
-        before = session_last_event_id(session=session)
+        session, before = session_and_last_event_id(session_id=session_id)
         outcome = _turn(
             session, variant, gateway or get_gateway(), on_delta, on_stored, on_wait, driver, tools, max_tokens
         )
@@ -306,14 +306,18 @@ def _settled(outcome: TurnOutcome, after_event_id: int | None, wait_seconds: flo
     ``wait_seconds`` at most. When nothing but the reply has written to the context since the message was
     stored, the turn's report and messages stand; else a compression or a restore, during the turn or
     since, may have taken either message out of the context: both, and the context, are read again."""
-    ended = compression_wait_blocking(
-        session_id=outcome.user_message.session_id,
-        timeout=wait_seconds,
-        after_event_id=after_event_id,
-        budget=outcome.context.budget,
-        interrupted=lambda: stop.stopped,
-    )
     session = Session.objects.get(pk=outcome.user_message.session_id)
+    ended = True
+    if lease_held_on(session=session) or outcome.context.budget.compression_due:
+        # A compression runs, or may be about to: waited for as asked, then the session read again.
+        ended = compression_wait_blocking(
+            session_id=session.pk,
+            timeout=wait_seconds,
+            after_event_id=after_event_id,
+            budget=outcome.context.budget,
+            interrupted=lambda: stop.stopped,
+        )
+        session = Session.objects.get(pk=session.pk)
     if not outcome.context_changed_meanwhile and session.context_version == outcome.context_version:
         return dataclasses.replace(outcome, compression_running=not ended)
     stored = Message.objects.in_bulk([outcome.user_message.pk, outcome.assistant_message.pk])
