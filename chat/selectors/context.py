@@ -11,7 +11,7 @@ from typing import Any, Literal
 from uuid import UUID
 
 from django.conf import settings
-from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery, Sum, Value
 from django.shortcuts import get_object_or_404
 
 from chat.gateway import get_gateway
@@ -104,49 +104,73 @@ def active_goal(*, session: Session) -> Goal | None:
     )
 
 
-def _goal_view(goal: Goal, decisions: Iterable[Decision]) -> GoalView:
+def goal_view(*, goal: Goal) -> GoalView:
     """The goal as the prompt builders see it; every decision of the session belongs to its block."""
     return GoalView(
         description=goal.description,
         priority=goal.priority,  # type: ignore[arg-type]
         status=goal.status,  # type: ignore[arg-type]
         checkpoints=tuple(GoalCheckpointView(cp.description, cp.status) for cp in goal.checkpoints.all()),  # type: ignore[arg-type]
-        decisions=tuple(DecisionView(d.description, d.locked) for d in decisions),
+        decisions=tuple(
+            DecisionView(d.description, d.locked)
+            for d in Decision.objects.filter(session_id=goal.session_id).order_by("id")
+        ),
         next_step=goal.next_step,
     )
-
-
-def goal_view(*, goal: Goal) -> GoalView:
-    return _goal_view(goal, Decision.objects.filter(session_id=goal.session_id).order_by("id"))
 
 
 def pinned_blocks(*, session_ids: Sequence[UUID]) -> dict[UUID, str]:
     """What is never compressed besides the system prompt, per session: the active goal's block,
     the locked decisions and every artifact recorded in the session (by the panel, the API or a
-    marker). Read in a fixed number of queries however many sessions (a list page)."""
-    goals: dict[UUID, Goal] = {}
-    for goal in (
+    marker). Read in one query however many sessions (a list page), and one more for the steps of
+    the active goals when there are any."""
+    kinds = ("goal", "decision", "artifact")
+    rows = (
         Goal.objects.filter(session_id__in=session_ids, status=Goal.Status.ACTIVE)
-        .prefetch_related("checkpoints")
-        .order_by("created_at")
-    ):
-        goals[goal.session_id] = goal  # the newest active goal
-    decisions: dict[UUID, list[Decision]] = defaultdict(list)
-    for decision in Decision.objects.filter(session_id__in=session_ids).order_by("id"):
-        decisions[decision.session_id].append(decision)
-    artifacts: dict[UUID, list[ArtifactView]] = defaultdict(list)
-    for session_id, action, path in (
-        Artifact.objects.filter(session_id__in=session_ids).order_by("id").values_list("session_id", "action", "path")
-    ):
-        artifacts[session_id].append(ArtifactView(action, path))  # type: ignore[arg-type]
-    return {
-        session_id: render_pinned_block(
-            goal=_goal_view(goals[session_id], decisions[session_id]) if session_id in goals else None,
-            locked_decisions=[d.description for d in decisions[session_id] if d.locked],
-            artifacts=artifacts[session_id],
+        .order_by()
+        .values_list("session_id", Value(0), "id", "description", "next_step", "priority", Value(False))
+        .union(
+            Decision.objects.filter(session_id__in=session_ids)
+            .order_by()
+            .values_list("session_id", Value(1), "id", "description", Value(""), Value(""), "locked"),
+            Artifact.objects.filter(session_id__in=session_ids)
+            .order_by()
+            .values_list("session_id", Value(2), "id", "path", "action", Value(""), Value(False)),
+            all=True,
         )
-        for session_id in session_ids
-    }
+    )
+    # Per session and kind, oldest first: the newest active goal is the session's.
+    found: dict[tuple[UUID, str], list[tuple[Any, ...]]] = defaultdict(list)
+    for session_id, kind, pk, text, detail, priority, locked in sorted(rows, key=lambda row: (row[1], row[2])):
+        found[session_id, kinds[kind]].append((pk, text, detail, priority, locked))
+    goals = {session_id: found[session_id, "goal"][-1] for session_id in session_ids if found[session_id, "goal"]}
+    steps: dict[int, list[GoalCheckpointView]] = defaultdict(list)
+    if goals:
+        for goal_id, description, status in (
+            GoalCheckpoint.objects.filter(goal_id__in=[goal[0] for goal in goals.values()])
+            .order_by("id")
+            .values_list("goal_id", "description", "status")
+        ):
+            steps[goal_id].append(GoalCheckpointView(description, status))  # type: ignore[arg-type]
+    blocks = {}
+    for session_id in session_ids:
+        decisions = [DecisionView(text, locked) for _, text, _, _, locked in found[session_id, "decision"]]
+        goal = goals.get(session_id)
+        blocks[session_id] = render_pinned_block(
+            goal=GoalView(
+                description=goal[1],
+                priority=goal[3],
+                status=Goal.Status.ACTIVE,  # type: ignore[arg-type]
+                checkpoints=tuple(steps[goal[0]]),
+                decisions=tuple(decisions),
+                next_step=goal[2],
+            )
+            if goal is not None
+            else None,
+            locked_decisions=[decision.description for decision in decisions if decision.locked],
+            artifacts=[ArtifactView(action, path) for _, path, action, _, _ in found[session_id, "artifact"]],
+        )
+    return blocks
 
 
 def pinned_block(*, session: Session) -> str:

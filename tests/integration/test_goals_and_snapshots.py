@@ -246,3 +246,37 @@ def test_the_restore_page_groups_its_figures(chat_session):
     )
     assert "what it was then: 1,509 tokens, 2 checkpoints" in page
     assert "Now: 2,048 / 6,800 tokens" in page
+
+
+def test_the_pinned_blocks_of_several_sessions_are_each_their_own_and_read_in_two_queries(
+    chat_session, user, django_assert_num_queries
+):
+    from chat.selectors.context import pinned_blocks
+    from chat.services.sessions import session_create
+    from engine.core.prompts import ArtifactView, DecisionView, GoalCheckpointView, GoalView, render_pinned_block
+
+    other = session_create(owner=user, model="llama3.2:3b", context_size=4096)
+    Goal.objects.create(session=chat_session, description="Plan the garden")
+    newest = Goal.objects.create(session=chat_session, description="Move to Lisbon", next_step="Book the flights")
+    goal_checkpoint_set(goal=newest, description="Sell the car", status="completed")
+    decision_record(session=chat_session, description="Keep the flat", locked=True)
+    decision_record(session=chat_session, description="Maybe a smaller one")
+    decision_record(session=other, description="Use PostgreSQL 16", locked=True)
+    artifact_record(session=other, path="plan.md", action="created")
+    with django_assert_num_queries(2):
+        blocks = pinned_blocks(session_ids=[chat_session.pk, other.pk])
+    decisions = (DecisionView("Keep the flat", True), DecisionView("Maybe a smaller one", False))
+    # The newest active goal is the session's; its steps, and every decision of the session, are in its block.
+    assert blocks[chat_session.pk] == render_pinned_block(
+        goal=GoalView(
+            "Move to Lisbon", "medium", "active", (GoalCheckpointView("Sell the car", "completed"),), decisions,
+            "Book the flights",
+        ),
+        locked_decisions=["Keep the flat"],
+        artifacts=[],
+    )  # fmt: skip
+    assert blocks[other.pk] == render_pinned_block(
+        goal=None, locked_decisions=["Use PostgreSQL 16"], artifacts=[ArtifactView("created", "plan.md")]
+    )
+    with django_assert_num_queries(1):
+        assert pinned_blocks(session_ids=[other.pk]) == {other.pk: blocks[other.pk]}
