@@ -58,7 +58,8 @@ from model_server import BenchModelServer  # noqa: E402
 from report import Report  # noqa: E402
 
 from chat.models import Message, Session  # noqa: E402
-from chat.selectors.context import active_checkpoints, session_budget, session_prompt  # noqa: E402
+from chat.selectors.context import active_checkpoints, session_budget  # noqa: E402
+from chat.selectors.prompt import session_prompt  # noqa: E402
 from chat.selectors.recall import session_prompt_for  # noqa: E402
 from chat.services.compression import compression_run  # noqa: E402
 from chat.services.files import session_file_import  # noqa: E402

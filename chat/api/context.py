@@ -48,9 +48,9 @@ from chat.selectors.context import (
     session_events,
     session_goals,
     session_last_event_id,
-    session_prompt,
     session_snapshots,
 )
+from chat.selectors.prompt import session_prompt
 from chat.selectors.recall import DRAFT_MAX_CHARS, session_prompt_for
 from chat.selectors.sessions import session_for_owner
 from chat.services.compression import compression_run, compression_schedule

@@ -9,7 +9,8 @@ from ninja import Field, Schema
 from pydantic import ConfigDict
 
 from chat.models import Checkpoint, CheckpointRevision, Goal, Session
-from chat.selectors.context import ContextReport, Prompt, session_context
+from chat.selectors.context import ContextReport, session_context
+from chat.selectors.prompt import Prompt
 
 # Ids are 64-bit database keys: a larger number in a path could only fail inside the database.
 MAX_ID = 2**63 - 1

@@ -11,7 +11,8 @@ from django.db.models import Count, Max
 
 from chat.gateway import get_gateway
 from chat.models import Message, Session
-from chat.selectors.context import Prompt, PromptBlock, session_prompt, session_window
+from chat.selectors.context import session_window
+from chat.selectors.prompt import Prompt, PromptBlock, session_prompt
 from engine.core.config import reply_max_tokens
 from engine.core.recall import Recall, RecallCandidate, RecallIndex, recall, recall_budget, recall_index, with_recall
 from engine.core.text import plural

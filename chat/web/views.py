@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from chat.selectors.context import session_prompt
+from chat.selectors.prompt import session_prompt
 from chat.selectors.recall import DRAFT_MAX_CHARS, session_prompt_for
 from chat.selectors.sessions import (
     backend_status,

@@ -50,7 +50,7 @@ API_GATEWAY_USERS = (
     "chat.services.files.imports.get_gateway",
     "chat.services.turn.take.get_gateway",
     "chat.services.conversations.get_gateway",
-    "chat.selectors.context.get_gateway",
+    "chat.selectors.prompt.get_gateway",
     "chat.services.compression.run.get_gateway",
 )
 

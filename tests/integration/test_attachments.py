@@ -12,7 +12,7 @@ from asgiref.sync import sync_to_async
 from django.core.exceptions import ValidationError
 
 from chat.models import Artifact, Message
-from chat.selectors.context import session_prompt
+from chat.selectors.prompt import session_prompt
 from chat.services.attachments import (
     MAX_ATTACHMENT_BYTES,
     Attachment,

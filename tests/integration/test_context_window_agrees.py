@@ -8,14 +8,8 @@ import pytest
 from django.urls import reverse
 
 from chat.models import Checkpoint
-from chat.selectors.context import (
-    pinned_block,
-    session_budget,
-    session_context,
-    session_context_read,
-    session_prompt,
-    session_window,
-)
+from chat.selectors.context import pinned_block, session_budget, session_context, session_context_read, session_window
+from chat.selectors.prompt import session_prompt
 from chat.services.goals import artifact_record, decision_record, goal_apply_markers, goal_create
 from chat.services.messages import message_create
 from chat.services.sessions import session_create

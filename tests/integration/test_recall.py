@@ -10,7 +10,7 @@ import pytest
 from django.test import Client, override_settings
 
 from chat.models import ContextEvent, EventType, Message, Session, Snapshot
-from chat.selectors.context import session_prompt
+from chat.selectors.prompt import session_prompt
 from chat.selectors.recall import DRAFT_MAX_CHARS, session_recall
 from chat.services.checkpoints import CheckpointDraft, compression_commit
 from chat.services.compression import compression_run

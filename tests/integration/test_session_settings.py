@@ -8,7 +8,8 @@ from django.test import Client
 from django.urls import reverse
 
 from chat.models import Checkpoint, ContextEvent, Decision, Goal, Session
-from chat.selectors.context import session_budget, session_config, session_prompt
+from chat.selectors.context import session_budget, session_config
+from chat.selectors.prompt import session_prompt
 from chat.services.checkpoints import CheckpointDraft, compression_commit
 from chat.services.compression import compression_run, session_effective_limits
 from chat.services.goals import decision_record, goal_checkpoint_set, goal_create
