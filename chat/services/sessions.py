@@ -272,6 +272,8 @@ def _session_store(
     ``facts``: what the backend said of the model, when the model or the size changed.
     Precondition: called inside a transaction."""
     locked = Session.objects.select_for_update().get(pk=session.pk)
+    # What the prompt and its budget are made of, before.
+    context_before = (locked.system_prompt, locked.system_prompt_tokens, locked.max_tokens)
     if title is not None:
         locked.title = storable_text(title).strip() or DEFAULT_TITLE
         locked.title_pending = False  # the user's title is not replaced by a written one
@@ -304,6 +306,9 @@ def _session_store(
             }
         )
     locked.save()
+    if (locked.system_prompt, locked.system_prompt_tokens, locked.max_tokens) != context_before:
+        # A write to the context, as every other: a turn in flight then reads its context again.
+        locked.next_context_version()
     session_refresh_reliability(session=locked)
     return locked
 

@@ -16,6 +16,7 @@ from chat.services.compression import CompressionOutcome, compression_wait
 from chat.services.goals import goal_create
 from chat.services.messages import message_create
 from chat.services.revisions import message_leave_context
+from chat.services.sessions import session_update
 from chat.services.turn import TurnContinue, TurnRetry, TurnSend, TurnStop, TurnStopped, take, turn_run, turn_take
 from chat.services.turn.room import EXTRACTIVE_AFTER_FAILURE, EXTRACTIVE_AFTER_WAIT, WAITING_FOR_COMPRESSION
 from engine.core.budget import prompt_room
@@ -240,6 +241,24 @@ async def test_a_context_size_changed_while_the_reply_streams_shows_in_the_turns
     )
     assert outcome.context.budget.max_tokens == 3000
     assert outcome.context == await sync_to_async(_fresh_context)(small_session.pk)
+
+
+@override_settings(OLLM_CONTEXT_DEFAULTS=GREEDY_REPLIES, OLLM_REPLY_MAX_TOKENS=12)
+async def test_a_system_prompt_edited_while_the_reply_streams_shows_in_the_turns_context(
+    small_session, embedded_gateway
+):
+    async def edit(delta: str) -> None:
+        if (await Session.objects.aget(pk=small_session.pk)).system_prompt != EDITED_SYSTEM_PROMPT:
+            await sync_to_async(session_update)(session=small_session, system_prompt=EDITED_SYSTEM_PROMPT)
+
+    outcome = await turn_take(
+        session_id=small_session.pk, variant=TurnSend("Hello."), gateway=embedded_gateway, on_delta=edit
+    )
+    assert outcome.context.system_tokens == (await Session.objects.aget(pk=small_session.pk)).system_prompt_tokens
+    assert outcome.context == await sync_to_async(_fresh_context)(small_session.pk)
+
+
+EDITED_SYSTEM_PROMPT = "Answer as a ship's captain would, in short sentences, and name the weather first."
 
 
 def _nearly_full(session: Session) -> None:
