@@ -115,31 +115,33 @@ def goal_view(*, goal: Goal) -> GoalView:
     )
 
 
+_GOAL, _DECISION, _ARTIFACT = 0, 1, 2  # the kinds of row the pinned block is read from, in one query
+
+
 def pinned_blocks(*, session_ids: Sequence[UUID]) -> dict[UUID, str]:
     """What is never compressed besides the system prompt, per session: the active goal's block,
     the locked decisions and every artifact recorded in the session (by the panel, the API or a
     marker). Read in one query however many sessions (a list page), and one more for the steps of
     the active goals when there are any."""
-    kinds = ("goal", "decision", "artifact")
     rows = (
         Goal.objects.filter(session_id__in=session_ids, status=Goal.Status.ACTIVE)
         .order_by()
-        .values_list("session_id", Value(0), "id", "description", "next_step", "priority", Value(False))
+        .values_list("session_id", Value(_GOAL), "id", "description", "next_step", "priority", Value(False))
         .union(
             Decision.objects.filter(session_id__in=session_ids)
             .order_by()
-            .values_list("session_id", Value(1), "id", "description", Value(""), Value(""), "locked"),
+            .values_list("session_id", Value(_DECISION), "id", "description", Value(""), Value(""), "locked"),
             Artifact.objects.filter(session_id__in=session_ids)
             .order_by()
-            .values_list("session_id", Value(2), "id", "path", "action", Value(""), Value(False)),
+            .values_list("session_id", Value(_ARTIFACT), "id", "path", "action", Value(""), Value(False)),
             all=True,
         )
     )
     # Per session and kind, oldest first: the newest active goal is the session's.
-    found: dict[tuple[UUID, str], list[tuple[Any, ...]]] = defaultdict(list)
+    found: dict[tuple[UUID, int], list[tuple[Any, ...]]] = defaultdict(list)
     for session_id, kind, pk, text, detail, priority, locked in sorted(rows, key=lambda row: (row[1], row[2])):
-        found[session_id, kinds[kind]].append((pk, text, detail, priority, locked))
-    goals = {session_id: found[session_id, "goal"][-1] for session_id in session_ids if found[session_id, "goal"]}
+        found[session_id, kind].append((pk, text, detail, priority, locked))
+    goals = {session_id: found[session_id, _GOAL][-1] for session_id in session_ids if found[session_id, _GOAL]}
     steps: dict[int, list[GoalCheckpointView]] = defaultdict(list)
     if goals:
         for goal_id, description, status in (
@@ -150,7 +152,7 @@ def pinned_blocks(*, session_ids: Sequence[UUID]) -> dict[UUID, str]:
             steps[goal_id].append(GoalCheckpointView(description, status))  # type: ignore[arg-type]
     blocks = {}
     for session_id in session_ids:
-        decisions = [DecisionView(text, locked) for _, text, _, _, locked in found[session_id, "decision"]]
+        decisions = [DecisionView(text, locked) for _, text, _, _, locked in found[session_id, _DECISION]]
         goal = goals.get(session_id)
         blocks[session_id] = render_pinned_block(
             goal=GoalView(
@@ -164,7 +166,7 @@ def pinned_blocks(*, session_ids: Sequence[UUID]) -> dict[UUID, str]:
             if goal is not None
             else None,
             locked_decisions=[decision.description for decision in decisions if decision.locked],
-            artifacts=[ArtifactView(action, path) for _, path, action, _, _ in found[session_id, "artifact"]],
+            artifacts=[ArtifactView(action, path) for _, path, action, _, _ in found[session_id, _ARTIFACT]],
         )
     return blocks
 
