@@ -65,12 +65,12 @@ def test_a_fact_inside_a_kept_one_is_not_written_again():
 
 def test_each_tier_states_its_memory_split_over_the_checkpoints_it_keeps():
     # 2K: Tier 1, one ultra checkpoint, 50% of 1,700 (its clauses are the whole compressed history);
-    # 8K and 16K: three checkpoints and the ultra one, 65% of 6,800 and 50% of 13,600.
+    # 8K and 16K: three checkpoints and the ultra one, 65% of 6,800 and of 13,600.
     assert memory_budget(max_tokens=1700, tier=context_profile(2048).tier) == 850
     assert ledger_budget(max_tokens=1700, tier=context_profile(2048).tier) == 850
     assert memory_budget(max_tokens=6800, tier=context_profile(8192).tier) == 4420
     assert ledger_budget(max_tokens=6800, tier=context_profile(8192).tier) == 1105
-    assert ledger_budget(max_tokens=13600, tier=context_profile(16384).tier) == 1700
+    assert ledger_budget(max_tokens=13600, tier=context_profile(16384).tier) == 2210
 
 
 def test_the_ledger_reaches_the_prompt_with_its_checkpoint():
