@@ -97,6 +97,11 @@ class PromptOut(Schema):
     messages: list[PromptMessageOut]
     total_tokens: int
     exact: bool
+    room_tokens: int = Field(description="The most the prompt may take and leave the reply its reserve.")
+    fits: bool = Field(
+        description="false: the prompt is over room_tokens, so the turn compresses (or rolls over) before it "
+        "asks the model, which then sees less than this"
+    )
     recalled: list[RecalledOut] = Field(default_factory=list)
 
     @classmethod
@@ -107,6 +112,8 @@ class PromptOut(Schema):
             ],
             total_tokens=prompt.total_tokens,
             exact=prompt.exact,
+            room_tokens=prompt.room_tokens,
+            fits=prompt.fits,
             recalled=[
                 RecalledOut(
                     position=item.candidate.position,

@@ -9,6 +9,7 @@ from chat.gateway import get_gateway
 from chat.models import Session
 from chat.selectors.context import active_checkpoints, active_messages, pinned_block, session_window
 from engine.core.aging import Level
+from engine.core.budget import prompt_room
 from engine.core.recall import Recall
 from engine.core.tokens import TokenCount
 from engine.core.window import WindowBlock, prompt_messages
@@ -33,7 +34,15 @@ class Prompt:
     blocks: tuple[PromptBlock, ...]
     total_tokens: int
     exact: bool
+    # The most the prompt may take and leave the reply its reserve (``prompt_room``).
+    room_tokens: int
     recall: Recall = field(default_factory=Recall)  # what a draft recalled (``session_prompt_for``)
+
+    @property
+    def fits(self) -> bool:
+        """Whether the turn sends this prompt as it stands. When it does not, the turn compresses
+        (or rolls over) before it asks the model, which then sees less than this (``prompt_with_room``)."""
+        return self.total_tokens <= self.room_tokens
 
     @property
     def budget_tokens(self) -> int:
@@ -79,4 +88,6 @@ def session_prompt(*, session: Session, gateway: Gateway | None = None) -> Promp
     except LLMError:
         # No backend can count for this model now: the stored counts are the best estimate.
         count = TokenCount(sum(b.tokens for b in window), exact=False)
-    return Prompt(blocks=blocks, total_tokens=count.tokens, exact=count.exact)
+    return Prompt(
+        blocks=blocks, total_tokens=count.tokens, exact=count.exact, room_tokens=prompt_room(session.max_tokens)
+    )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 import pytest
 
 from chat.models import Checkpoint, ContextEvent, Decision, Goal, Snapshot
@@ -10,6 +12,7 @@ from chat.services.checkpoints import CheckpointDraft, compression_commit
 from chat.services.goals import goal_create
 from chat.services.messages import message_create
 from chat.services.sessions import session_create
+from engine.core.budget import REPLY_MIN_TOKENS
 from engine.llm.embedded import MODEL_NAME
 
 pytestmark = pytest.mark.django_db
@@ -79,6 +82,25 @@ def test_prompt_is_counted_exactly_on_the_embedded_model(api, user):
     assert body["exact"] is True
     assert [m["kind"] for m in body["messages"]] == ["system", "message"]
     assert 0 < body["total_tokens"] < 60
+
+
+def test_prompt_says_whether_it_leaves_the_reply_its_room(api, user):
+    session = session_create(owner=user, model=MODEL_NAME, context_size=2048)
+    message_create(session=session, role="user", content="Hello there")
+    url = f"/api/sessions/{session.id}/prompt"
+    body = api.get(url).json()
+    assert (body["room_tokens"], body["fits"]) == (session.max_tokens - REPLY_MIN_TOKENS, True)
+    # A draft that does not fit: the turn would compress before it asks the model.
+    long_draft = "Tell me about the harbour and the boats that leave it at dawn. " * 120
+    drafted = api.get(f"{url}?{urlencode({'draft': long_draft})}").json()
+    assert drafted["total_tokens"] > drafted["room_tokens"]
+    assert drafted["fits"] is False
+    # An imported history over the room: the next turn compresses first.
+    for number in range(6):
+        message_create(session=session, role="assistant", content=f"Reply {number}: " + "the tide came in. " * 80)
+    body = api.get(url).json()
+    assert body["total_tokens"] > body["room_tokens"]
+    assert body["fits"] is False
 
 
 def test_checkpoints_carry_their_revisions(api, talk):

@@ -14,6 +14,7 @@ from chat.services.goals import artifact_record, decision_record, goal_apply_mar
 from chat.services.messages import message_create
 from chat.services.sessions import session_create
 from engine.core.aging import Level
+from engine.core.budget import REPLY_MIN_TOKENS
 from engine.core.window import CheckpointView, render_checkpoint, window_budget
 from engine.llm.embedded import MODEL_NAME
 from engine.resources import count_text_tokens
@@ -136,3 +137,17 @@ def test_the_context_window_page_and_the_meter_agree_to_the_token(owner_client, 
     page = agree()
     assert page.count('class="block block-checkpoint"') == 2
     assert len(set(seen)) == len(seen), "every step changed the prompt"
+
+
+def test_the_context_window_page_says_when_the_next_turn_compresses_first(owner_client, user):
+    session = session_create(owner=user, model=MODEL_NAME, context_size=2048)
+    message_create(session=session, role="user", content="Hello there")
+    url = reverse("chat:context_window", args=[session.pk])
+    assert 'id="prompt-over-room"' not in owner_client.get(url).content.decode()
+    for number in range(6):
+        message_create(session=session, role="assistant", content=f"Reply {number}: " + "the tide came in. " * 80)
+    page = owner_client.get(url).content.decode()
+    warning = re.search(r'<p class="warning" id="prompt-over-room"[^>]*>(.*?)</p>', page, re.S)
+    assert warning is not None, page
+    assert "the next turn compresses first" in warning.group(1)
+    assert f"over the {session.max_tokens - REPLY_MIN_TOKENS:,}" in warning.group(1)
