@@ -51,6 +51,8 @@ TOKENIZED_PROMPTS_KEPT = 8
 # (docs/benchmarks.md, "Figures behind choices").
 BACKGROUND_CHUNK_TOKENS = 64
 
+# The header's BPE merges, kept for ``Engine.vocabulary``.
+MERGES_KEY = "tokenizer.ggml.merges"
 # Connections to the server's own HTTP endpoints (counts, template) kept open; its HTTP threads are more.
 HTTP_CONNECTIONS = 4
 
@@ -202,7 +204,7 @@ class Engine:
         self.seed = seed
         self.gate = TurnsFirst()
         try:
-            self.metadata: dict[str, str] = gguf_metadata(path)
+            self.metadata: dict[str, Any] = gguf_metadata(path, string_arrays=[MERGES_KEY])
             # The turn slots and the background one, each with ``n_ctx`` of its own.
             self._server, self._key = start_server(
                 path,
@@ -239,7 +241,17 @@ class Engine:
 
     @property
     def family(self) -> str:
-        return self.metadata.get("general.architecture", "llama")
+        return str(self.metadata.get("general.architecture", "llama"))
+
+    @property
+    def vocabulary(self) -> dict[str, Any]:
+        """The model file's tokenizer as its header names it: its kind, its pre-tokenizer and its merges,
+        from which the app counts plain text itself (``engine.core.bpe``)."""
+        return {
+            "model": self.metadata.get("tokenizer.ggml.model", ""),
+            "pre": self.metadata.get("tokenizer.ggml.pre", ""),
+            "merges": self.metadata.get(MERGES_KEY, []),
+        }
 
     def close(self) -> None:
         server, self._server = self._server, None

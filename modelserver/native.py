@@ -8,7 +8,7 @@ import secrets
 import signal
 import struct
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -17,9 +17,10 @@ class NativeError(Exception):
     """The native server failed; the engine names it to the user."""
 
 
-def gguf_metadata(path: Path) -> dict[str, str]:
-    """The scalar keys of a GGUF file's header (``general.architecture``, ``llama.context_length``…)
-    as text; arrays (the vocabulary) are skipped."""
+def gguf_metadata(path: Path, *, string_arrays: Collection[str] = ()) -> dict[str, Any]:
+    """The keys of a GGUF file's header (``general.architecture``, ``llama.context_length``…): scalars as
+    text, and the string arrays named in ``string_arrays`` (``tokenizer.ggml.merges``) as lists; the other
+    arrays (the vocabulary's tokens and scores) are skipped."""
     scalars = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 
     def read(stream: BinaryIO, fmt: str) -> Any:
@@ -29,20 +30,22 @@ def gguf_metadata(path: Path) -> dict[str, str]:
     def text(stream: BinaryIO) -> str:
         return stream.read(read(stream, "<Q")).decode("utf-8", errors="replace")
 
-    def value(stream: BinaryIO, kind: int) -> Any:
+    def value(stream: BinaryIO, kind: int, keep: bool) -> Any:
         if kind == 8:
             return text(stream)
         if kind == 9:
             item_kind, count = read(stream, "<I"), read(stream, "<Q")
+            if keep and item_kind == 8:
+                return [text(stream) for _ in range(count)]
             if item_kind in scalars:
                 stream.seek(count * struct.calcsize(scalars[item_kind]), 1)
             else:
                 for _ in range(count):
-                    value(stream, item_kind)
+                    value(stream, item_kind, False)
             return None
         return read(stream, scalars[kind])
 
-    found: dict[str, str] = {}
+    found: dict[str, Any] = {}
     with path.open("rb") as stream:
         if stream.read(4) != b"GGUF":
             raise NativeError(f"{path} is not a GGUF file")
@@ -50,8 +53,10 @@ def gguf_metadata(path: Path) -> dict[str, str]:
         read(stream, "<Q")  # tensors
         for _ in range(read(stream, "<Q")):
             key = text(stream)
-            got = value(stream, read(stream, "<I"))
-            if got is not None:
+            got = value(stream, read(stream, "<I"), key in string_arrays)
+            if isinstance(got, list):
+                found[key] = got
+            elif got is not None:
                 found[key] = str(got).lower() if isinstance(got, bool) else str(got)
     return found
 

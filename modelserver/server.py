@@ -2,14 +2,16 @@
 
 ``/api/chat`` and ``/api/generate`` (NDJSON streaming or one JSON object),
 ``/api/tags``, ``/api/show``, ``/api/ps`` and ``/api/version``, shaped as
-Ollama's, so the official ``ollama`` client talks to it as to Ollama. Two
+Ollama's, so the official ``ollama`` client talks to it as to Ollama. Three
 additions, which Ollama ignores or lacks:
 
 - the ``X-Ollm-Priority: background`` header marks a summary or an aging call,
   which gives way to chat turns;
 - ``POST /api/tokenize`` (``{"model", "messages"}``, ``{"model", "text"}``, or
   ``{"model", "texts"}`` for many texts in one call, answered with ``counts``)
-  counts tokens exactly as generation will.
+  counts tokens exactly as generation will;
+- ``POST /api/vocabulary`` (``{"model"}``) answers the model's tokenizer (``model``, ``pre``,
+  ``merges``), with which the app counts plain text itself.
 
 Of a request's ``options`` it honours ``num_ctx``, ``num_predict``, ``stop`` and
 the sampling options ``temperature``, ``top_k``, ``top_p``, ``repeat_penalty``,
@@ -244,6 +246,9 @@ class ModelServer:
                         })  # fmt: skip
                 elif self.path == "/api/tokenize":
                     self._tokenize(body)
+                elif self.path == "/api/vocabulary":
+                    if self._known(body.get("model")):
+                        self._json(200, {"model": body["model"], **server.engine.vocabulary})
                 elif self.path in ("/api/chat", "/api/generate"):
                     self._generate(body, chat=self.path == "/api/chat")
                 else:

@@ -6,6 +6,11 @@ Two things Ollama lacks make it exact: ``/api/tokenize`` counts a prompt exactly
 as generation will, and the ``X-Ollm-Priority`` header lets chat turns go before
 summaries. ``make run``, the Docker image and the test fixtures start the server
 (``python -m modelserver --supervise``).
+
+Plain text (a message, a reply) is counted in this process, with the vocabulary the server
+hands out once (``/api/vocabulary``, counted by ``engine.core.bpe``), rather than over two HTTP
+hops a turn waits on; only once a probe text counted both ways agrees. Prompts are still counted
+by the server: it applies the chat template, and keeps the tokens for the generation that follows.
 """
 
 from __future__ import annotations
@@ -13,11 +18,14 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+import logging
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from engine.core.bpe import TextCounter, from_gguf_vocabulary
+from engine.core.tokens import VocabularyError
 from engine.llm.ollama_backend import OllamaBackend, tls_context, wire_message
 from engine.llm.types import (
     BackendUnavailable,
@@ -29,12 +37,19 @@ from engine.llm.types import (
     ModelNotFound,
 )
 
+logger = logging.getLogger(__name__)
 MODEL_NAME = "embedded/smollm2-135m"
 PARAMETER_SIZE_B = 0.135
 # Counting a prompt is quick (see docs/benchmarks.md); this only bounds a stuck server.
 TOKENIZE_TIMEOUT_SECONDS = 10.0
 # Texts counted in one request: about 0.2 MB of an import's messages, well inside that timeout.
 TOKENIZE_BATCH = 500
+# Counted here and by the server before counting here: digits, runs of spaces and newlines, contractions,
+# accents, CJK, an emoji sequence and the template's own markers as text.
+COUNT_PROBE = (
+    "On 14 March 2026 we'll drive the Yaris 120.5 km to Galway:  café, 東京, 👍🏽👨‍👩‍👧\n\n\tthen   "
+    "<|im_end|> x=3.14; it's DONE!!"
+)
 
 
 class _KeptAlive:
@@ -85,11 +100,18 @@ class EmbeddedBackend(OllamaBackend):
     name = "embedded"
     label = "the bundled model server"
 
-    def __init__(self, *, host: str, timeout: float = 120.0, connect_timeout: float = 3.0) -> None:
+    def __init__(
+        self, *, host: str, timeout: float = 120.0, connect_timeout: float = 3.0, count_locally: bool = True
+    ) -> None:
+        """``count_locally``: count plain text here with the server's vocabulary once it agrees with the
+        server's count (else every count asks the server)."""
         super().__init__(host=host, timeout=timeout, connect_timeout=connect_timeout)
         self._counting = _KeptAlive(host, TOKENIZE_TIMEOUT_SECONDS)
         self._message_overhead: int | None = None
         self._overhead_lock = threading.Lock()
+        # None until the probe has run: then the counter, or False when counting here was refused.
+        self._text_counter: TextCounter | Literal[False] | None = None if count_locally else False
+        self._counter_lock = threading.Lock()
 
     def unreachable(self) -> str:
         return (
@@ -106,14 +128,7 @@ class EmbeddedBackend(OllamaBackend):
         return super().chat(request)
 
     def _tokenize(self, body: dict[str, Any]) -> dict[str, Any]:
-        try:
-            status, data = self._counting.post("/api/tokenize", {"model": MODEL_NAME, **body})
-        except (OSError, http.client.HTTPException) as exc:
-            raise BackendUnavailable(self.unreachable()) from exc
-        if status != 200:
-            text = data.decode("utf-8", errors="replace")
-            raise LLMRequestError(f"{self.label} could not count tokens ({status}): {text}")
-        answer: dict[str, Any] = json.loads(data)
+        answer = self._post("/api/tokenize", body)
         with self._overhead_lock:
             self._message_overhead = int(answer["message_overhead"])
         return answer
@@ -122,12 +137,51 @@ class EmbeddedBackend(OllamaBackend):
         """Exactly the tokens the server will evaluate for ``messages`` (its chat template included)."""
         return int(self._tokenize({"messages": [wire_message(m) for m in messages]})["count"])
 
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The JSON answer of the model server's ``path`` (counting's own connections, kept alive)."""
+        try:
+            status, data = self._counting.post(path, {"model": MODEL_NAME, **body})
+        except (OSError, http.client.HTTPException) as exc:
+            raise BackendUnavailable(self.unreachable()) from exc
+        if status != 200:
+            text = data.decode("utf-8", errors="replace")
+            raise LLMRequestError(f"{self.label} could not count tokens ({status}): {text}")
+        answer: dict[str, Any] = json.loads(data)
+        return answer
+
+    def _local_counter(self) -> TextCounter | None:
+        """The server's vocabulary as a counter here, once it counted COUNT_PROBE as the server does; None
+        when the vocabulary is not one ``engine.core.bpe`` knows, or the counts disagree (logged once).
+        Raises LLMError while the server cannot be asked: it is asked again at the next count."""
+        with self._counter_lock:
+            if self._text_counter is None:
+                vocabulary = self._post("/api/vocabulary", {})
+                try:
+                    counter = from_gguf_vocabulary(
+                        model=str(vocabulary.get("model", "")),
+                        pre=str(vocabulary.get("pre", "")),
+                        merges=list(vocabulary.get("merges", [])),
+                    )
+                except VocabularyError as exc:
+                    logger.warning("%s counts every text: its vocabulary cannot be counted here (%s)", self.label, exc)
+                    self._text_counter = False
+                else:
+                    served = int(self._tokenize({"text": COUNT_PROBE})["count"])
+                    agrees = counter.count(COUNT_PROBE) == served
+                    if not agrees:
+                        logger.warning("%s counts every text: its vocabulary counts a probe otherwise here", self.label)
+                    self._text_counter = counter if agrees else False
+            return self._text_counter if isinstance(self._text_counter, TextCounter) else None
+
     def count_text_tokens(self, text: str) -> int:
-        return int(self._tokenize({"text": text})["count"])
+        return self.count_texts_tokens([text])[0]
 
     def count_texts_tokens(self, texts: Sequence[str]) -> list[int]:
-        """Tokens of each of ``texts``, TOKENIZE_BATCH of them a request (one request per message
-        made an import of 5,000 messages spend minutes on HTTP round trips)."""
+        """Tokens of each of ``texts``: here, or on the server TOKENIZE_BATCH of them a request (one request
+        per message made an import of 5,000 messages spend minutes on HTTP round trips)."""
+        counter = self._local_counter()
+        if counter is not None:
+            return [counter.count(text) for text in texts]
         counts: list[int] = []
         for start in range(0, len(texts), TOKENIZE_BATCH):
             answer = self._tokenize({"texts": list(texts[start : start + TOKENIZE_BATCH])})
@@ -137,7 +191,7 @@ class EmbeddedBackend(OllamaBackend):
     def message_overhead(self) -> int:
         """Tokens the chat template adds around one message's content."""
         if self._message_overhead is None:
-            self.count_text_tokens("")
+            self._tokenize({"text": ""})
         assert self._message_overhead is not None
         return self._message_overhead
 

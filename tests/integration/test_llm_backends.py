@@ -218,7 +218,9 @@ def test_counting_on_a_connection_the_server_dropped_asks_again_on_a_new_one(mod
     assert again is not kept
 
 
-def test_many_texts_are_counted_in_batches_exactly_as_one_by_one(embedded_backend, fake_ollama):
+def test_many_texts_are_counted_on_the_server_in_batches_exactly_as_one_by_one(model_server, fake_ollama):
+    """When the app does not count here (tests/integration/test_local_counting.py), the server counts in batches."""
+    embedded_backend = EmbeddedBackend(host=model_server.url, count_locally=False)
     texts = [
         f"Step {n}: src/app/step_{n}.py gets {n * 7} lines; naïve 🙂 {'x' * (n % 13)}"
         for n in range(TOKENIZE_BATCH + 20)
