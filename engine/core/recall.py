@@ -149,8 +149,10 @@ def recall_index(candidates: Sequence[RecallCandidate]) -> RecallIndex:
 def recall(query: str, index: RecallIndex, *, budget_tokens: int, cost: Callable[[str], int]) -> Recall:
     """The candidates of ``index`` that best match ``query``, within ``budget_tokens`` (the heading
     included), oldest first. Nothing when the query has no word a candidate shares."""
+    if index.retriever is None:  # nothing has left the context: the query is not even read
+        return Recall()
     query_words = _words_for(query)
-    if index.retriever is None or not query_words or budget_tokens <= cost(RECALL_HEADING):
+    if not query_words or budget_tokens <= cost(RECALL_HEADING):
         return Recall()
     scores = index.retriever.get_scores(list(query_words))
     ranked = sorted(map(int, numpy.flatnonzero(scores > 0)), key=lambda i: (-scores[i], -i))
