@@ -27,6 +27,7 @@ from ninja.responses import NinjaJSONEncoder
 
 from accounts.auth import CookieAuth, TokenAuth
 from chat.api.context import router as context_router
+from chat.api.responses import AfterSendResponse
 from chat.api.sessions import router as chat_router
 from chat.formats.file_checks import ImportTooLarge
 from chat.selectors.sessions import ModelUnavailable
@@ -51,6 +52,12 @@ class _Renderer(JSONRenderer):
     encoder_class = _Encoder
 
 
+class _API(NinjaAPI):
+    def create_temporal_response(self, request: HttpRequest) -> HttpResponse:
+        """The response a view fills in, which may act once sent (``chat.api.responses.after_sent``)."""
+        return AfterSendResponse("", content_type=self.get_content_type())
+
+
 def docs_access(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     """The API's map (/api/openapi.json and /api/docs) for whoever may use the API: a logged-in browser
     or a valid ``Authorization: Bearer <token>``. Without either, a browser goes to the login page;
@@ -71,7 +78,7 @@ def docs_access(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse
     return wrapper
 
 
-api = NinjaAPI(
+api = _API(
     title="ollm-site API",
     version="1",
     description="Long conversations with small-context local LLMs. Authenticate with "

@@ -9,7 +9,7 @@ from uuid import UUID
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja import Router, Status, UploadedFile
 from ninja.errors import HttpError
 from ninja.pagination import paginate
@@ -18,6 +18,7 @@ from ninja.params.functions import File, Query
 from accounts.auth import api_user
 from chat.api.context_schemas import ContextOut
 from chat.api.pagination import Pages
+from chat.api.responses import after_sent
 from chat.api.schemas import (
     BranchIn,
     ContextSizeOut,
@@ -294,7 +295,9 @@ def message_version_choose_view(request: HttpRequest, session_id: UUID, message_
 
 
 @router.post("/sessions/{session_id}/messages", response=TurnOut, summary="Send a message and get the reply")
-def message_send(request: HttpRequest, session_id: UUID, payload: MessageIn, wait_compression: bool = False) -> Any:
+def message_send(
+    request: HttpRequest, session_id: UUID, payload: MessageIn, response: HttpResponse, wait_compression: bool = False
+) -> Any:
     """One full turn without streaming: the message is stored first, then the reply.
 
     ``max_tokens`` caps the reply under the session's cap (422 beyond it, before anything is stored).
@@ -322,8 +325,10 @@ def message_send(request: HttpRequest, session_id: UUID, payload: MessageIn, wai
         # The message is stored whatever became of the reply: the session's open pages show it.
         history_publish(session_id=session.pk)
         raise
-    # Last: the open pages append the turn's two messages (their rendering shares this process).
-    history_publish(session_id=session.pk, after_position=outcome.user_message.position - 1)
+    # Once the answer is sent: the open pages append the turn's two messages, and their rendering
+    # (in this process) does not hold up the answer.
+    after_position = outcome.user_message.position - 1
+    after_sent(response, lambda: history_publish(session_id=session.pk, after_position=after_position))
     return {
         "user_message": outcome.user_message,
         "assistant_message": outcome.assistant_message,
