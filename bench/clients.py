@@ -26,6 +26,8 @@ TIMEOUT = 600
 # (the meter alone comes earlier too, with the stored question).
 TURN_DONE = '<div id="turn-state" data-streaming="0"'
 TOKEN_FRAME = 'hx-swap-oob="beforeend">'
+# The frame that appends messages written elsewhere (an API turn's) to what a page shows.
+APPENDED = 'id="history" hx-swap-oob="beforeend"'
 
 
 def session_cookie(user: Any) -> bytes:
@@ -76,6 +78,13 @@ async def ws_turn(communicator: WebsocketCommunicator, content: str) -> Timed:
         if TURN_DONE in frame:
             return Timed(now - started, token_times)
         assert 'class="status error"' not in frame, frame
+
+
+async def page_appended(communicator: WebsocketCommunicator) -> None:
+    """Read a page's frames up to the one that appends the messages an API turn wrote: the page's own work
+    for that turn (its rendering, in this process) is over before anything else is measured."""
+    while APPENDED not in await communicator.receive_from(timeout=TIMEOUT):
+        pass
 
 
 async def direct_turn(

@@ -10,7 +10,10 @@ order that turns from round to round:
   object the app uses (the embedded backend's ``chat``: the HTTP client of the
   model server, which runs SmolLM2), reply read to the end;
 - api: ``POST /api/sessions/{id}/messages`` through the ASGI application (token
-  auth, ninja, the turn: store, budget, prompt, reply, store, markers);
+  auth, ninja, the turn: store, budget, prompt, reply, store, markers), with the
+  session's chat page open (the websocket path's); the page's frame that appends
+  the turn's messages, rendered once the answer is sent, is awaited after the
+  turn (not counted), so it falls into no other turn;
 - ws: the chat page's frame through the websocket, up to the frame that closes
   the turn (the reply streamed token by token, then the history re-rendered).
 
@@ -60,7 +63,17 @@ os.environ["OLLM_LLM_BACKEND"] = "embedded"
 setup_django()
 
 from asgiref.sync import sync_to_async  # noqa: E402
-from clients import RecordingBackend, Timed, api_turn, bearer, direct_turn, session_cookie, ws_connect, ws_turn  # noqa: E402
+from clients import (  # noqa: E402
+    RecordingBackend,
+    Timed,
+    api_turn,
+    bearer,
+    direct_turn,
+    page_appended,
+    session_cookie,
+    ws_connect,
+    ws_turn,
+)
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.test.utils import override_settings  # noqa: E402
@@ -178,6 +191,9 @@ async def measure(
     async def api() -> Timed:
         recorder.calls.clear()
         timed = await api_turn(session.pk, authorization, MESSAGE)
+        # The open page renders the turn's messages once the answer is sent: that work, for another
+        # client, must not fall into the next path's turn.
+        await page_appended(socket)
         await reset(session, position)
         assert recorder.calls == [prompt], "the API turn sent another prompt"
         return timed
