@@ -24,7 +24,7 @@ from django.template.loader import render_to_string
 
 from chat.models import Message
 from chat.selectors.sessions import ModelUnavailable
-from chat.services.turn import TurnVariant, turn_take
+from chat.services.turn import TurnOutcome, TurnVariant, turn_take
 from chat.web.channel_events import session_group
 from chat.web.fragments import chat_fragments
 from chat.web.rendering import render_markdown
@@ -263,9 +263,35 @@ async def _turn(live: LiveReply, variant: TurnVariant, action: Action, origin: s
         )
         return _End(html, everyone=live.stored, own=_composer(back) if back else "")
 
+    done: list[str] = []
+
+    def render_done(outcome: TurnOutcome) -> None:
+        # The history comes whole when something besides the reply changed the context meanwhile (a
+        # compression, a goal, a restore, the reply's own markers); the goals panel then too.
+        changed = outcome.context_changed_meanwhile
+        done.append(
+            chat_fragments(
+                "turn_done",
+                live.session_id,
+                session=outcome.assistant_message.session,
+                reply_id=live.reply_id,
+                assistant_message=outcome.assistant_message,
+                with_history=changed,
+                goals_changed=changed,
+                # The turn read the context once its reply was stored; when nothing else changed it
+                # meanwhile, the meter shows that reading.
+                report=None if changed else outcome.context,
+            )
+        )
+
     try:
         outcome = await turn_take(
-            session_id=live.session_id, variant=variant, on_delta=on_delta, on_stored=on_stored, on_wait=on_wait
+            session_id=live.session_id,
+            variant=variant,
+            on_delta=on_delta,
+            on_stored=on_stored,
+            on_wait=on_wait,
+            on_settled=render_done,
         )
     except asyncio.CancelledError:
         # Stopped: what came so far is stored (turn_take), and every page shows the history again.
@@ -294,23 +320,7 @@ async def _turn(live: LiveReply, variant: TurnVariant, action: Action, origin: s
     except Exception:
         logger.exception("turn failed in session %s", live.session_id)
         return failed("Something went wrong on the server; your message is saved.", retry=True)
-    # The history comes whole when something besides the reply changed the context meanwhile (a
-    # compression, a goal, a restore, the reply's own markers); the goals panel then too.
-    changed = outcome.context_changed_meanwhile
-    return _End(
-        await sync_to_async(chat_fragments)(
-            "turn_done",
-            live.session_id,
-            reply_id=live.reply_id,
-            assistant_message=outcome.assistant_message,
-            with_history=changed,
-            goals_changed=changed,
-            # The turn read the context once its reply was stored; when nothing else changed it
-            # meanwhile, the meter shows that reading.
-            report=None if changed else outcome.context,
-        ),
-        with_history=changed,
-    )
+    return _End(done[0], with_history=outcome.context_changed_meanwhile)
 
 
 def _composer(text: str) -> str:

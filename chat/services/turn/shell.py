@@ -108,14 +108,17 @@ async def turn_take(
     on_wait: OnWait | None = None,
     tools: Sequence[dict[str, Any]] = (),
     max_tokens: int | None = None,
+    on_settled: Callable[[TurnOutcome], None] | None = None,
 ) -> TurnOutcome:
     """``turn_run`` awaited: the same turn, the same settled outcome and errors; its listeners are
-    coroutines, run on the caller's loop. Cancelled, it stops the turn, waits for it to store the part
+    coroutines, run on the caller's loop. ``on_settled`` is a plain call, in the turn's own thread, once the
+    turn is settled: what it reads (the page's last frame) goes through the turn's database connection,
+    with no hand-over to another thread first. Cancelled, it stops the turn, waits for it to store the part
     of the reply that came, and raises asyncio.CancelledError."""
     loop = asyncio.get_running_loop()
 
     def work(stop: TurnStop) -> TurnOutcome:
-        return turn_run(
+        outcome = turn_run(
             session_id=session_id,
             variant=variant,
             gateway=gateway,
@@ -126,5 +129,8 @@ async def turn_take(
             max_tokens=max_tokens,
             stop=stop,
         )
+        if on_settled is not None:
+            on_settled(outcome)
+        return outcome
 
     return await turn_in_thread(work=work, name=f"turn {session_id}")
