@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -238,10 +239,12 @@ async def _turn(live: LiveReply, variant: TurnVariant, action: Action, origin: s
         live.status = why
         await _broadcast(live, _stream_frame(live, "status", why))
 
-    async def on_stored(user_message: Message) -> None:
-        # A new message is appended; a retry, an edit or a regeneration changed what the page
-        # shows (messages left the context, a Retry is answered): the history comes whole.
-        html = await sync_to_async(chat_fragments)(
+    def on_stored(user_message: Message) -> Coroutine[Any, Any, None]:
+        # Called in the turn's thread (``turn_listener``): the frame is rendered there, through the turn's
+        # database connection, and the coroutine that sends it runs on the loop. A new message is
+        # appended; a retry, an edit or a regeneration changed what the page shows (messages left the
+        # context, a Retry is answered): the history comes whole.
+        html = chat_fragments(
             "turn_start",
             live.session_id,
             session=user_message.session,
@@ -250,9 +253,13 @@ async def _turn(live: LiveReply, variant: TurnVariant, action: Action, origin: s
             reply_id=live.reply_id,
         )
         own = _composer("") if action in ("send", "edit") else ""
-        async with live.lock:
-            live.stored = True
-            await _broadcast(live, html, origin=origin, own=own, streaming=True)
+
+        async def send() -> None:
+            async with live.lock:
+                live.stored = True
+                await _broadcast(live, html, origin=origin, own=own, streaming=True)
+
+        return send()
 
     def failed(text: str, *, retry: bool = False, back: str = "") -> _End:
         """The error line in place of the reply: on every page once the message is stored (they show

@@ -38,7 +38,9 @@ OnStored = Callable[[Message], Coroutine[Any, Any, None]]
 def turn_listener(
     *, loop: asyncio.AbstractEventLoop, listener: Callable[[V], Coroutine[Any, Any, None]] | None
 ) -> Callable[[V], None] | None:
-    """``listener`` as the turn's thread calls it: run on ``loop``, the turn waiting until it has."""
+    """``listener`` as the turn's thread calls it: run on ``loop``, the turn waiting until it has. The call
+    that makes the coroutine is the turn thread's own: a listener that is a plain function returning one does
+    its plain part there (a page's frame rendered through the turn's database connection)."""
     if listener is None:
         return None
 
