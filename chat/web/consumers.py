@@ -20,6 +20,8 @@ from uuid import UUID
 
 from asgiref.sync import sync_to_async
 from channels.auth import get_user
+from channels.consumer import get_handler_name
+from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.http import Http404
@@ -41,6 +43,11 @@ MAX_FRAME_CHARS = MAX_MESSAGE_CHARS + 10_000
 # message; regenerate: answer the last message again, in place of the latest reply; continue: go on
 # with the latest reply where it was cut (the drop-in endpoints' continuation, TurnContinue).
 ACTIONS = ("send", "stop", "retry", "regenerate", "edit", "continue")
+# Channels' dispatch closes the database connections of the thread the sockets' reads share before every
+# handler: a thread hop each time, and a new connection for the next read. Not before these: the relays
+# of a frame rendered elsewhere (each of a reply's deltas, a compression's progress) read no database, and
+# a page's frame is read only after its login is checked (``get_user``, which cleans up around its read).
+NO_CLEANUP = frozenset({"reply.frame", "context.progress", "websocket.receive"})
 
 
 class FrameError(ValueError):
@@ -117,6 +124,12 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
     history_stale = False
     # Set when the socket's login ended: nothing more is sent to it.
     logged_out = False
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        if message.get("type") in NO_CLEANUP:
+            await getattr(self, get_handler_name(message))(message)
+        else:
+            await super().dispatch(message)
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -228,7 +241,9 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
         if message.get("done"):
             stale, self.history_stale = self.history_stale, False
             if stale and not message.get("with_history"):
-                await self.send_to_page(await sync_to_async(chat_fragments)("history", self.session_id))
+                # A relay's one read: its connections cleaned up around it, as dispatch does for other events.
+                html = await database_sync_to_async(chat_fragments)("history", self.session_id)
+                await self.send_to_page(html)
 
     async def send_to_page(self, text: str) -> None:
         """Send a frame, if the page is still there: the socket can go before its consumer hears
