@@ -133,7 +133,10 @@ def session_with_history(
         added += batch
         if session_budget(session=Session.objects.get(pk=session.pk)).compression_due:
             outcome = compression_run(session_id=session.pk, reason="bench history", gateway=gateway)
-            assert outcome.status in ("compressed", "rolled-over"), outcome
+            # One that would free too little is not committed, as in the app: the next batch's frees more.
+            assert outcome.status in ("compressed", "rolled-over") or outcome.reason.startswith("not committed"), (
+                outcome
+            )
     budget = session_budget(session=Session.objects.get(pk=session.pk))
     if headroom and budget.trigger_at - budget.active_tokens < headroom:
         outcome = compression_run(session_id=session.pk, reason="bench headroom", force=True, gateway=gateway)
