@@ -151,18 +151,19 @@ class EmbeddedBackend(OllamaBackend):
 
     def _local_counter(self) -> TextCounter | None:
         """The server's vocabulary as a counter here, once it counted COUNT_PROBE as the server does; None
-        when the vocabulary is not one ``engine.core.bpe`` knows, or the counts disagree (logged once).
-        Raises LLMError while the server cannot be asked: it is asked again at the next count."""
+        when the server hands out none, or one ``engine.core.bpe`` does not know, or the counts disagree (logged
+        once). Raises BackendUnavailable while the server cannot be reached: it is asked again at the next count."""
         with self._counter_lock:
             if self._text_counter is None:
-                vocabulary = self._post("/api/vocabulary", {})
                 try:
+                    # A server of an earlier release has no vocabulary to hand out (404): it counts.
+                    vocabulary = self._post("/api/vocabulary", {})
                     counter = from_gguf_vocabulary(
                         model=str(vocabulary.get("model", "")),
                         pre=str(vocabulary.get("pre", "")),
                         merges=list(vocabulary.get("merges", [])),
                     )
-                except VocabularyError as exc:
+                except (LLMRequestError, VocabularyError) as exc:
                     logger.warning("%s counts every text: its vocabulary cannot be counted here (%s)", self.label, exc)
                     self._text_counter = False
                 else:

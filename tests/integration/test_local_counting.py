@@ -15,6 +15,7 @@ import pytest
 from engine.core.bpe import TextCounter
 from engine.core.tokens import VocabularyError
 from engine.llm.embedded import MODEL_NAME, EmbeddedBackend
+from engine.llm.types import LLMRequestError
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 PIECES = [
@@ -104,3 +105,22 @@ def test_a_vocabulary_it_cannot_count_leaves_counting_to_the_server(model_server
             "A Yaris, bought in 2024."
         )
     assert "'qwen2' is not one of smollm" in caplog.text
+
+
+def test_a_server_without_a_vocabulary_to_hand_out_counts_every_text(model_server, server_counts, monkeypatch, caplog):
+    """A model server of an earlier release answers 404 for /api/vocabulary: the app counts on it, exactly."""
+    post = EmbeddedBackend._post
+
+    def earlier_release(self, path, body):
+        if path == "/api/vocabulary":
+            raise LLMRequestError("the bundled model server could not count tokens (404): not found")
+        return post(self, path, body)
+
+    monkeypatch.setattr(EmbeddedBackend, "_post", earlier_release)
+    backend = EmbeddedBackend(host=model_server.url)
+    with caplog.at_level(logging.WARNING, logger="engine.llm.embedded"):
+        assert backend.count_text_tokens("Orla works at the aquarium.") == server_counts.count_text_tokens(
+            "Orla works at the aquarium."
+        )
+        backend.count_text_tokens("Asked once: the refusal is kept.")
+    assert caplog.text.count("counts every text") == 1
