@@ -36,6 +36,19 @@
     return raw ? raw.content.textContent : message.querySelector(".body").innerText;
   }
 
+  // An append (data-append: a turn's first frame, messages written elsewhere) never shows a message
+  // twice: the whole history can reach the page before it (a compression's event frame, or the page
+  // itself rendered after the messages were stored), so what the history already holds is dropped.
+  document.body.addEventListener("htmx:oobBeforeSwap", function (event) {
+    var detail = event.detail || {};
+    var fragment = detail.fragment;
+    if (!detail.target || detail.target.id !== "history" || !fragment || !fragment.hasAttribute ||
+        !fragment.hasAttribute("data-append")) { return; }
+    Array.prototype.slice.call(fragment.children).forEach(function (child) {
+      if (child.id && detail.target.querySelector("#" + CSS.escape(child.id))) { child.remove(); }
+    });
+  });
+
   if (!composer) { return; }
   var send = document.getElementById("send-button");
   var stop = document.getElementById("stop-button");
