@@ -19,9 +19,10 @@ model reads what a value is about, not a bare string.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache, wraps
+from typing import TypeVar
 
 import pysbd
 from bm25s.stopwords import STOPWORDS_EN_PLUS
@@ -247,6 +248,26 @@ def _counted(words: list[Word], index: int) -> str:
     return number
 
 
+# The clause functions below read the same texts again and again: a rollover ranks the clauses of up to 1,500
+# messages of the history, mostly those of the session's previous rollover, and each clause is read by several
+# rankings. Their results are kept for the texts last read, a message or a clause, up to a size: a longer text
+# (an attached file) is read afresh, so that what is kept stays within tens of megabytes.
+TEXTS_KEPT = 8192
+KEPT_TEXT_CHARS = 2000
+T = TypeVar("T")
+
+
+def _kept(function: Callable[[str], T]) -> Callable[[str], T]:
+    kept = lru_cache(maxsize=TEXTS_KEPT)(function)
+
+    @wraps(function)
+    def read(text: str) -> T:
+        return kept(text) if len(text) <= KEPT_TEXT_CHARS else function(text)
+
+    return read
+
+
+@_kept
 def specific_tokens(text: str) -> tuple[str, ...]:
     """Every specific token of ``text`` in order, each once: quoted and backticked text whole,
     then the words, a bare number with its noun."""
@@ -305,6 +326,7 @@ def sentences(line: str) -> list[str]:
     return [sentence.strip() for sentence in _segmenter().segment(line) if sentence.strip()] if line.strip() else []
 
 
+@_kept
 def split_clauses(text: str) -> tuple[str, ...]:
     """The clauses of ``text`` in order: its lines (code lines, goal marker lines and table rows
     whole, list and heading marks off), cut into sentences, then at semicolons and dashes, and long ones at commas."""

@@ -94,7 +94,9 @@ def build_ledger(
         if key and key not in unique and key not in shown:
             unique[key] = (order, fact)
     # "Maria" when "Maria Lopez" is a candidate too: written once, inside the longer one.
-    unique = {key: item for key, item in unique.items() if not any(key in other and key != other for other in unique)}
+    # normalize leaves no whitespace in a key, so in the keys joined by spaces a key found twice is inside another.
+    joined = " ".join(unique)
+    unique = {key: item for key, item in unique.items() if joined.count(key) == 1}
     locked = [normalize(decision) for decision in locked_decisions]
     candidates = list(unique.values())
 

@@ -63,6 +63,14 @@ def test_a_fact_inside_a_kept_one_is_not_written_again():
     assert ledger.dropped == ()
 
 
+def test_a_fact_found_only_across_two_others_is_kept():
+    # "Porto" then "Oslo" read "portooslo" run together: "too" and "toos" are inside neither fact.
+    facts = (Fact("name", "Porto"), Fact("name", "Oslo"), Fact("word", "toos"), Fact("word", "rto"))
+    ledger = build_ledger(facts, budget_tokens=100, cost=words)
+    assert [f.text for f in ledger.entries] == ["Porto", "Oslo", "toos"]
+    assert ledger.dropped == ()
+
+
 def test_each_tier_states_its_memory_split_over_the_checkpoints_it_keeps():
     # 2K: Tier 1, one ultra checkpoint, 50% of 1,700 (its clauses are the whole compressed history);
     # 8K and 16K: three checkpoints and the ultra one, 65% of 6,800 and of 13,600.
