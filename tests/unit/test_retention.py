@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import random
+import re
+
 import pytest
 
 from engine.core.clauses import distinctive_words, reference_facts
@@ -10,6 +13,7 @@ from engine.core.retention import (
     facts_to_json,
     measure_retention,
     normalize,
+    spaced,
 )
 
 CONVERSATION = [
@@ -97,3 +101,20 @@ def test_distinctive_words_weigh_half_as_much_as_the_specific_tokens():
     assert kept.score == pytest.approx(2.5 / 3)
     assert measure_retention([Fact("word", "asthma")], "no").score == 0.0
     assert measure_retention([], "no").score == 1.0
+
+
+def test_a_token_is_found_whole_as_the_pattern_of_its_definition_finds_it():
+    # The search is written without a regular expression (one a fact compiled each time); it must answer
+    # as ``(?<![\w#])token(?!\w)`` does, on random tokens and texts over letters of two alphabets, digits,
+    # "#", "_", spaces and punctuation.
+    draw = random.Random(7)
+    alphabet = "aF1_#é٣ .-x"
+    agreed = 0
+    for _ in range(5000):
+        token = "".join(draw.choices(alphabet, k=draw.randint(1, 3))).strip() or "a"
+        text = "".join(draw.choices(alphabet, k=draw.randint(0, 14)))
+        pattern = rf"(?<![\w#]){re.escape(spaced(token))}(?!\w)"
+        expected = re.search(pattern, spaced(text)) is not None
+        assert measure_retention([Fact("token", token)], text).kept == int(expected), (token, text)
+        agreed += expected
+    assert 100 < agreed < 4900, "the draw gives both answers often enough to test them"
