@@ -161,7 +161,14 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
             await self.send(text_data=await sync_to_async(chat_fragments)("history", self.session_id))
             await self.send(text_data=render_to_string("chat/ws/_idle.html"))
         # Also when none streams here: one may in another process, which answers.
-        await reply_join(session_id=self.session_id, channel=self.channel_name)
+        try:
+            await reply_join(session_id=self.session_id, channel=self.channel_name)
+        except Exception as exc:  # the layer failing (Redis coming back) must not close the page it accepted
+            logger.warning(
+                "session %s: a page could not ask for the reply so far (%r); it shows the reply's next frames",
+                self.session_id,
+                exc,
+            )
 
     async def disconnect(self, code: int) -> None:
         # The reply, if one streams, goes on: it belongs to the session, and reaches its other pages.

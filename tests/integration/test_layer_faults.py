@@ -88,3 +88,29 @@ async def test_a_turn_whose_group_cannot_be_left_does_not_refuse_the_next_messag
     roles = [m.role async for m in Message.objects.filter(session=socket_session).order_by("position")]
     assert roles == ["user", "assistant", "user", "assistant"]
     assert any("left no group" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_page_that_cannot_ask_for_the_reply_so_far_stays_open_and_chats(
+    socket_session, user, monkeypatch, caplog
+):
+    # A page opening as Redis comes back (issue 49, item 0): the layer refuses the socket's join request to a
+    # reply in flight after the socket was accepted. The page stays open, without the reply so far, and chats.
+    layer = get_channel_layer()
+    real = layer.group_send
+
+    async def failing(group: str, message: dict[str, object]) -> None:
+        if message.get("type") == "reply.join":
+            raise ConnectionError("Connection closed by server.")
+        await real(group, message)
+
+    monkeypatch.setattr(layer, "group_send", failing)
+    communicator = await socket(socket_session.pk, user)
+    with caplog.at_level(logging.WARNING, logger="chat.web.consumers"):
+        assert (await communicator.connect())[0]
+        frames = await _turn(communicator, "First?")
+        await _ended(socket_session.pk)
+    await communicator.disconnect()
+    assert any("A short answer." in frame for frame in frames)
+    stored = [(m.role, m.content) async for m in Message.objects.filter(session=socket_session).order_by("position")]
+    assert stored == [("user", "First?"), ("assistant", "A short answer.")]
+    assert any("reply so far" in r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
