@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 
 from engine.core import fact_words
 from engine.core.markers import ArtifactRecord, DecisionUpdate, NextStep, parse_markers
-from engine.core.retention import Fact, FactKind, normalize
+from engine.core.retention import Fact, FactKind, normalize, word_character
 
 MAX_FACT_CHARS = 120
 MAX_FACTS = 200
@@ -286,7 +286,7 @@ def _open(gate: _Gate, text: str) -> bool:
 
 
 def _word_start(text: str, start: int) -> bool:
-    return start == 0 or not (text[start - 1].isalnum() or text[start - 1] == "_")
+    return start == 0 or not word_character(text[start - 1])
 
 
 def _ruled(text: str) -> Iterator[_Span]:

@@ -72,7 +72,7 @@ def spaced(text: str) -> str:
     return " ".join(re.sub(r"[*`\"]+", "", text).split())
 
 
-def _word_character(text: str) -> bool:
+def word_character(text: str) -> bool:
     """What a regular expression's ``\\w`` matches: a letter or digit of any alphabet, or an underscore."""
     return text.isalnum() or text == "_"
 
@@ -86,7 +86,7 @@ def _found_token(token: str, haystack: str) -> bool:
     while start != -1:
         end = start + len(needle)
         before, after = haystack[start - 1 : start], haystack[end : end + 1]
-        if not (_word_character(before) or before == "#" or _word_character(after)):
+        if not (word_character(before) or before == "#" or word_character(after)):
             return True
         start = haystack.find(needle, start + 1)
     return False
